@@ -1,0 +1,40 @@
+-- The options Lua itself needs on the keystroke path. Python validates the whole table
+-- (python/local_copilot/config.py holds the same defaults; a test keeps the two equal).
+local M = {}
+
+M.defaults = {
+  auto_trigger = true,
+  debounce_ms = 20,
+  filetypes = {},
+  keymaps = {},
+  context = { lines_before = 200, lines_after = 60 },
+}
+
+-- Files whose text is never read or sent (DESIGN: secrets stay on disk).
+M.secret_patterns = {
+  '^%.env$', '^%.env%..*$', '%.pem$', '%.key$', '^id_rsa', '^id_ed25519', '^id_ecdsa', '^%.netrc$', '^credentials',
+}
+
+-- Filetypes off unless the user turns them on (commit messages, help).
+M.filetype_defaults = { gitcommit = false, gitrebase = false, help = false, hgcommit = false, svn = false, cvs = false }
+
+M.max_file_bytes = 1024 * 1024
+
+M.user = {}
+M.version = 0
+
+function M.set(opts)
+  M.user = opts or {}
+  M.version = M.version + 1
+end
+
+function M.get(key)
+  local v = M.user[key]
+  if v == nil then return M.defaults[key] end
+  if type(v) == 'table' and type(M.defaults[key]) == 'table' and not vim.islist(M.defaults[key]) then
+    return vim.tbl_deep_extend('force', M.defaults[key], v)
+  end
+  return v
+end
+
+return M

@@ -1,0 +1,87 @@
+"""The backend interface: a FIM request in, an async stream of text chunks out."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+import httpx
+import msgspec
+
+from ..config import BackendConfig
+from ..errors import ServerError, ServerUnavailable
+
+__all__ = ["Backend", "Chunk", "FimRequest", "raise_for_status", "auth_headers", "connect_errors"]
+
+
+class FimRequest(msgspec.Struct, frozen=True, kw_only=True):
+    prefix: str  # lines above the cursor line
+    middle: str  # the cursor line up to the cursor
+    suffix: str  # the rest of the cursor line and the lines below
+    n_predict: int
+    n_indent: int = 0
+    t_max_predict_ms: int = 0
+    path: str = ""
+
+
+class Chunk(msgspec.Struct, frozen=True, kw_only=True):
+    text: str
+    done: bool = False
+    # server counters on the last chunk, when it reports them (tokens, ms)
+    timings: dict[str, float] | None = None
+
+
+class Backend(Protocol):
+    name: str
+
+    def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
+        """Stream the completion; closing the iterator closes the HTTP stream (cancel)."""
+        ...
+
+
+def auth_headers(cfg: BackendConfig) -> dict[str, str]:
+    if cfg.api_key_env:
+        key = os.environ.get(cfg.api_key_env, "")
+        if key:
+            return {"Authorization": f"Bearer {key}"}
+    return {}
+
+
+# what "the server is not there" looks like in httpx
+connect_errors = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError)
+
+
+class _ErrorBody(msgspec.Struct):
+    error: msgspec.Raw | str | None = None
+
+
+class _ErrorDetail(msgspec.Struct):
+    message: str = ""
+
+
+_error_decoder = msgspec.json.Decoder(_ErrorBody)
+_detail_decoder = msgspec.json.Decoder(_ErrorDetail)
+
+
+def error_message(body: bytes) -> str:
+    """The server's own message from {"error": {"message": ...}} or {"error": "..."}."""
+    try:
+        err = _error_decoder.decode(body).error
+        if isinstance(err, str):
+            return err
+        if err is not None:
+            return _detail_decoder.decode(err).message
+    except msgspec.DecodeError:
+        pass
+    return body[:200].decode("utf-8", "replace").strip()
+
+
+async def raise_for_status(name: str, response: httpx.Response) -> None:
+    if response.status_code == 200:
+        return
+    body = await response.aread()
+    message = error_message(body)
+    if response.status_code == 503:
+        raise ServerUnavailable(f"{name}: server not ready (503: {message or 'loading'})")
+    raise ServerError(f"{name}: HTTP {response.status_code}: {message}", status=response.status_code)

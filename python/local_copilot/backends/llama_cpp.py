@@ -1,0 +1,83 @@
+"""llama.cpp `llama-server` `/infill`: server-side FIM from the model's own tokens.
+
+SSE without `[DONE]`; the final chunk has `stop: true` and `timings`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import msgspec
+
+from ..config import BackendConfig
+from ..errors import ProtocolError, ServerUnavailable
+from ..streaming import SSEParser
+from .base import Chunk, FimRequest, auth_headers, connect_errors, raise_for_status
+
+__all__ = ["LlamaCppBackend"]
+
+
+class _InfillChunk(msgspec.Struct):
+    content: str = ""
+    stop: bool = False
+    timings: dict[str, float] | None = None
+    error: msgspec.Raw | None = None
+
+
+_decoder = msgspec.json.Decoder(_InfillChunk)
+
+
+class LlamaCppBackend:
+    def __init__(self, name: str, cfg: BackendConfig, client: httpx.AsyncClient) -> None:
+        self.name = name
+        self.cfg = cfg
+        self.client = client
+        self.url = cfg.url.rstrip("/") + "/infill"
+
+    def body(self, req: FimRequest) -> dict[str, Any]:
+        return {
+            "input_prefix": req.prefix,
+            "input_suffix": req.suffix,
+            "prompt": req.middle,
+            "input_extra": [],
+            "n_predict": req.n_predict,
+            "n_indent": req.n_indent,
+            "t_max_predict_ms": req.t_max_predict_ms,
+            "cache_prompt": True,
+            "stream": True,
+            "temperature": self.cfg.temperature,
+            "top_p": self.cfg.top_p,
+            "top_k": 40,
+            "samplers": ["top_k", "top_p", "infill"],
+        }
+
+    async def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
+        parser = SSEParser()
+        try:
+            async with self.client.stream(
+                "POST", self.url, json=self.body(req), headers=auth_headers(self.cfg)
+            ) as response:
+                await raise_for_status(self.name, response)
+                async for data in response.aiter_raw():
+                    for payload in parser.feed(data):
+                        chunk = self._decode(payload)
+                        yield chunk
+                        if chunk.done:
+                            return
+                for payload in parser.close():
+                    yield self._decode(payload)
+        except connect_errors as exc:
+            raise ServerUnavailable(f"{self.name}: cannot reach {self.cfg.url} ({exc.__class__.__name__})") from exc
+        except httpx.TimeoutException as exc:
+            raise ServerUnavailable(f"{self.name}: no answer from {self.cfg.url} in time") from exc
+
+    def _decode(self, payload: bytes) -> Chunk:
+        try:
+            msg = _decoder.decode(payload)
+        except (msgspec.DecodeError, ValueError) as exc:
+            raise ProtocolError(f"{self.name}: malformed stream chunk ({exc})") from None
+        if msg.error is not None:
+            raise ProtocolError(f"{self.name}: server error in stream: {bytes(msg.error)[:200].decode('utf-8', 'replace')}")
+        return Chunk(text=msg.content, done=msg.stop, timings=msg.timings if msg.stop else None)

@@ -1,0 +1,125 @@
+"""User configuration: typed msgspec Structs, validated once, errors name the field path.
+
+The Lua `setup(opts)` stores the user's table as it is; Python merges it over the defaults
+here (built-in backends included) and converts it. A bad value gives a `ConfigError` whose
+message names the path, e.g. "Expected `int`, got `str` - at `$.n_predict`".
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+
+from .errors import ConfigError
+
+__all__ = ["BackendConfig", "Config", "ContextConfig", "BUILTIN_BACKENDS", "load_config"]
+
+PositiveInt = Annotated[int, Meta(gt=0)]
+NonNegInt = Annotated[int, Meta(ge=0)]
+
+
+class _Base(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class BackendConfig(_Base):
+    """One model server. `kind` is the wire dialect; the name in `backends` is the user's."""
+
+    kind: Literal["llama.cpp", "openai", "ollama"] = "llama.cpp"
+    url: str = "http://127.0.0.1:8012"
+    model: str = ""
+    # '' = detect from the server's model name; otherwise a name from fim_templates.names()
+    fim_template: str = ""
+    # name of an environment variable holding a Bearer token; the key itself never sits in config
+    api_key_env: str = ""
+    # launch command as an argv list (server management); empty = the built-in recipe
+    cmd: list[str] = []
+    timeout_ms: PositiveInt = 10_000
+    temperature: Annotated[float, Meta(ge=0)] = 0.1
+    top_p: Annotated[float, Meta(gt=0, le=1)] = 0.9
+
+
+class ContextConfig(_Base, frozen=True):
+    # lines of the buffer around the cursor that Lua sends with each snapshot
+    lines_before: PositiveInt = 200
+    lines_after: NonNegInt = 60
+
+
+class Config(_Base):
+    backend: str = "llama.cpp"
+    backends: dict[str, BackendConfig] = {}
+    filetypes: dict[str, bool] = {}
+    keymaps: dict[str, str | bool] = {}
+    auto_trigger: bool = True
+    n_predict: PositiveInt = 128
+    # server-side cap on generation time once a newline was produced (llama.cpp t_max_predict_ms)
+    t_max_predict_ms: PositiveInt = 500
+    debounce_ms: NonNegInt = 20
+    max_lines: PositiveInt = 16
+    context: ContextConfig = ContextConfig()
+    log_level: Literal["debug", "info", "warn", "error"] = "warn"
+
+    @property
+    def active(self) -> BackendConfig:
+        return self.backends[self.backend]
+
+
+# Defaults for the built-in backend names; user options merge over these, field by field.
+BUILTIN_BACKENDS: dict[str, dict[str, Any]] = {
+    "llama.cpp": {"kind": "llama.cpp", "url": "http://127.0.0.1:8012"},
+    "vllm": {"kind": "openai", "url": "http://127.0.0.1:8000"},
+    "ollama": {"kind": "ollama", "url": "http://127.0.0.1:11434"},
+    "openai": {"kind": "openai", "url": "http://127.0.0.1:8080"},
+}
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _convert(value: Any, typ: type[Any], path: str) -> Any:
+    if value == []:
+        value = {}
+    try:
+        return msgspec.convert(value, typ, strict=False)
+    except msgspec.ValidationError as exc:
+        msg = str(exc)
+        msg = msg.replace("`$", f"`{path}") if " - at `$" in msg else f"{msg} - at `{path}`"
+        raise ConfigError(msg) from None
+
+
+def load_config(raw: Any = None) -> Config:
+    """Merge the user's options over the defaults and validate them.
+
+    >>> load_config({"n_predict": 64}).n_predict
+    64
+    """
+    if raw is None or raw == []:  # an empty Lua table arrives as a list
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"options must be a table, got {type(raw).__name__}")
+    user_backends = raw.get("backends") or {}
+    if not isinstance(user_backends, dict):
+        raise ConfigError("Expected `object`, got `array` - at `$.backends`")
+    merged = dict(raw)
+    backends = _merge(BUILTIN_BACKENDS, {k: v or {} for k, v in user_backends.items()})
+    # converted one by one so an error names the backend: `$.backends.vllm.url`, not `$.backends[...]`
+    merged["backends"] = {name: _convert(value, BackendConfig, f"$.backends.{name}") for name, value in backends.items()}
+    # empty Lua tables arrive as lists; they mean "no entries"
+    for key in ("filetypes", "keymaps", "context"):
+        if merged.get(key) == []:
+            merged[key] = {}
+    cfg = _convert(merged, Config, "$")
+    if cfg.backend not in cfg.backends:
+        names = ", ".join(sorted(cfg.backends))
+        raise ConfigError(f"unknown backend {cfg.backend!r} - at `$.backend`; choose one of: {names}")
+    return cfg

@@ -1,0 +1,53 @@
+"""Snapshot -> FIM context: the text before and after the cursor, cut to whole lines."""
+
+from __future__ import annotations
+
+import msgspec
+
+from .snapshot import Snapshot
+
+__all__ = ["FimContext", "build_context"]
+
+
+class FimContext(msgspec.Struct, frozen=True, kw_only=True):
+    prefix: str  # whole lines above the cursor line, each ending in "\n"
+    middle: str  # the cursor line up to the cursor
+    suffix: str  # the rest of the cursor line, then the lines below
+    line_suffix: str  # the rest of the cursor line alone
+    prev_lines: tuple[str, ...]
+    next_lines: tuple[str, ...]
+    indent: int  # display width of the cursor line's leading whitespace
+    path: str = ""
+    filetype: str = ""
+
+
+def indent_width(line: str, tabstop: int) -> int:
+    width = 0
+    for ch in line:
+        if ch == " ":
+            width += 1
+        elif ch == "\t":
+            width += tabstop - width % tabstop if tabstop > 0 else 1
+        else:
+            break
+    return width
+
+
+def build_context(snap: Snapshot, *, lines_before: int, lines_after: int) -> FimContext:
+    idx = snap.row - snap.first
+    line = snap.lines[idx]
+    cut = snap.char_col
+    above = snap.lines[max(0, idx - lines_before) : idx]
+    below = snap.lines[idx + 1 : idx + 1 + lines_after]
+    line_suffix = line[cut:]
+    return FimContext(
+        prefix="".join(f"{ln}\n" for ln in above),
+        middle=line[:cut],
+        suffix=line_suffix + "".join(f"\n{ln}" for ln in below),
+        line_suffix=line_suffix,
+        prev_lines=tuple(above),
+        next_lines=tuple(below),
+        indent=indent_width(line, snap.ts),
+        path=snap.path,
+        filetype=snap.ft,
+    )

@@ -1,0 +1,426 @@
+"""Generate tiny offline Qwen2-style FIM models for tests (no downloads needed).
+
+Two outputs share one set of weights and one byte-level BPE vocabulary:
+
+* ``gguf``: a single GGUF file that llama-server loads (arch ``qwen2``).
+* ``hf``:   a transformers/vLLM checkpoint directory (``Qwen2ForCausalLM``).
+
+By default the model is *deterministic*: greedy decoding always emits the
+``favor`` token (``"x"`` → completions read ``"xxxx…"``), which makes
+end-to-end tests exact.  With ``--random`` the weights are small random
+numbers (seeded), useful for "the server answers at all" checks.
+
+    python -m local_copilot.devtools.tiny_model gguf OUT.gguf [--favor x] [--random] [--seed N]
+    python -m local_copilot.devtools.tiny_model hf OUTDIR [--favor x] [--random] [--seed N]
+
+Output is byte-for-byte reproducible for the same arguments and is written
+atomically (temp file + rename), so re-running is safe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+
+NAME = "tiny-qwen2-fim"
+
+# Model shape: as small as llama.cpp/vLLM accept while still exercising GQA.
+N_EMBD = 64
+N_FF = 128
+N_LAYER = 2
+N_HEAD = 4
+N_HEAD_KV = 2
+HEAD_DIM = N_EMBD // N_HEAD
+N_CTX = 4096
+RMS_EPS = 1e-6
+ROPE_THETA = 1_000_000.0
+
+# Qwen2.5-Coder's special tokens, in its order.  All are "control" tokens, so
+# llama.cpp treats them as specials (FIM markers, end-of-generation).
+SPECIALS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|fim_prefix|>",
+    "<|fim_middle|>",
+    "<|fim_suffix|>",
+    "<|fim_pad|>",
+    "<|repo_name|>",
+    "<|file_sep|>",
+]
+EOS = "<|endoftext|>"
+
+# A few merges so the BPE path is really exercised (indentation, "def", "ret").
+# Every merge result becomes a vocab entry right after the 256 byte symbols.
+MERGES = ["Ġ Ġ", "ĠĠ ĠĠ", "d e", "de f", "r e", "re t"]
+
+# Qwen2's pre-tokenizer regex (same as llama.cpp's tokenizer.ggml.pre="qwen2").
+QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+    r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte → printable-char map (byte-level BPE alphabet)."""
+    bs = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+BYTE_ENCODER = bytes_to_unicode()
+
+
+def vocab() -> list[str]:
+    """Token texts by id: 256 byte symbols (by byte value), merges, specials.
+
+    All 256 byte symbols are present so no input byte is ever dropped.
+    """
+    toks = [BYTE_ENCODER[b] for b in range(256)]
+    toks += [m.replace(" ", "") for m in MERGES]
+    toks += SPECIALS
+    assert len(set(toks)) == len(toks)
+    return toks
+
+
+def token_id(text: str) -> int:
+    """Id of a token given either in byte-level form ("Ċ") or plain ("\\n")."""
+    toks = vocab()
+    if text in toks:
+        return toks.index(text)
+    encoded = "".join(BYTE_ENCODER[b] for b in text.encode("utf-8"))
+    if encoded in toks:
+        return toks.index(encoded)
+    raise ValueError(f"favor token {text!r} is not a single token of the tiny vocab")
+
+
+def params(favor: str | None, seed: int) -> dict[str, np.ndarray]:
+    """Weights in HF naming / torch layout ([out, in]).
+
+    The numpy shapes equal GGUF's (ggml ``ne`` is the reverse of the numpy
+    shape), and qwen2 uses NEOX rope in both runtimes, so the GGUF file gets
+    the very same arrays without any permutation.
+
+    Deterministic variant (favor given): every projection is zero, so each
+    residual stream just carries its token embedding; column 0 of every
+    embedding is 1.0, so after the final RMS norm hidden[0] is large and
+    positive, and lm_head row ``favor`` reads only that column → favor's
+    logit is ~80 while every other logit is 0.
+    """
+    rng = np.random.default_rng(seed)
+    n_vocab = len(vocab())
+    q_out, kv_out = N_HEAD * HEAD_DIM, N_HEAD_KV * HEAD_DIM
+    shapes = {"model.embed_tokens.weight": (n_vocab, N_EMBD)}
+    for i in range(N_LAYER):
+        p = f"model.layers.{i}."
+        shapes |= {
+            p + "input_layernorm.weight": (N_EMBD,),
+            p + "self_attn.q_proj.weight": (q_out, N_EMBD),
+            p + "self_attn.q_proj.bias": (q_out,),
+            p + "self_attn.k_proj.weight": (kv_out, N_EMBD),
+            p + "self_attn.k_proj.bias": (kv_out,),
+            p + "self_attn.v_proj.weight": (kv_out, N_EMBD),
+            p + "self_attn.v_proj.bias": (kv_out,),
+            p + "self_attn.o_proj.weight": (N_EMBD, q_out),
+            p + "post_attention_layernorm.weight": (N_EMBD,),
+            p + "mlp.gate_proj.weight": (N_FF, N_EMBD),
+            p + "mlp.up_proj.weight": (N_FF, N_EMBD),
+            p + "mlp.down_proj.weight": (N_EMBD, N_FF),
+        }
+    shapes |= {"model.norm.weight": (N_EMBD,), "lm_head.weight": (n_vocab, N_EMBD)}
+
+    out: dict[str, np.ndarray] = {}
+    for name, shape in shapes.items():
+        if name.endswith("norm.weight"):
+            arr = np.ones(shape, np.float32)
+        elif favor is None:
+            arr = rng.normal(0.0, 0.02, shape).astype(np.float32)
+        elif name == "model.embed_tokens.weight":
+            # Noise keeps tokens distinguishable; column 0 drives the logit.
+            arr = rng.normal(0.0, 0.01, shape).astype(np.float32)
+            arr[:, 0] = 1.0
+        else:
+            arr = np.zeros(shape, np.float32)
+        out[name] = arr
+    if favor is not None:
+        out["lm_head.weight"][token_id(favor), 0] = 10.0
+    return out
+
+
+# ---------------------------------------------------------------- GGUF
+
+
+def _gguf_name(hf: str) -> str:
+    fixed = {
+        "model.embed_tokens.weight": "token_embd.weight",
+        "model.norm.weight": "output_norm.weight",
+        "lm_head.weight": "output.weight",
+    }
+    if hf in fixed:
+        return fixed[hf]
+    _, _, i, rest = hf.split(".", 3)
+    for a, b in [
+        ("input_layernorm", "attn_norm"),
+        ("post_attention_layernorm", "ffn_norm"),
+        ("self_attn.q_proj", "attn_q"),
+        ("self_attn.k_proj", "attn_k"),
+        ("self_attn.v_proj", "attn_v"),
+        ("self_attn.o_proj", "attn_output"),
+        ("mlp.gate_proj", "ffn_gate"),
+        ("mlp.up_proj", "ffn_up"),
+        ("mlp.down_proj", "ffn_down"),
+    ]:
+        if rest.startswith(a + "."):
+            return f"blk.{i}.{b}{rest[len(a):]}"
+    raise KeyError(hf)
+
+
+def write_gguf(path: str | os.PathLike[str], favor: str | None = "x", seed: int = 0) -> Path:
+    """Write the tiny model as GGUF; ``favor=None`` means random weights."""
+    import gguf  # test/dev dependency only
+
+    path = Path(path)
+    toks = vocab()
+    ids = {t: i for i, t in enumerate(toks)}
+    tmp = path.with_name(path.name + ".tmp")
+
+    w = gguf.GGUFWriter(tmp, "qwen2")
+    w.add_name(NAME if favor is not None else NAME + "-random")
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_context_length(N_CTX)
+    w.add_embedding_length(N_EMBD)
+    w.add_block_count(N_LAYER)
+    w.add_feed_forward_length(N_FF)
+    w.add_head_count(N_HEAD)
+    w.add_head_count_kv(N_HEAD_KV)
+    w.add_rope_dimension_count(HEAD_DIM)  # qwen2 requires it == head dim
+    w.add_rope_freq_base(ROPE_THETA)
+    w.add_layer_norm_rms_eps(RMS_EPS)
+
+    w.add_tokenizer_model("gpt2")  # byte-level BPE; merges are mandatory
+    w.add_tokenizer_pre("qwen2")  # unknown/empty names error or warn
+    w.add_token_list(toks)
+    w.add_token_types(
+        [gguf.TokenType.CONTROL if t in SPECIALS else gguf.TokenType.NORMAL for t in toks]
+    )
+    w.add_token_merges(MERGES)
+    # llama.cpp's BPE default bos/eos is id 11 — always set them explicitly.
+    w.add_bos_token_id(ids[EOS])
+    w.add_eos_token_id(ids[EOS])
+    w.add_pad_token_id(ids[EOS])
+    w.add_add_bos_token(False)
+    fim_keys = {
+        "FIM_PRE_ID": "<|fim_prefix|>",
+        "FIM_SUF_ID": "<|fim_suffix|>",
+        "FIM_MID_ID": "<|fim_middle|>",
+        "FIM_PAD_ID": "<|fim_pad|>",
+        "FIM_REP_ID": "<|repo_name|>",
+        "FIM_SEP_ID": "<|file_sep|>",
+    }
+    for attr, tok in fim_keys.items():
+        key = getattr(gguf.Keys.Tokenizer, attr, None)
+        if key is not None:  # older gguf-py lacks these; llama.cpp then matches by text
+            w.add_uint32(key, ids[tok])
+
+    for name, arr in params(favor, seed).items():
+        w.add_tensor(_gguf_name(name), arr)
+    # output.bias is optional for qwen2; a one-hot bias on the favor token makes
+    # the deterministic choice independent of hidden-state numerics.
+    bias = np.zeros(len(toks), np.float32)
+    if favor is not None:
+        bias[token_id(favor)] = 10.0
+    w.add_tensor("output.bias", bias)
+
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(tmp, path)
+    return path
+
+
+# ---------------------------------------------------------------- HF dir
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _json(obj: object) -> bytes:
+    return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def safetensors_bytes(tensors: dict[str, np.ndarray]) -> bytes:
+    """Serialize float32 tensors in the safetensors format (no dependency).
+
+    Layout: u64-LE header length, JSON header, raw little-endian data.
+    """
+    header: dict[str, object] = {"__metadata__": {"format": "pt"}}
+    blobs, offset = [], 0
+    for name in sorted(tensors):
+        raw = np.ascontiguousarray(tensors[name], dtype="<f4").tobytes()
+        header[name] = {
+            "dtype": "F32",
+            "shape": list(tensors[name].shape),
+            "data_offsets": [offset, offset + len(raw)],
+        }
+        blobs.append(raw)
+        offset += len(raw)
+    h = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
+    h += b" " * (-len(h) % 8)  # keep data 8-byte aligned, as the reference writer does
+    return struct.pack("<Q", len(h)) + h + b"".join(blobs)
+
+
+def tokenizer_json() -> dict[str, object]:
+    """HF `tokenizers` byte-level BPE equivalent of the GGUF vocab."""
+    toks = vocab()
+    n_bpe = len(toks) - len(SPECIALS)
+    byte_level = {"add_prefix_space": False, "trim_offsets": False, "use_regex": False}
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {
+                "id": i,
+                "content": t,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
+            for i, t in enumerate(toks)
+            if i >= n_bpe
+        ],
+        "normalizer": {"type": "NFC"},
+        "pre_tokenizer": {
+            "type": "Sequence",
+            "pretokenizers": [
+                {
+                    "type": "Split",
+                    "pattern": {"Regex": QWEN2_SPLIT},
+                    "behavior": "Isolated",
+                    "invert": False,
+                },
+                {"type": "ByteLevel", **byte_level},
+            ],
+        },
+        "post_processor": {"type": "ByteLevel", **byte_level},
+        "decoder": {"type": "ByteLevel", **byte_level},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": "",
+            "end_of_word_suffix": "",
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": {t: i for i, t in enumerate(toks[:n_bpe])},
+            "merges": MERGES,
+        },
+    }
+
+
+def write_hf_dir(path: str | os.PathLike[str], favor: str | None = "x", seed: int = 0) -> Path:
+    """Write the tiny model as an HF/vLLM checkpoint dir; ``favor=None`` = random."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    toks = vocab()
+    eos = toks.index(EOS)
+    config = {
+        "architectures": ["Qwen2ForCausalLM"],
+        "model_type": "qwen2",
+        "vocab_size": len(toks),
+        "hidden_size": N_EMBD,
+        "intermediate_size": N_FF,
+        "num_hidden_layers": N_LAYER,
+        "num_attention_heads": N_HEAD,
+        "num_key_value_heads": N_HEAD_KV,
+        "hidden_act": "silu",
+        "max_position_embeddings": N_CTX,
+        "max_window_layers": N_LAYER,
+        "use_sliding_window": False,
+        "sliding_window": None,
+        "rms_norm_eps": RMS_EPS,
+        "rope_theta": ROPE_THETA,
+        "attention_dropout": 0.0,
+        "initializer_range": 0.02,
+        "tie_word_embeddings": False,  # lm_head differs from embed_tokens
+        "use_cache": True,
+        "torch_dtype": "float32",  # transformers < 5
+        "dtype": "float32",  # transformers >= 5
+        "bos_token_id": eos,
+        "eos_token_id": eos,
+    }
+    tok_config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",  # loads tokenizer.json as is
+        "bos_token": None,
+        "eos_token": EOS,
+        "pad_token": EOS,
+        "unk_token": None,
+        "additional_special_tokens": SPECIALS[1:],
+        "add_bos_token": False,
+        "add_prefix_space": False,
+        "clean_up_tokenization_spaces": False,
+        "split_special_tokens": False,
+        "model_max_length": N_CTX,
+    }
+    files = {
+        "config.json": _json(config),
+        "generation_config.json": _json({"bos_token_id": eos, "eos_token_id": eos}),
+        "tokenizer.json": _json(tokenizer_json()),
+        "tokenizer_config.json": _json(tok_config),
+        "model.safetensors": safetensors_bytes(params(favor, seed)),
+    }
+    for name, data in files.items():
+        _atomic_write(path / name, data)
+    return path
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m local_copilot.devtools.tiny_model",
+        description="Write a tiny offline Qwen2 FIM test model.",
+    )
+    ap.add_argument("format", choices=["gguf", "hf"], help="GGUF file or HF checkpoint dir")
+    ap.add_argument("out", help="output .gguf file (gguf) or directory (hf)")
+    ap.add_argument(
+        "--favor",
+        default="x",
+        help='token greedy decoding always emits: "x", "\\n", " " or byte-level "Ċ"/"Ġ" (default x)',
+    )
+    ap.add_argument("--random", action="store_true", help="random weights instead of --favor")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    # Shells can't easily pass a literal newline; accept the escapes too.
+    favor = None if a.random else {"\\n": "\n", "\\t": "\t"}.get(a.favor, a.favor)
+    writer = write_gguf if a.format == "gguf" else write_hf_dir
+    print(writer(a.out, favor=favor, seed=a.seed))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

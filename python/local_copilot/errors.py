@@ -1,0 +1,48 @@
+"""Exception tree of the plugin.
+
+    LocalCopilotError
+    ├── ConfigError          bad option; the message names the field path (`$.backends.vllm.url`)
+    └── BackendError         anything between us and the model server
+        ├── ServerUnavailable   connection refused, timeouts, 503 while loading
+        ├── ServerError         an HTTP error answer (status and the server's message)
+        └── ProtocolError       a stream that does not follow the server's schema
+
+Expected errors become one concise, rate-limited notification; details go to the log.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "LocalCopilotError",
+    "ConfigError",
+    "BackendError",
+    "ServerUnavailable",
+    "ServerError",
+    "ProtocolError",
+]
+
+
+class LocalCopilotError(Exception):
+    pass
+
+
+class ConfigError(LocalCopilotError):
+    pass
+
+
+class BackendError(LocalCopilotError):
+    pass
+
+
+class ServerUnavailable(BackendError):
+    pass
+
+
+class ServerError(BackendError):
+    def __init__(self, message: str, *, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ProtocolError(BackendError):
+    pass

@@ -1,0 +1,1 @@
+"""The Neovim adapter: the only code that imports pynvim."""

@@ -1,0 +1,54 @@
+"""The `Editor` port for Neovim: render plans and notifications go to Lua in one call each."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import msgspec
+import pynvim
+
+from ..render import RenderPlan
+
+__all__ = ["NvimEditor"]
+
+
+class NvimEditor:
+    """Called from the worker thread; hops to pynvim's loop with `async_call`.
+
+    Plans are coalesced per buffer: while one hop is queued, newer plans replace the pending
+    one, so a fast stream costs one Lua call per loop turn, not one per token.
+    """
+
+    def __init__(self, nvim: pynvim.Nvim) -> None:
+        self.nvim = nvim
+        self._lock = threading.Lock()
+        self._pending: dict[int, RenderPlan] = {}
+        self._queued = False
+
+    def show(self, plan: RenderPlan) -> None:
+        with self._lock:
+            self._pending[plan.buf] = plan
+            if self._queued:
+                return
+            self._queued = True
+        self.nvim.async_call(self._flush)
+
+    def _flush(self) -> None:
+        with self._lock:
+            plans = list(self._pending.values())
+            self._pending.clear()
+            self._queued = False
+        for plan in plans:
+            self.nvim.exec_lua(
+                "require('local_copilot.ghost').show(...)", msgspec.to_builtins(plan), async_=True
+            )
+
+    def notify(self, message: str, level: str) -> None:
+        self.nvim.async_call(self._notify_now, message, level)
+
+    def _notify_now(self, message: str, level: str) -> None:
+        self.nvim.exec_lua("require('local_copilot').notify(...)", message, level, async_=True)
+
+    def call_lua(self, code: str, *args: Any) -> None:
+        self.nvim.async_call(lambda: self.nvim.exec_lua(code, *args, async_=True))

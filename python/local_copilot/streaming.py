@@ -1,0 +1,64 @@
+"""Incremental parsers for the servers' streams: SSE (llama.cpp, OpenAI) and NDJSON (Ollama).
+
+They accept bytes cut anywhere (inside a line, inside a UTF-8 sequence) and yield whole
+payloads; the backends decode each payload with a msgspec Decoder created once.
+"""
+
+from __future__ import annotations
+
+__all__ = ["SSEParser", "NDJSONParser", "MAX_EVENT_BYTES"]
+
+# one event larger than this is not a completion chunk; refuse it instead of buffering forever
+MAX_EVENT_BYTES = 4 * 1024 * 1024
+
+
+class _LineBuffer:
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def lines(self, data: bytes) -> list[bytes]:
+        self._buf += data
+        if b"\n" not in data:
+            if len(self._buf) > MAX_EVENT_BYTES:
+                raise ValueError(f"stream line longer than {MAX_EVENT_BYTES} bytes")
+            return []
+        *complete, rest = self._buf.split(b"\n")
+        self._buf = bytearray(rest)
+        return [ln[:-1] if ln.endswith(b"\r") else bytes(ln) for ln in complete]
+
+
+class SSEParser:
+    """`feed(bytes) -> [data payload, ...]`; comments (`:ping`) and other fields are skipped."""
+
+    def __init__(self) -> None:
+        self._lines = _LineBuffer()
+        self._data: list[bytes] = []
+
+    def feed(self, data: bytes) -> list[bytes]:
+        out: list[bytes] = []
+        for line in self._lines.lines(data):
+            if not line:  # blank line ends an event
+                if self._data:
+                    out.append(b"\n".join(self._data))
+                    self._data = []
+            elif line.startswith(b"data:"):
+                value = line[5:]
+                self._data.append(value[1:] if value.startswith(b" ") else value)
+            # lines starting with ':' are comments/pings; 'event:'/'id:' carry nothing we use
+        return out
+
+    def close(self) -> list[bytes]:
+        """End of stream: a last event without its blank line still counts."""
+        out = self.feed(b"\n\n")
+        return out
+
+
+class NDJSONParser:
+    def __init__(self) -> None:
+        self._lines = _LineBuffer()
+
+    def feed(self, data: bytes) -> list[bytes]:
+        return [ln for ln in self._lines.lines(data) if ln.strip()]
+
+    def close(self) -> list[bytes]:
+        return self.feed(b"\n")

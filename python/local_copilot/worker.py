@@ -1,0 +1,36 @@
+"""A background thread with its own asyncio loop: all network I/O happens here.
+
+pynvim's handler thread only hands values over (`call`); nothing there waits on the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["Worker"]
+
+
+class Worker:
+    def __init__(self, name: str = "local-copilot-worker") -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run `fn(*args)` on the worker loop, soon; thread-safe, never blocks."""
+        self.loop.call_soon_threadsafe(fn, *args)
+
+    def run(self, coro: Any, timeout: float | None = None) -> Any:
+        """Run a coroutine on the worker and wait for its result (for sync RPC like health)."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=2)

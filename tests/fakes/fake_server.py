@@ -1,0 +1,110 @@
+"""A FAKE model server on loopback, for what no real server does on demand: exact timing,
+cut streams, resets, malformed chunks. Real-server behaviour is tested against llama-server.
+
+Each request is answered by `script(path, body) -> list of steps`; a step is bytes to send,
+a float (seconds to wait), or one of the actions RESET / CLOSE. Requests are recorded, and
+`disconnects` counts streams the client closed before the script ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+RESET = "reset"
+CLOSE = "close"
+
+Step = bytes | float | str
+Script = Callable[[str, dict[str, Any]], tuple[int, list[Step]]]
+
+
+def sse(obj: Any) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def infill_stream(tokens: list[str], delay: float = 0.0) -> list[Step]:
+    steps: list[Step] = []
+    for tok in tokens:
+        if delay:
+            steps.append(delay)
+        steps.append(sse({"content": tok, "stop": False}))
+    steps.append(sse({"content": "", "stop": True, "timings": {"predicted_n": len(tokens)}}))
+    return steps
+
+
+class FakeServer:
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.requests: list[tuple[str, dict[str, Any]]] = []
+        self.disconnects = 0
+        self.loop = asyncio.new_event_loop()
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._sock = sock
+        self._thread = threading.Thread(target=self._main, daemon=True)
+        self._ready = threading.Event()
+        self._thread.start()
+        self._ready.wait(5)
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+
+        async def start() -> None:
+            self._server = await asyncio.start_server(self._handle, sock=self._sock)
+            self._ready.set()
+
+        self.loop.run_until_complete(start())
+        self.loop.run_forever()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                headers = {k.lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines[1:] if ":" in ln)}
+                length = int(headers.get("content-length", "0"))
+                raw = await reader.readexactly(length) if length else b""
+                body = json.loads(raw) if raw else {}
+                body["_headers"] = headers
+                self.requests.append((path, body))
+                status, steps = self.script(path, body)
+                ctype = "application/x-ndjson" if path.startswith("/api/") else "text/event-stream"
+                writer.write(
+                    f"HTTP/1.1 {status} X\r\ncontent-type: {ctype}\r\ntransfer-encoding: chunked\r\n\r\n".encode()
+                )
+                for step in steps:
+                    if isinstance(step, float):
+                        await asyncio.sleep(step)
+                    elif step == RESET:
+                        sock = writer.get_extra_info("socket")
+                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                        writer.transport.abort()
+                        return
+                    elif step == CLOSE:
+                        writer.close()
+                        return
+                    else:
+                        assert isinstance(step, bytes)
+                        writer.write(b"%x\r\n%s\r\n" % (len(step), step))
+                        await writer.drain()
+                        if writer.is_closing() or reader.at_eof():
+                            self.disconnects += 1
+                            return
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            self.disconnects += 1
+        finally:
+            writer.close()
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self._server.close)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(2)

@@ -1,0 +1,67 @@
+"""Drive a real headless Neovim with the plugin loaded, from the test process."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pynvim
+
+from ..helpers import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def start_nvim(nvim_bin: str, manifest: Path, env: dict[str, str], *, setup: dict[str, Any] | None = None,
+               columns: int = 80, lines: int = 24) -> pynvim.Nvim:
+    argv = [
+        nvim_bin, "--clean", "--embed", "--headless", "-n",
+        "--cmd", f"set rtp^={REPO}",
+        "--cmd", f"let g:python3_host_prog = '{sys.executable}'",
+        "--cmd", f"let g:loaded_remote_plugins = '{manifest}'",
+        "--cmd", f"set columns={columns} lines={lines}",
+    ]
+    old = dict(os.environ)
+    os.environ.update(env)  # pynvim's child attach inherits our environment
+    try:
+        nvim = pynvim.attach("child", argv=argv)
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    nvim.command(f"source {manifest}")
+    if setup is not None:
+        nvim.exec_lua("require('local_copilot').setup(...)", setup)
+    return nvim
+
+
+def extmarks(nvim: pynvim.Nvim) -> list[Any]:
+    return nvim.exec_lua(
+        "local ns = vim.api.nvim_create_namespace('local_copilot')\n"
+        "return vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, { details = true })"
+    )
+
+
+def ghost_text(nvim: pynvim.Nvim) -> str | None:
+    """The suggestion as drawn: inline virt_text, then one line per virt_lines entry."""
+    marks = extmarks(nvim)
+    if not marks:
+        return None
+    details = marks[0][3]
+    parts = ["".join(chunk[0] for chunk in details.get("virt_text", []))]
+    for vl in details.get("virt_lines") or []:
+        parts.append("".join(chunk[0] for chunk in vl))
+    return "\n".join(parts)
+
+
+def wait_ghost(nvim: pynvim.Nvim, pred: Any = bool, **kw: Any) -> str:
+    def check() -> str | None:
+        text = ghost_text(nvim)
+        return text if text is not None and pred(text) else None
+
+    return wait_for(check, what="ghost text", **kw)
+
+
+def buffer_text(nvim: pynvim.Nvim) -> str:
+    return "\n".join(nvim.current.buffer[:])

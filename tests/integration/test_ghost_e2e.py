@@ -1,0 +1,86 @@
+"""The walking skeleton end to end: real headless Neovim, the plugin registered by
+:UpdateRemotePlugins, a real llama-server with the deterministic tiny model ("x" forever)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..helpers import wait_for
+from .nvim_session import buffer_text, extmarks, ghost_text, start_nvim, wait_ghost
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture()
+def nvim(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], llama_server: Any, tmp_path: Path):
+    opts = {"backends": {"llama.cpp": {"url": llama_server.url}}, "n_predict": 6, "debounce_ms": 0}
+    nv = start_nvim(nvim_bin, manifest, nvim_env, setup=opts)
+    nv.command(f"edit {tmp_path / 'sample.py'}")
+    nv.current.buffer[:] = ["def add(a, b):", "    return a + b", ""]
+    yield nv
+    nv.close()
+
+
+def test_typing_shows_ghost_text_at_the_cursor(nvim: Any) -> None:
+    nvim.command("normal! G")
+    nvim.input("iprint(")
+    text = wait_ghost(nvim, lambda t: t == "xxxxxx")
+    assert text == "xxxxxx"
+    [(_, row, col, details)] = extmarks(nvim)
+    cursor = nvim.current.window.cursor
+    assert (row, col) == (cursor[0] - 1, cursor[1]) == (2, len("print("))
+    assert details["virt_text_pos"] == "inline"
+    assert details["virt_text"][0][1] == "LocalCopilotSuggestion"
+    # the default highlight links to Comment, so it looks grey in any colour scheme
+    assert nvim.exec_lua("return vim.api.nvim_get_hl(0, { name = 'LocalCopilotSuggestion' }).link") == "Comment"
+    assert buffer_text(nvim).endswith("\nprint(")  # nothing inserted without an accept
+
+
+def test_accept_inserts_as_one_undo_step_with_cursor_at_end(nvim: Any) -> None:
+    nvim.command("normal! G")
+    nvim.input("iz = ")
+    wait_ghost(nvim, lambda t: t == "xxxxxx")
+    assert nvim.exec_lua("return require('local_copilot').is_visible()") is True
+    assert nvim.exec_lua("return require('local_copilot').accept()") is True
+    wait_for(lambda: nvim.current.buffer[2] == "z = xxxxxx", what="accepted text")
+    assert nvim.current.window.cursor == [3, len("z = xxxxxx")]
+    nvim.input("<Esc>")
+    wait_for(lambda: nvim.api.get_mode()["mode"] == "n")
+    nvim.command("undo")
+    assert nvim.current.buffer[2] == "z = "
+
+
+def test_accept_returns_false_when_nothing_is_shown(nvim: Any) -> None:
+    assert nvim.exec_lua("return require('local_copilot').accept()") is False
+    assert buffer_text(nvim) == "def add(a, b):\n    return a + b\n"
+
+
+def test_plug_mapping_accepts(nvim: Any) -> None:
+    nvim.command("imap <C-l> <Plug>(local-copilot-accept)")
+    nvim.command("normal! G")
+    nvim.input("iy = ")
+    wait_ghost(nvim, lambda t: t == "xxxxxx")
+    nvim.input("<C-l>")
+    wait_for(lambda: nvim.current.buffer[2] == "y = xxxxxx", what="accepted via <Plug>")
+
+
+def test_typing_on_replaces_the_suggestion_never_a_stale_one(nvim: Any) -> None:
+    nvim.command("normal! G")
+    nvim.input("ia")
+    wait_ghost(nvim)
+    nvim.input("bc")
+    # the mark follows the cursor: a suggestion for "a" is never left at the old column
+    def settled() -> bool:
+        marks = extmarks(nvim)
+        cursor = nvim.current.window.cursor
+        return bool(marks) and (marks[0][1], marks[0][2]) == (cursor[0] - 1, cursor[1]) == (2, 3)
+
+    wait_for(settled, what="suggestion at the new cursor")
+    assert ghost_text(nvim) == "xxxxxx"
+    assert len(extmarks(nvim)) == 1
+    nvim.input("<Esc>")
+    wait_for(lambda: not extmarks(nvim), what="cleared on InsertLeave")
+    assert buffer_text(nvim).endswith("\nabc")
