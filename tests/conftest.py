@@ -62,7 +62,7 @@ def llama_bin() -> str:
 def llama_server(models: dict[str, Path], llama_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
     """The deterministic tiny model: greedy decoding always emits "x"."""
     log = tmp_path_factory.mktemp("llama") / "server.log"
-    with LlamaServer(models["x"], binary=llama_bin, log_file=log) as server:
+    with LlamaServer.for_model(models["x"], binary=llama_bin, log_file=log) as server:
         yield server
 
 
@@ -75,9 +75,9 @@ def manifest(nvim_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
         [nvim_bin, "--clean", "--headless", "-n",
          "--cmd", f"set rtp^={REPO}",
          "--cmd", f"let g:python3_host_prog = '{sys.executable}'",
-         # with --clean, g:loaded_remote_plugins is a placeholder path; it is where
-         # :UpdateRemotePlugins writes, so point it at our manifest
-         "--cmd", f"let g:loaded_remote_plugins = '{path}'",
+         # with --clean, g:loaded_remote_plugins stays a placeholder path; it is where
+         # :UpdateRemotePlugins writes, so point it at our manifest once startup is done
+         "-c", f"let g:loaded_remote_plugins = '{path}'",
          "-c", "UpdateRemotePlugins", "-c", "qa!"],
         env=env, check=True, timeout=60, capture_output=True,
     )

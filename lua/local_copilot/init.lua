@@ -34,6 +34,7 @@ end
 function M.setup(opts)
   vim.validate('opts', opts, 'table', true)
   config.set(opts or {})
+  require('local_copilot.install').use_private_host()
   M._define_highlights()
   require('local_copilot.keymaps').apply(config.get('keymaps'))
   M.attach()

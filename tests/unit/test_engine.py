@@ -1,0 +1,115 @@
+"""The request lifecycle against a FAKE server (exact timing, disconnect detection)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from local_copilot.config import load_config
+from local_copilot.engine import Engine
+from local_copilot.render import RenderPlan
+from local_copilot.snapshot import Snapshot
+
+from ..fakes.fake_server import FakeServer, infill_stream
+
+
+class RecordingEditor:
+    def __init__(self) -> None:
+        self.plans: list[RenderPlan] = []
+        self.notes: list[tuple[str, str]] = []
+
+    def show(self, plan: RenderPlan) -> None:
+        self.plans.append(plan)
+
+    def notify(self, message: str, level: str) -> None:
+        self.notes.append((message, level))
+
+
+def snap(seq: int, line: str = "x = ", buf: int = 1) -> Snapshot:
+    return Snapshot(buf=buf, tick=seq, row=0, col=len(line.encode()), first=0, lines=[line, "y = 2"], seq=seq)
+
+
+async def wait_until(pred: Any, timeout: float = 5.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not pred():
+        assert loop.time() < end, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+@pytest.fixture()
+def fake() -> Any:
+    servers: list[FakeServer] = []
+
+    def make(script: Any) -> FakeServer:
+        servers.append(FakeServer(script))
+        return servers[-1]
+
+    yield make
+    for s in servers:
+        s.close()
+
+
+async def test_streamed_tokens_are_shown_before_the_stream_ends(fake: Any) -> None:
+    server = fake(lambda path, body: (200, infill_stream(["a", "b", "c"], delay=0.15)))
+    editor = RecordingEditor()
+    engine = Engine(editor)
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}}))
+    engine.submit(snap(1))
+    await wait_until(lambda: any(p.final for p in editor.plans))
+    texts = [p.text for p in editor.plans]
+    assert texts[0] == "a" and texts[-1] == "abc"
+    assert [p.final for p in editor.plans][-1] is True and not editor.plans[0].final
+    path, body = server.requests[0]
+    assert path == "/infill"
+    assert body["input_prefix"] == "" and body["prompt"] == "x = " and body["input_suffix"] == "\ny = 2"
+    assert body["stream"] is True and body["cache_prompt"] is True
+    assert body["n_predict"] == 128 and body["t_max_predict_ms"] == 500
+    await engine.close()
+
+
+async def test_a_newer_snapshot_cancels_the_older_stream(fake: Any) -> None:
+    server = fake(lambda path, body: (200, infill_stream(["z"] * 200, delay=0.02)))
+    editor = RecordingEditor()
+    engine = Engine(editor)
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}}))
+    engine.submit(snap(1))
+    await wait_until(lambda: editor.plans)
+    engine.submit(snap(2, "x = 1"))
+    await wait_until(lambda: server.disconnects >= 1)
+    await asyncio.sleep(0.1)
+    # nothing more arrives for the cancelled request
+    count = sum(1 for p in editor.plans if p.seq == 1)
+    await asyncio.sleep(0.2)
+    assert sum(1 for p in editor.plans if p.seq == 1) == count
+    assert engine.stats["cancels"] == 1
+    await engine.close()
+
+
+async def test_server_down_gives_one_notification_per_episode() -> None:
+    editor = RecordingEditor()
+    engine = Engine(editor)
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": "http://127.0.0.1:9"}}}))
+    for i in range(3):
+        engine.submit(snap(i + 1))
+        await wait_until(lambda: engine.stats["errors"] >= i + 1)
+    assert len(editor.notes) == 1
+    message, level = editor.notes[0]
+    assert "cannot reach http://127.0.0.1:9" in message and level == "warn"
+    assert "Traceback" not in message
+    assert editor.plans == []
+    await engine.close()
+
+
+async def test_http_error_message_comes_from_the_server(fake: Any) -> None:
+    body = b'{"error":{"code":501,"message":"Infill is not supported by this model","type":"not_supported_error"}}'
+    server = fake(lambda path, b: (501, [body]))
+    editor = RecordingEditor()
+    engine = Engine(editor)
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}}))
+    engine.submit(snap(1))
+    await wait_until(lambda: editor.notes)
+    assert "HTTP 501: Infill is not supported by this model" in editor.notes[0][0]
+    await engine.close()
