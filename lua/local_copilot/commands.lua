@@ -7,7 +7,7 @@ local subs = {
   toggle = function() require('local_copilot').toggle() end,
   status = function()
     local lines = { 'local-copilot: ' .. require('local_copilot').status() }
-    if vim.fn.exists('*LocalCopilotCall') == 1 then
+    if require('local_copilot').registered('LocalCopilotCall') then
       local ok, st = pcall(vim.fn.LocalCopilotCall, 'status')
       if ok and type(st) == 'table' then
         lines[#lines + 1] = string.format('backend %s at %s', tostring(st.backend), tostring(st.url))
@@ -19,7 +19,7 @@ local subs = {
     vim.notify(table.concat(lines, '\n'), vim.log.levels.INFO)
   end,
   log = function()
-    if vim.fn.exists('*LocalCopilotCall') ~= 1 then return vim.notify('local-copilot: the remote plugin is not registered', vim.log.levels.WARN) end
+    if not require('local_copilot').registered('LocalCopilotCall') then return vim.notify('local-copilot: the remote plugin is not registered', vim.log.levels.WARN) end
     local st = vim.fn.LocalCopilotCall('status')
     vim.cmd.split(vim.fn.fnameescape(st.log))
   end,

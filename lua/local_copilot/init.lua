@@ -16,8 +16,15 @@ local state = {
   waiting = {}, -- buf -> true while a request is in flight (for status())
 }
 
+-- The manifest defines the rplugin's functions lazily: a FuncUndefined autocmd starts the
+-- host on first call. Either form means :UpdateRemotePlugins registered us.
+function M.registered(name)
+  name = name or 'LocalCopilotEvent'
+  return vim.fn.exists('*' .. name) == 1 or vim.fn.exists('#FuncUndefined#' .. name) == 1
+end
+
 local function host_ready()
-  if vim.fn.exists('*LocalCopilotEvent') == 1 then return true end
+  if M.registered() then return true end
   if not state.warned_unregistered then
     state.warned_unregistered = true
     M.notify('local-copilot: the remote plugin is not registered; run :UpdateRemotePlugins and restart (:checkhealth local_copilot)', 'error')
@@ -39,7 +46,7 @@ function M.setup(opts)
   require('local_copilot.keymaps').apply(config.get('keymaps'))
   M.attach()
   -- a host already running must hear about the new options now, not on the next keystroke
-  if vim.fn.exists('*LocalCopilotEvent') == 1 and state.sent_config_version >= 0 then
+  if vim.fn.exists('*LocalCopilotEvent') == 1 and state.sent_config_version >= 0 then -- host running
     state.sent_config_version = config.version
     send('config', config.user)
   end
@@ -134,7 +141,7 @@ local function on_leave()
   ghost.last_seq[buf] = nil
   if state.waiting[buf] then
     state.waiting[buf] = nil
-    if vim.fn.exists('*LocalCopilotEvent') == 1 then vim.fn.LocalCopilotEvent('cancel', buf) end
+    if vim.fn.exists('*LocalCopilotEvent') == 1 then vim.fn.LocalCopilotEvent('cancel', buf) end -- host running
   end
 end
 

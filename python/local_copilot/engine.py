@@ -119,7 +119,7 @@ class Engine:
                     break
         except asyncio.CancelledError:
             raise
-        except BackendError as exc:
+        except (BackendError, ConfigError) as exc:
             self.stats["errors"] += 1
             log.warning("%s", exc)
             self.notifier.failure(type(exc).__name__, f"local-copilot: {exc}")
@@ -136,6 +136,3 @@ class Engine:
         log.debug("completion done in %.1f ms: %d chars", (time.perf_counter() - started) * 1000, len(final))
         self.editor.show(plan(final, True))
 
-
-def config_error_message(exc: ConfigError) -> str:
-    return f"local-copilot: bad option: {exc}"

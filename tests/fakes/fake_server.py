@@ -65,7 +65,11 @@ class FakeServer:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except asyncio.IncompleteReadError:
+                    return  # the client closed an idle keep-alive connection
+
                 lines = head.decode("latin-1").split("\r\n")
                 method, path, _ = lines[0].split(" ", 2)
                 headers = {k.lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines[1:] if ":" in ln)}
@@ -100,11 +104,20 @@ class FakeServer:
                 writer.write(b"0\r\n\r\n")
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
-            self.disconnects += 1
+            self.disconnects += 1  # closed by the client in the middle of an answer
+        except asyncio.CancelledError:
+            pass
         finally:
             writer.close()
 
     def close(self) -> None:
-        self.loop.call_soon_threadsafe(self._server.close)
+        async def shutdown() -> None:
+            self._server.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(5)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(2)

@@ -46,7 +46,7 @@ def test_accept_inserts_as_one_undo_step_with_cursor_at_end(nvim: Any) -> None:
     assert nvim.exec_lua("return require('local_copilot').is_visible()") is True
     assert nvim.exec_lua("return require('local_copilot').accept()") is True
     wait_for(lambda: nvim.current.buffer[2] == "z = xxxxxx", what="accepted text")
-    assert nvim.current.window.cursor == [3, len("z = xxxxxx")]
+    assert tuple(nvim.current.window.cursor) == (3, len("z = xxxxxx"))
     nvim.input("<Esc>")
     wait_for(lambda: nvim.api.get_mode()["mode"] == "n")
     nvim.command("undo")

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import httpx
+
 from ..config import BackendConfig
 from .base import Backend, Chunk, FimRequest
 from .llama_cpp import LlamaCppBackend
+from .ollama import OllamaBackend
+from .openai import OpenAIBackend
 
-__all__ = ["Backend", "Chunk", "FimRequest", "LlamaCppBackend", "make_backend"]
+__all__ = ["Backend", "Chunk", "FimRequest", "LlamaCppBackend", "OllamaBackend", "OpenAIBackend", "make_backend"]
 
 
-def make_backend(name: str, cfg: BackendConfig, client: object) -> Backend:
-    if cfg.kind == "llama.cpp":
-        return LlamaCppBackend(name, cfg, client)  # type: ignore[arg-type]
-    raise NotImplementedError(f"backend kind {cfg.kind!r} is not implemented yet")
+def make_backend(name: str, cfg: BackendConfig, client: httpx.AsyncClient) -> Backend:
+    if cfg.kind == "openai":
+        return OpenAIBackend(name, cfg, client)
+    if cfg.kind == "ollama":
+        return OllamaBackend(name, cfg, client)
+    return LlamaCppBackend(name, cfg, client)

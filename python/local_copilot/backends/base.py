@@ -52,28 +52,17 @@ def auth_headers(cfg: BackendConfig) -> dict[str, str]:
 connect_errors = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError)
 
 
-class _ErrorBody(msgspec.Struct):
-    error: msgspec.Raw | str | None = None
-
-
-class _ErrorDetail(msgspec.Struct):
-    message: str = ""
-
-
-_error_decoder = msgspec.json.Decoder(_ErrorBody)
-_detail_decoder = msgspec.json.Decoder(_ErrorDetail)
-
-
 def error_message(body: bytes) -> str:
     """The server's own message from {"error": {"message": ...}} or {"error": "..."}."""
     try:
-        err = _error_decoder.decode(body).error
-        if isinstance(err, str):
-            return err
-        if err is not None:
-            return _detail_decoder.decode(err).message
+        doc = msgspec.json.decode(body)
     except msgspec.DecodeError:
-        pass
+        doc = None
+    err = doc.get("error") if isinstance(doc, dict) else None
+    if isinstance(err, str):
+        return err
+    if isinstance(err, dict) and isinstance(err.get("message"), str):
+        return str(err["message"])
     return body[:200].decode("utf-8", "replace").strip()
 
 

@@ -1,0 +1,141 @@
+"""Ollama `/api/generate`: NDJSON ending with `done: true`.
+
+The prompt is rendered here and sent with `raw: true` (no server template). Only when the
+model's family is unknown but its template supports insert (`.Suffix`) is `suffix` sent and
+Ollama builds the prompt. temperature and top_p are always sent: the server would otherwise
+use its own defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import msgspec
+
+from ..config import BackendConfig
+from ..errors import ConfigError, ProtocolError, ServerUnavailable
+from ..fim_templates import FimTemplate
+from ..streaming import NDJSONParser
+from .base import Chunk, FimRequest, auth_headers, connect_errors, raise_for_status
+from .probe import ModelInfo, resolve_template
+
+__all__ = ["OllamaBackend"]
+
+KEEP_ALIVE = "30m"  # keep the model loaded between keystrokes; the first request loads it
+
+
+class _GenChunk(msgspec.Struct):
+    response: str = ""
+    done: bool = False
+    error: str | None = None
+    prompt_eval_count: int = 0
+    eval_count: int = 0
+
+
+_decoder = msgspec.json.Decoder(_GenChunk)
+
+
+class _Details(msgspec.Struct, frozen=True):
+    family: str = ""
+
+
+class _Show(msgspec.Struct):
+    template: str = ""
+    details: _Details = _Details()
+    capabilities: list[str] = []
+    model_info: dict[str, Any] = {}
+
+
+_show_decoder = msgspec.json.Decoder(_Show)
+
+
+class OllamaBackend:
+    def __init__(self, name: str, cfg: BackendConfig, client: httpx.AsyncClient) -> None:
+        self.name = name
+        self.cfg = cfg
+        self.client = client
+        self.base = cfg.url.rstrip("/")
+        self.model: ModelInfo | None = None
+        self.template: FimTemplate | None = None
+        self.use_suffix = False
+        self._insert = False
+
+    async def probe(self) -> ModelInfo:
+        if not self.cfg.model:
+            raise ConfigError(f"set backends[{self.name!r}].model to an Ollama model name, e.g. 'qwen2.5-coder:1.5b-base'")
+        try:
+            resp = await self.client.post(self.base + "/api/show", json={"model": self.cfg.model},
+                                          headers=auth_headers(self.cfg))
+        except connect_errors as exc:
+            raise ServerUnavailable(f"{self.name}: cannot reach {self.cfg.url} ({exc.__class__.__name__})") from exc
+        if resp.status_code == 404:
+            raise ProtocolError(f"{self.name}: model {self.cfg.model!r} is not pulled; run `ollama pull {self.cfg.model}`")
+        await raise_for_status(self.name, resp)
+        try:
+            show = _show_decoder.decode(resp.content)
+        except msgspec.DecodeError as exc:
+            raise ProtocolError(f"{self.name}: /api/show answered something else ({exc})") from None
+        n_ctx = next((int(v) for k, v in show.model_info.items() if k.endswith(".context_length")), None)
+        self._insert = "insert" in show.capabilities or ".Suffix" in show.template
+        return ModelInfo(id=self.cfg.model, owned_by="ollama", n_ctx=n_ctx, family=show.details.family)
+
+    async def ensure_ready(self) -> FimTemplate | None:
+        if self.model is None:
+            self.model = await self.probe()
+            try:
+                self.template = resolve_template(self.name, self.cfg, self.model)
+            except ConfigError:
+                if not self._insert:
+                    raise
+                self.use_suffix = True  # Ollama's own template knows the FIM format
+        return self.template
+
+    def body(self, req: FimRequest, template: FimTemplate | None) -> dict[str, Any]:
+        options: dict[str, Any] = {
+            "num_predict": req.n_predict,
+            "temperature": self.cfg.temperature,
+            "top_p": self.cfg.top_p,
+        }
+        body: dict[str, Any] = {"model": self.cfg.model, "stream": True, "keep_alive": KEEP_ALIVE, "options": options}
+        if template is not None:
+            body["raw"] = True
+            body["prompt"] = template.render(req.prefix + req.middle, req.suffix, path=req.path)
+            options["stop"] = list(template.stop)
+        else:
+            body["prompt"] = req.prefix + req.middle
+            body["suffix"] = req.suffix
+        return body
+
+    async def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
+        try:
+            template = await self.ensure_ready()
+            parser = NDJSONParser()
+            async with self.client.stream(
+                "POST", self.base + "/api/generate", json=self.body(req, template), headers=auth_headers(self.cfg)
+            ) as response:
+                await raise_for_status(self.name, response)
+                async for data in response.aiter_raw():
+                    for line in parser.feed(data):
+                        chunk = self._decode(line)
+                        yield chunk
+                        if chunk.done:
+                            return
+                for line in parser.close():
+                    yield self._decode(line)
+        except connect_errors as exc:
+            self.model = None
+            raise ServerUnavailable(f"{self.name}: cannot reach {self.cfg.url} ({exc.__class__.__name__})") from exc
+        except httpx.TimeoutException as exc:
+            raise ServerUnavailable(f"{self.name}: no answer from {self.cfg.url} in time") from exc
+
+    def _decode(self, line: bytes) -> Chunk:
+        try:
+            msg = _decoder.decode(line)
+        except (msgspec.DecodeError, ValueError) as exc:
+            raise ProtocolError(f"{self.name}: malformed stream line ({exc})") from None
+        if msg.error is not None:
+            raise ProtocolError(f"{self.name}: {msg.error}")
+        timings = {"prompt_n": float(msg.prompt_eval_count), "predicted_n": float(msg.eval_count)} if msg.done else None
+        return Chunk(text=msg.response, done=msg.done, timings=timings)

@@ -1,0 +1,156 @@
+"""OpenAI-compatible `/v1/completions` (vLLM, LM Studio, SGLang, llama-swap, llama.cpp).
+
+The FIM prompt is rendered here from the template registry: vLLM rejects `suffix` for
+nearly every model and llama.cpp ignores it. Streams end with `data: [DONE]`; the usage
+chunk has an empty `choices` list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import msgspec
+
+from ..config import BackendConfig
+from ..errors import ProtocolError, ServerUnavailable
+from ..fim_templates import FimTemplate
+from ..streaming import SSEParser
+from .base import Chunk, FimRequest, auth_headers, connect_errors, raise_for_status
+from .probe import ModelInfo, resolve_template
+
+__all__ = ["OpenAIBackend"]
+
+
+class _Choice(msgspec.Struct):
+    text: str = ""
+    finish_reason: str | None = None
+
+
+class _Usage(msgspec.Struct):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class _CompletionChunk(msgspec.Struct):
+    choices: list[_Choice] = []
+    usage: _Usage | None = None
+    error: msgspec.Raw | None = None
+
+
+_decoder = msgspec.json.Decoder(_CompletionChunk)
+
+
+class _Model(msgspec.Struct):
+    id: str
+    owned_by: str = ""
+    max_model_len: int | None = None
+    root: str | None = None
+
+
+class _Models(msgspec.Struct):
+    data: list[_Model] = []
+
+
+_models_decoder = msgspec.json.Decoder(_Models)
+
+
+class OpenAIBackend:
+    def __init__(self, name: str, cfg: BackendConfig, client: httpx.AsyncClient) -> None:
+        self.name = name
+        self.cfg = cfg
+        self.client = client
+        self.base = cfg.url.rstrip("/")
+        self.model: ModelInfo | None = None
+        self.template: FimTemplate | None = None
+
+    async def probe(self) -> ModelInfo:
+        """Ask `/v1/models` which model runs (and its context length, on vLLM)."""
+        try:
+            resp = await self.client.get(self.base + "/v1/models", headers=auth_headers(self.cfg))
+        except connect_errors as exc:
+            raise ServerUnavailable(f"{self.name}: cannot reach {self.cfg.url} ({exc.__class__.__name__})") from exc
+        await raise_for_status(self.name, resp)
+        try:
+            models = _models_decoder.decode(resp.content).data
+        except msgspec.DecodeError as exc:
+            raise ProtocolError(f"{self.name}: /v1/models answered something else ({exc})") from None
+        if self.cfg.model:
+            chosen = next((m for m in models if m.id == self.cfg.model), None)
+            if chosen is None:
+                ids = ", ".join(m.id for m in models) or "none"
+                raise ProtocolError(f"{self.name}: the server has no model {self.cfg.model!r} (it serves: {ids})")
+        elif models:
+            chosen = models[0]
+        else:
+            raise ProtocolError(f"{self.name}: the server lists no models")
+        return ModelInfo(id=chosen.id, owned_by=chosen.owned_by, n_ctx=chosen.max_model_len,
+                         path=chosen.root or "")
+
+    async def ensure_ready(self) -> FimTemplate:
+        if self.template is None:
+            self.model = await self.probe()
+            self.template = resolve_template(self.name, self.cfg, self.model)
+        return self.template
+
+    def body(self, req: FimRequest, template: FimTemplate) -> dict[str, Any]:
+        assert self.model is not None
+        body: dict[str, Any] = {
+            "model": self.model.id,
+            "prompt": template.render(req.prefix + req.middle, req.suffix, path=req.path),
+            "max_tokens": req.n_predict,
+            "temperature": self.cfg.temperature,
+            "top_p": self.cfg.top_p,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "stop": list(template.stop),
+        }
+        if self.model.owned_by == "vllm":
+            # vLLM drops special tokens from text by default, so a stop string naming one never
+            # matches; keep them in the text so the stop strings work for any vocabulary
+            body["skip_special_tokens"] = False
+            if template.stop_token_ids:
+                body["stop_token_ids"] = list(template.stop_token_ids)
+        if self.model.owned_by == "llamacpp":
+            body["cache_prompt"] = True
+            body["t_max_predict_ms"] = req.t_max_predict_ms
+        return body
+
+    async def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
+        try:
+            template = await self.ensure_ready()
+            parser = SSEParser()
+            async with self.client.stream(
+                "POST", self.base + "/v1/completions", json=self.body(req, template), headers=auth_headers(self.cfg)
+            ) as response:
+                await raise_for_status(self.name, response)
+                async for data in response.aiter_raw():
+                    for payload in parser.feed(data):
+                        if payload == b"[DONE]":
+                            yield Chunk(text="", done=True)
+                            return
+                        yield self._decode(payload)
+                for payload in parser.close():
+                    if payload != b"[DONE]":
+                        yield self._decode(payload)
+        except connect_errors as exc:
+            self.template = None  # the server may come back with another model
+            raise ServerUnavailable(f"{self.name}: cannot reach {self.cfg.url} ({exc.__class__.__name__})") from exc
+        except httpx.TimeoutException as exc:
+            raise ServerUnavailable(f"{self.name}: no answer from {self.cfg.url} in time") from exc
+
+    def _decode(self, payload: bytes) -> Chunk:
+        try:
+            msg = _decoder.decode(payload)
+        except (msgspec.DecodeError, ValueError) as exc:
+            raise ProtocolError(f"{self.name}: malformed stream chunk ({exc})") from None
+        if msg.error is not None:
+            raise ProtocolError(f"{self.name}: server error in stream: {bytes(msg.error)[:200].decode('utf-8', 'replace')}")
+        if not msg.choices:  # the usage chunk
+            timings = None
+            if msg.usage is not None:
+                timings = {"prompt_n": float(msg.usage.prompt_tokens), "predicted_n": float(msg.usage.completion_tokens)}
+            return Chunk(text="", timings=timings)
+        choice = msg.choices[0]
+        return Chunk(text=choice.text)

@@ -1,0 +1,721 @@
+"""Turn a raw (streamed) FIM completion into the ghost text to show at the cursor.
+
+The engine calls :func:`process` on every streamed chunk with the accumulated raw
+text.  The pipeline is pure and deterministic and never shows text that a later
+call takes back: while streaming (``final=False``) anything that a later chunk
+could still turn into a cut (a partial stop string, a partial repeat of the text
+after the cursor, a line that may turn out to duplicate the next existing line,
+trailing whitespace, ...) is held back, and every cut that *is* decided is one the
+final call makes too.
+
+Stages (each a small function below, composed by :func:`process`):
+
+1. :func:`cut_stop_strings` - cut at the first stop string (FIM special tokens).
+2. :func:`keep_first_line` - mid-line completions (text after the cursor) stay on
+   one line.
+3. :func:`drop_suffix_repeat` / :func:`existing_line_cut` - drop the part that
+   repeats the text after the cursor, and stop where the output starts repeating
+   the following existing lines.
+4. :func:`drop_duplicate_closer` / :func:`closer_cut` - a closing bracket or quote
+   that already exists (autopairs, or the next line) is not inserted twice; a
+   bracket stack keeps closers that belong to brackets the completion opened.
+5. :func:`block_indent` / :func:`leaves_block` - stop when a later line dedents
+   out of the block the cursor is in.
+6. :func:`repeat_cut` - stop at a loop (a line 3 times in a row, or a block of
+   lines twice), keeping the first occurrence.
+7. :func:`finish` - trim trailing blank lines / whitespace, cap at ``max_lines``.
+8. whitespace-only completions become ``''`` (also in :func:`finish`).
+
+Everything works on Python ``str`` (code points): tabs, CJK and emoji need no
+special casing, and no byte offsets are used anywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import NamedTuple
+
+import msgspec
+
+__all__ = [
+    "PostContext",
+    "Result",
+    "process",
+    "cut_stop_strings",
+    "keep_first_line",
+    "drop_suffix_repeat",
+    "drop_duplicate_closer",
+    "existing_line_cut",
+    "closer_cut",
+    "block_indent",
+    "leaves_block",
+    "repeat_cut",
+    "repeat_holdback",
+    "finish",
+    "indent_width",
+]
+
+
+class PostContext(msgspec.Struct, frozen=True):
+    line_prefix: str  # current line text before the cursor
+    line_suffix: str  # current line text after the cursor
+    next_lines: tuple[str, ...]  # lines below the cursor line (a window, may be empty)
+    prev_lines: tuple[str, ...] = ()  # lines above the cursor line, nearest last
+    tabstop: int = 8
+    max_lines: int = 16  # cap on suggestion lines
+    stop_strings: tuple[str, ...] = ()  # cut the output at the first one
+
+
+class Result(msgspec.Struct, frozen=True):
+    text: str  # what to show/insert at the cursor ('' = nothing to show)
+    done: bool  # the rest of the stream is not wanted (caller cancels)
+
+
+# ASCII whitespace only: U+3000 and friends are content in CJK text, not padding.
+_WS = " \t\r\n\f\v"
+_QUOTES = "\"'`"
+_OPENERS = "([{"
+_OPEN_FOR = {")": "(", "]": "[", "}": "{"}
+_SIG_RE = re.compile(r"[()\[\]{}\"'`\\#/]")
+_STR_PREFIXES = frozenset({"r", "u", "b", "f", "br", "rb", "fr", "rf"})
+_BLOCK_OPENERS = (":", "(", "[", "{")
+_MAX_PERIOD = 8  # longest repeated block looked for (lines)
+_WALK_LIMIT = 64  # how far back we look for the start of the cursor's statement
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _rstrip(s: str) -> str:
+    return s.rstrip(_WS)
+
+
+def _is_blank(line: str) -> bool:
+    return not line.strip(_WS)
+
+
+def _is_word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def indent_width(line: str, tabstop: int = 8) -> int:
+    """Display width of the leading spaces/tabs (tabs expanded to ``tabstop``)."""
+    lead = line[: len(line) - len(line.lstrip(" \t"))]
+    return len(lead.expandtabs(tabstop)) if "\t" in lead else len(lead)
+
+
+def _norm(line: str, tabstop: int) -> str:
+    # Lines are compared with tabs expanded and trailing whitespace ignored.
+    return _rstrip(line.expandtabs(tabstop) if "\t" in line else line)
+
+
+def _first_nonblank(lines: Sequence[str]) -> str | None:
+    for line in lines:
+        if not _is_blank(line):
+            return line
+    return None
+
+
+# --------------------------------------------------------------------------- scanner
+
+
+class _Scan(NamedTuple):
+    stack: tuple[str, ...]  # open brackets / quote chars, innermost last
+    strays: int  # closers that matched nothing
+    base: int  # stack depth below which pops are "outer" (close text before the cursor)
+    outer: tuple[tuple[int, str], ...]  # (index, char) of outer pops and strays, from `mark` on
+    code_end: int  # index where a line comment starts (len(line) if none)
+
+
+def _hash_comment(line: str, i: int) -> bool:
+    # `#` starts a comment unless it is part of a word (`a#b`, `this.#x`) or a
+    # Rust attribute / interpolation (`#[`, `#{`).
+    if i > 0 and (_is_word(line[i - 1]) or line[i - 1] in ".$"):
+        return False
+    return not line.startswith(("#[", "#{"), i)
+
+
+def _slash_comment(line: str, i: int) -> bool:
+    # `//` is Python floor division after an operand, a comment after nothing or a
+    # statement/block boundary.
+    before = line[:i].rstrip(" \t")
+    return not before or before[-1] in ";{},"
+
+
+def _is_apostrophe(line: str, i: int) -> bool:
+    # don't, it's, 1'000 - but r'..', b'..', f'..' are string prefixes.
+    if i == 0 or not _is_word(line[i - 1]):
+        return False
+    j = i
+    while j > 0 and _is_word(line[j - 1]):
+        j -= 1
+    return line[j:i].lower() not in _STR_PREFIXES
+
+
+def _scan_line(
+    line: str,
+    stack: tuple[str, ...] = (),
+    strays: int = 0,
+    base: int = 0,
+    mark: int = 0,
+) -> _Scan:
+    """Bracket/quote scan of one line (comments stop at the line end).
+
+    Pops that go below ``base`` (closing something opened before the cursor) and
+    strays are reported in ``outer``; with ``mark`` > 0, ``base`` is taken as the
+    depth reached at index ``mark`` and only events from there on are reported.
+    """
+    st = list(stack)
+    outer: list[tuple[int, str]] = []
+    code_end = len(line)
+    marked = mark <= 0
+    skip = -1
+    for m in _SIG_RE.finditer(line):
+        i = m.start()
+        if not marked and i >= mark:
+            base, marked = len(st), True
+        if i < skip:
+            continue
+        ch = line[i]
+        top = st[-1] if st else ""
+        if top and top in _QUOTES:  # inside a string: only the escape and its quote matter
+            if ch == "\\":
+                skip = i + 2
+            elif ch == top:
+                st.pop()
+                if marked and len(st) < base:
+                    base = len(st)
+                    outer.append((i, ch))
+            continue
+        if ch == "\\":
+            skip = i + 2
+        elif ch == "#":
+            if _hash_comment(line, i):
+                code_end = i
+                break
+        elif ch == "/":
+            if line.startswith("//", i) and _slash_comment(line, i):
+                code_end = i
+                break
+        elif ch in _QUOTES:
+            if not (ch == "'" and _is_apostrophe(line, i)):
+                st.append(ch)
+        elif ch in _OPENERS:
+            st.append(ch)
+        elif top == _OPEN_FOR[ch]:
+            st.pop()
+            if marked and len(st) < base:
+                base = len(st)
+                outer.append((i, ch))
+        else:
+            strays += 1
+            if marked:
+                outer.append((i, ch))
+    if not marked:
+        base = len(st)
+    return _Scan(tuple(st), strays, base, tuple(outer), code_end)
+
+
+def _end_state(text: str) -> tuple[tuple[str, ...], int]:
+    sc = _scan_line(text)
+    return sc.stack, sc.strays
+
+
+def _first_outer(prefix: str, text: str) -> tuple[int, str] | None:
+    """First closer in `text` (typed after `prefix`) that closes something before it."""
+    sc = _scan_line(prefix + text, mark=len(prefix))
+    if not sc.outer:
+        return None
+    i, ch = sc.outer[0]
+    return i - len(prefix), ch
+
+
+@lru_cache(maxsize=8192)
+def _summary(line: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(unmatched closers, unmatched openers) of one line on its own."""
+    sc = _scan_line(line)
+    if any(c in _QUOTES for c in sc.stack):
+        # Ends inside a string: a multi-line string whose brackets are just text.
+        return (), ()
+    return tuple(c for _, c in sc.outer), sc.stack
+
+
+def _opens_block(line: str) -> bool:
+    sc = _scan_line(line)
+    if sc.stack and sc.stack[-1] in _QUOTES:
+        return False
+    return line[: sc.code_end].rstrip(_WS).endswith(_BLOCK_OPENERS)
+
+
+class _Opener(NamedTuple):
+    char: str
+    indent: int  # indentation of the line holding the bracket
+    unclosed_on_line: int  # brackets of that line still open at the cursor
+
+
+@lru_cache(maxsize=1024)
+def _walk_back(
+    prev: tuple[str, ...], line: str, tabstop: int
+) -> tuple[int | None, _Opener | None]:
+    """Statement indent of `line` and the innermost bracket enclosing it.
+
+    Walks up the previous lines matching `line`'s unmatched closers to the lines
+    that opened them (the statement start), then on to the first less-indented
+    line (the block header) looking for a bracket still open at `line`.  Returns
+    ``None`` for the indent when the statement start is out of sight or the
+    brackets do not match up: callers then assume nothing.
+    """
+    pending = list(_summary(line)[0])
+    own = bool(pending)  # still resolving `line`'s own statement
+    lo = indent_width(line, tabstop)
+    for j in range(len(prev) - 1, max(-1, len(prev) - 1 - _WALK_LIMIT), -1):
+        pl = prev[j]
+        if _is_blank(pl):
+            continue
+        closers, openers = _summary(pl)
+        ind = indent_width(pl, tabstop)
+        was_pending = bool(pending)
+        ops = list(openers)
+        while ops and pending:
+            if _OPEN_FOR[pending.pop(0)] != ops.pop():
+                return (None if own else lo), None
+        if own and was_pending:
+            lo = min(lo, ind)
+        if ops:
+            return (None if own else lo), _Opener(ops[-1], ind, len(ops))
+        pending = list(closers) + pending
+        if own and not pending:
+            own = False
+        if not own and not pending and ind < lo:
+            return lo, None
+    return (None if own else lo), None
+
+
+# --------------------------------------------------------------------------- stage 1
+
+
+def cut_stop_strings(raw: str, stop_strings: Sequence[str], *, final: bool) -> tuple[str, bool]:
+    """Cut at the first stop string; returns (text, found).
+
+    While streaming, a tail that could still grow into a stop string is held back.
+    """
+    cut = -1
+    for s in stop_strings:
+        if s:
+            i = raw.find(s)
+            if i >= 0 and (cut < 0 or i < cut):
+                cut = i
+    if cut >= 0:
+        return raw[:cut], True
+    if final:
+        return raw, False
+    hold = 0
+    for s in stop_strings:
+        for k in range(min(len(s) - 1, len(raw)), hold, -1):
+            if raw.endswith(s[:k]):
+                hold = k
+                break
+    return (raw[:-hold] if hold else raw), False
+
+
+# --------------------------------------------------------------------------- stage 2
+
+
+def keep_first_line(text: str) -> tuple[str, bool]:
+    """(first line, whether a newline ended it)."""
+    i = text.find("\n")
+    return (text, False) if i < 0 else (text[:i], True)
+
+
+# --------------------------------------------------------------------------- stages 3+4 (cursor line)
+
+
+def _suffix_forms(suffix: str) -> tuple[str, str]:
+    s_r = _rstrip(suffix)
+    return s_r, s_r.lstrip(" \t")
+
+
+def drop_suffix_repeat(line: str, ctx: PostContext) -> str | None:
+    """`line` without a tail that repeats (a prefix of) the text after the cursor.
+
+    ``None`` when there is no such tail.  The cut must leave the line's brackets
+    as balanced as they were (so ``bar(1)`` before ``)`` keeps its own ``)``), must
+    not split a word, and a lone word character is too weak a signal.
+    """
+    s_r, s_l = _suffix_forms(ctx.line_suffix)
+    if not s_l:
+        return None
+    lr = _rstrip(line)
+    pre = ctx.line_prefix
+    e0: tuple[tuple[str, ...], int] | None = None
+    for p in range(max(0, len(lr) - len(s_r)), len(lr)):
+        t = lr[p:]
+        if not (s_r.startswith(t) or s_l.startswith(t)):
+            continue
+        if p > 0 and _is_word(lr[p - 1]) and _is_word(t[0]):
+            continue
+        if not (t in (s_r, s_l) or len(t) >= 3 or not _is_word(t[0])):
+            continue
+        if e0 is None:
+            e0 = _end_state(pre + ctx.line_suffix)
+        if _end_state(pre + line[:p] + ctx.line_suffix) == e0:
+            return line[:p]
+    return None
+
+
+def drop_duplicate_closer(line: str, ctx: PostContext) -> str:
+    """Don't insert a closer the line already has after the cursor (autopairs).
+
+    If inserting `line` unbalances the line and its first closer of an outer
+    bracket/quote is the one the text after the cursor closes first, the existing
+    closer does that job: cut there.  ``foo(|)`` + ``bar) {`` -> ``bar``, while
+    ``g(x))`` keeps ``g(x)`` (the first ``)`` closes the new ``(``).
+    """
+    pre, suf = ctx.line_prefix, ctx.line_suffix
+    if _end_state(pre + line + suf) == _end_state(pre + suf):
+        return line  # balanced as it is (e.g. '"a", "b' inside ["|"])
+    q = _first_outer(pre, line)
+    s = _first_outer(pre, suf)
+    if q is not None and s is not None and q[1] == s[1]:
+        return line[: q[0]]
+    return line
+
+
+def _mid_line_hold(line: str, ctx: PostContext) -> int:
+    """While streaming: index from which the partial cursor line may still be cut."""
+    h = len(line)
+    q = _first_outer(ctx.line_prefix, line)
+    if q is not None:
+        s = _first_outer(ctx.line_prefix, ctx.line_suffix)
+        if s is not None and s[1] == q[1]:
+            h = q[0]
+    s_r, s_l = _suffix_forms(ctx.line_suffix)
+    lr = _rstrip(line[:h])
+    for p in range(max(0, len(lr) - len(s_r)), len(lr)):
+        t = lr[p:]
+        if (s_r.startswith(t) or s_l.startswith(t)) and not (
+            p > 0 and _is_word(lr[p - 1]) and _is_word(t[0])
+        ):
+            return p
+    return h
+
+
+def _mid_line_final(line: str, ctx: PostContext) -> str:
+    out = drop_suffix_repeat(line, ctx)
+    if out is None:
+        out = drop_duplicate_closer(line, ctx)
+    suf = ctx.line_suffix
+    # Keep a space that separates the insertion from a following word/operand.
+    if not suf or suf[0] in _WS or suf[0] in ")]}>,;:.":
+        out = _rstrip(out)
+    return out if out.strip() else ""
+
+
+# --------------------------------------------------------------------------- stage 3 (next lines)
+
+
+def existing_line_cut(lines: Sequence[str], ctx: PostContext) -> int | None:
+    """Index of the first completion line equal to the next existing non-blank line.
+
+    ``lines[0]`` is the whole cursor line; it only counts when the cursor line was
+    blank (a fresh line that duplicates the one below).  Lines are compared with
+    tabs expanded and trailing whitespace ignored, but with their indentation: a
+    ``}`` or ``return x`` at another depth is a different statement.
+    """
+    nxt = _first_nonblank(ctx.next_lines)
+    if nxt is None:
+        return None
+    target = _norm(nxt, ctx.tabstop)
+    for k, line in enumerate(lines):
+        if k == 0 and not _is_blank(ctx.line_prefix):
+            continue
+        if not _is_blank(line) and _norm(line, ctx.tabstop) == target:
+            return k
+    return None
+
+
+# --------------------------------------------------------------------------- stage 4 (next lines)
+
+
+def _cursor_opener(ctx: PostContext) -> _Opener | None:
+    """The innermost bracket open at the cursor, if we can tell."""
+    pre = ctx.line_prefix
+    sc = _scan_line(pre)
+    if sc.code_end < len(pre) or (sc.stack and sc.stack[-1] in _QUOTES):
+        return None
+    if sc.stack:
+        return _Opener(sc.stack[-1], indent_width(pre, ctx.tabstop), len(sc.stack))
+    return _walk_back(ctx.prev_lines, pre, ctx.tabstop)[1]
+
+
+def closer_cut(closer: str, ctx: PostContext) -> bool:
+    """Whether a closer the completion emits for a bracket open at the cursor is
+    already there at the start of the next existing line.
+
+    Only when that line is aligned with the bracket's line and the bracket is the
+    only one that line leaves open - otherwise the existing closer may belong to
+    an outer bracket and the completion's one is needed.
+    """
+    if closer not in _OPEN_FOR:
+        return False
+    nxt = _first_nonblank(ctx.next_lines)
+    if nxt is None or not nxt.lstrip(" \t").startswith(closer):
+        return False
+    o1 = _cursor_opener(ctx)
+    return (
+        o1 is not None
+        and o1.char == _OPEN_FOR[closer]
+        and o1.unclosed_on_line == 1
+        and o1.indent == indent_width(nxt, ctx.tabstop)
+    )
+
+
+# --------------------------------------------------------------------------- stage 5
+
+
+def _stmt_base(stmt: int | None, enc: _Opener | None) -> int:
+    if stmt is None:
+        return 0
+    return stmt if enc is None else min(stmt, enc.indent)
+
+
+def block_indent(ctx: PostContext, cursor_line: str) -> int:
+    """Smallest indentation a later line may have and still be in the cursor's block.
+
+    `cursor_line` is the whole cursor line (prefix + completion's first line).  A
+    line ending with ``:`` ``{`` ``(`` ``[`` opens a block: its statement's indent
+    + 1.  Otherwise the statement's indent (a line that closes brackets opened
+    above belongs to the statement that opened them).  A blank cursor line takes
+    the block from the line above.  Every uncertainty lowers the result: a lower
+    bound never cuts real code.
+    """
+    ts = ctx.tabstop
+    if _is_blank(cursor_line):
+        prev = ctx.prev_lines
+        j = len(prev) - 1
+        while j >= 0 and _is_blank(prev[j]):
+            j -= 1
+        if j < 0:
+            return 0
+        stmt, enc = _walk_back(prev[:j], prev[j], ts)
+        base = _stmt_base(stmt, enc)
+        if _opens_block(prev[j]):
+            return base + 1
+        return min(indent_width(cursor_line, ts), base)
+    stmt, enc = _walk_back(ctx.prev_lines, cursor_line, ts)
+    base = _stmt_base(stmt, enc)
+    return base + 1 if _opens_block(cursor_line) else base
+
+
+def leaves_block(line: str, depth: int, block: int, tabstop: int) -> bool:
+    """A non-blank line outside any bracket opened on the cursor line or in the
+    completion, indented less than the block: the suggestion has left the block.
+    (Lines inside such brackets - including the one that closes them, like ``}``
+    at the parent indent - are exempt.)"""
+    return depth <= 0 and not _is_blank(line) and indent_width(line, tabstop) < block
+
+
+# --------------------------------------------------------------------------- stage 6
+
+
+def _nonblank_idx(norm: Sequence[str]) -> list[int]:
+    return [i for i, s in enumerate(norm) if s.strip(_WS)]
+
+
+def repeat_cut(lines: Sequence[str]) -> int | None:
+    """Index where a loop's second occurrence starts (keep everything before).
+
+    A loop is the same non-blank line 3 times in a row (blank lines between are
+    ignored; twice happens in real code) or a block of 2-8 lines, with at least
+    two non-blank lines, twice back to back.
+    """
+    norm = [_rstrip(s) for s in lines]
+    n = len(norm)
+    best: int | None = None
+    nb = _nonblank_idx(norm)
+    for a in range(len(nb) - 2):
+        if norm[nb[a]] == norm[nb[a + 1]] == norm[nb[a + 2]]:
+            best = nb[a + 1]
+            break
+    for c in range(2, n if best is None else best):
+        for p in range(2, min(_MAX_PERIOD, c) + 1):
+            if c + p > n:
+                break
+            blk = norm[c - p : c]
+            if blk == norm[c : c + p] and sum(1 for s in blk if s) >= 2:
+                return c
+    return best
+
+
+def repeat_holdback(lines: Sequence[str]) -> int:
+    """While streaming: index from which complete lines may still turn out to be a
+    loop's second occurrence (so they are not shown yet)."""
+    norm = [_rstrip(s) for s in lines]
+    n = len(norm)
+    h = n
+    nb = _nonblank_idx(norm)
+    if len(nb) >= 2 and norm[nb[-1]] == norm[nb[-2]]:
+        h = nb[-1]
+    for p in range(2, _MAX_PERIOD + 1):
+        for m in range(p - 1, 0, -1):
+            c = n - m
+            if c - p < 0 or c >= h:
+                continue
+            blk = norm[c - p : c]
+            if norm[c:] == blk[:m] and sum(1 for s in blk if s) >= 2:
+                h = c
+                break
+    return h
+
+
+# --------------------------------------------------------------------------- stage 7+8
+
+
+def finish(lines: Sequence[str], max_lines: int) -> str:
+    """Join, cap at `max_lines` lines, trim trailing blank lines/whitespace; a
+    whitespace-only result is ''."""
+    text = _rstrip("\n".join(lines[: max(1, max_lines)]))
+    return text if text.strip() else ""
+
+
+# --------------------------------------------------------------------------- composition
+
+
+def _reindent_first(prefix: str, lines: Sequence[str], ts: int, complete: bool) -> str | None:
+    """Drop indentation the model repeated after an already indented blank prefix.
+
+    E.g. prefix ``"    "`` and output ``"    a = 1\\n    b = 2"``: the next line
+    shows the model meant column 4 for both.  ``None`` = undecided yet.
+    """
+    l0 = lines[0]
+    if not prefix or not _is_blank(prefix) or _is_blank(l0) or l0[0] not in " \t":
+        return l0
+    w = indent_width(prefix, ts)
+    for line in lines[1:]:
+        if not _is_blank(line):
+            if indent_width(line, ts) == w and not _opens_block(prefix + l0):
+                return l0.lstrip(" \t")
+            return l0
+    return l0 if complete else None
+
+
+def _recent_prefix(partial: str, full: Sequence[str]) -> bool:
+    p = _rstrip(partial)
+    return any(_rstrip(s).startswith(p) for s in full[-(_MAX_PERIOD + 1) :] if not _is_blank(s))
+
+
+def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
+    ts = ctx.tabstop
+    prefix = ctx.line_prefix
+    max_lines = max(1, ctx.max_lines)
+    parts = text.split("\n", max_lines)
+    done = False
+    if len(parts) > max_lines:  # the cap is reached: nothing after it matters
+        parts = parts[:max_lines]
+        final = done = True
+    n_complete = len(parts) if final else len(parts) - 1
+
+    l0 = _reindent_first(prefix, parts, ts, final)
+    if l0 is None:
+        return Result("", False)
+    parts[0] = l0
+    full0 = prefix + l0
+
+    nxt = _first_nonblank(ctx.next_lines)
+    nxt_norm = _norm(nxt, ts) if nxt is not None else None
+    check0 = _is_blank(prefix) and not _is_blank(l0)
+
+    kept: list[str] = []
+    fulls: list[str] = []  # kept lines as whole lines (line 0 with the prefix)
+    held = False
+    sp = _scan_line(prefix)
+    in_comment = sp.code_end < len(prefix)
+    stack, strays, base = sp.stack, sp.strays, len(sp.stack)
+    outer_seen = False
+    block = 0
+    for k, line in enumerate(parts):
+        partial = k >= n_complete
+        whole = full0 if k == 0 else line
+        depth = len(stack)
+        # stage 3: the output starts repeating the existing next line
+        if nxt_norm is not None and (k > 0 or check0) and not _is_blank(whole):
+            w = _norm(whole, ts)
+            if partial and nxt_norm.startswith(w):
+                held = True
+                break
+            if not partial and w == nxt_norm:
+                done = True
+                break
+        # stage 5: dedent out of the cursor's block
+        if k > 0:
+            if partial and _is_blank(line):
+                break  # nothing to show yet, indentation unknown
+            if leaves_block(line, depth, block, ts):
+                done = True
+                break
+        # stage 4: a closer that the next existing line already has
+        if k == 0:
+            if in_comment:
+                sc = _Scan(stack, strays, base, (), len(full0))
+            else:
+                sc = _scan_line(full0, mark=len(prefix))
+            offs = len(prefix)
+        else:
+            sc = _scan_line(line, stack, strays, base)
+            offs = 0
+        if sc.outer and not outer_seen:
+            outer_seen = True
+            i, ch = sc.outer[0]
+            if closer_cut(ch, ctx):
+                kept.append(line[: i - offs])
+                fulls.append(whole[:i])
+                done = True
+                break
+        if partial and _recent_prefix(whole, fulls):
+            held = True
+            break  # may still become a repeat of a recent line
+        kept.append(line)
+        fulls.append(whole)
+        stack, strays, base = sc.stack, sc.strays, sc.base
+        if k == 0:
+            block = block_indent(ctx, full0)
+
+    decided = final or done
+    n_full = len(kept) if decided else min(len(kept), n_complete)
+    if decided:
+        cut = repeat_cut(fulls)
+        if cut is not None:
+            kept = kept[:cut]
+            done = True
+    else:
+        complete = fulls[:n_full]
+        cut = repeat_cut(complete)
+        h = repeat_holdback(complete)
+        if cut is not None and cut <= h:
+            return Result(finish(kept[:cut], max_lines), True)
+        if h < n_full or held:
+            kept = kept[:h]
+        # else the shown partial line (if any) passed the hold checks above
+    out = finish(kept, max_lines)
+    return Result(out, done)
+
+
+def process(raw: str, ctx: PostContext, *, final: bool) -> Result:
+    """Post-process the accumulated raw completion `raw` for the cursor in `ctx`."""
+    text, stopped = cut_stop_strings(raw, ctx.stop_strings, final=final)
+    final = final or stopped
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+    if ctx.line_suffix.strip(_WS):
+        # stage 2: mid-line completions stay on the cursor line
+        line, complete = keep_first_line(text)
+        if complete or final:
+            return Result(_mid_line_final(line, ctx), complete or stopped)
+        shown = _rstrip(line[: _mid_line_hold(line, ctx)])
+        return Result(shown if shown.strip() else "", False)
+    res = _multi_line(text, ctx, final)
+    if stopped and not res.done:
+        res = Result(res.text, True)
+    return res
