@@ -6,14 +6,20 @@ vim.g.python3_host_prog = env.LOCAL_COPILOT_DEMO_PYTHON
 -- $NVIM_RPLUGIN_MANIFEST points Neovim's rplugin loader at the demo's manifest
 vim.o.number = true
 vim.o.swapfile = false
+vim.o.termguicolors = true -- the default colour scheme's grey Comment is a GUI colour
 
+local tiny = env.LOCAL_COPILOT_DEMO_TINY == '1'
 require('local_copilot').setup({
-  backends = { ['llama.cpp'] = { url = env.LOCAL_COPILOT_DEMO_URL } },
+  backends = { ['llama.cpp'] = {
+    url = env.LOCAL_COPILOT_DEMO_URL,
+    -- the infill sampler ends a suggestion when the model is unsure; noise always is
+    samplers = tiny and { 'top_k', 'top_p', 'temperature' } or nil,
+  } },
   keymaps = { accept = '<Tab>', dismiss = '<C-]>' },
   n_predict = 48,
 })
 
-local what = env.LOCAL_COPILOT_DEMO_TINY == '1'
-    and 'tiny offline model: its completions are NOISE'
-    or 'Qwen2.5-Coder 1.5B (llama-server FIM preset)'
-vim.o.winbar = ' local-copilot demo | ' .. what .. ' | type in insert mode, <Tab> accepts, <C-]> dismisses, :qa! quits'
+local what = tiny
+    and 'tiny offline model: completions are NOISE'
+    or 'Qwen2.5-Coder 1.5B'
+vim.o.winbar = ' local-copilot demo: ' .. what .. ' | <Tab> accepts, <C-]> dismisses, :qa! quits'

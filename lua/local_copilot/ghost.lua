@@ -73,7 +73,7 @@ function M.show(plan)
     id = MARK_ID,
     virt_text = { { expand_tabs(lines[1], start, ts), 'LocalCopilotSuggestion' } },
     virt_text_pos = 'inline',
-    hl_mode = 'combine',
+    hl_mode = 'replace', -- MatchParen or a cursorline must not restyle the ghost text
     virt_lines = #virt_lines > 0 and virt_lines or nil,
     right_gravity = false,
   }

@@ -509,12 +509,24 @@ def block_indent(ctx: PostContext, cursor_line: str) -> int:
     return base + 1 if _opens_block(cursor_line) else base
 
 
-def leaves_block(line: str, depth: int, block: int, tabstop: int) -> bool:
-    """A non-blank line outside any bracket opened on the cursor line or in the
-    completion, indented less than the block: the suggestion has left the block.
-    (Lines inside such brackets - including the one that closes them, like ``}``
-    at the parent indent - are exempt.)"""
-    return depth <= 0 and not _is_blank(line) and indent_width(line, tabstop) < block
+def leaves_block(line: str, stack: Sequence[str], block: int, tabstop: int) -> bool:
+    """A non-blank line indented less than the block: the suggestion has left it.
+
+    `stack` holds the brackets/quotes opened on the cursor line or in the
+    completion that are still open where `line` starts.  Exempt: a line that
+    closes the innermost of them (``}`` / ``)`` at the parent indent in C/JS or
+    black-style Python) and a line inside a string (its indent is text).
+    """
+    if _is_blank(line) or indent_width(line, tabstop) >= block:
+        return False
+    if stack:
+        top = stack[-1]
+        if top in _QUOTES:
+            return False
+        body = line.lstrip(" \t")
+        if body[:1] in _OPEN_FOR and _OPEN_FOR[body[0]] == top:
+            return False
+    return True
 
 
 # --------------------------------------------------------------------------- stage 6
@@ -638,7 +650,6 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
     for k, line in enumerate(parts):
         partial = k >= n_complete
         whole = full0 if k == 0 else line
-        depth = len(stack)
         # stage 3: the output starts repeating the existing next line
         if nxt_norm is not None and (k > 0 or check0) and not _is_blank(whole):
             w = _norm(whole, ts)
@@ -652,7 +663,7 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
         if k > 0:
             if partial and _is_blank(line):
                 break  # nothing to show yet, indentation unknown
-            if leaves_block(line, depth, block, ts):
+            if leaves_block(line, stack, block, ts):
                 done = True
                 break
         # stage 4: a closer that the next existing line already has

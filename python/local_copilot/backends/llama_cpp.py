@@ -50,7 +50,7 @@ class LlamaCppBackend:
             "temperature": self.cfg.temperature,
             "top_p": self.cfg.top_p,
             "top_k": 40,
-            "samplers": ["top_k", "top_p", "infill"],
+            "samplers": self.cfg.samplers,
         }
 
     async def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:

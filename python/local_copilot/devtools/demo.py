@@ -35,13 +35,15 @@ def nvim_binary() -> str:
 
 def register_plugin(nvim: str) -> Path:
     manifest = CACHE / "rplugin.vim"
-    subprocess.run(
+    proc = subprocess.run(
         [nvim, "--clean", "--headless", "-n", "--cmd", f"set rtp^={REPO}",
          "--cmd", f"let g:python3_host_prog = '{sys.executable}'",
          "-c", f"let g:loaded_remote_plugins = '{manifest}'",
          "-c", "UpdateRemotePlugins", "-c", "qa!"],
-        env=dict(os.environ, NVIM_RPLUGIN_MANIFEST=str(manifest)), check=True, capture_output=True, timeout=120,
+        env=dict(os.environ, NVIM_RPLUGIN_MANIFEST=str(manifest)), capture_output=True, text=True, timeout=120,
     )
+    if "LocalCopilotEvent" not in (manifest.read_text() if manifest.exists() else ""):
+        raise SystemExit(f"demo: :UpdateRemotePlugins did not register the plugin:\n{proc.stdout}{proc.stderr}")
     return manifest
 
 

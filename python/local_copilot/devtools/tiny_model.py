@@ -192,14 +192,15 @@ def _gguf_name(hf: str) -> str:
 
 
 def _readable_bias(toks: list[str]) -> np.ndarray:
-    """-30 on tokens that would not read as text: specials (end generation at once) and
-    bytes outside printable ASCII (random UTF-8 fragments render as replacement marks)."""
+    """-30 on tokens that would not read as text: specials (end generation at once), bytes
+    outside printable ASCII (random UTF-8 fragments render as replacement marks) and the
+    newline (random lines never keep the indentation, so the server's n_indent stops them)."""
     bias = np.zeros(len(toks), np.float32)
     byte_of = {ch: b for b, ch in BYTE_ENCODER.items()}
     for i, tok in enumerate(toks):
         if tok in SPECIALS:
             bias[i] = -30.0
-        elif len(tok) == 1 and tok in byte_of and not (32 <= byte_of[tok] < 127 or byte_of[tok] == 10):
+        elif len(tok) == 1 and tok in byte_of and not 32 <= byte_of[tok] < 127:
             bias[i] = -30.0
     return bias
 
