@@ -287,6 +287,8 @@ def sample_cases(n: int, seed: int) -> list[Case]:
     rng = random.Random(seed)
     files = stdlib_files()
     rng.shuffle(files)
+    # one case per kind and file while that suffices: spread over as many files as possible
+    per_kind = max(1, -(-n // (3 * len(files))))
     cases: list[Case] = []
     for path in files:
         if len(cases) >= n:
@@ -301,8 +303,9 @@ def sample_cases(n: int, seed: int) -> list[Case]:
             list(eol_line_cases(info, pool, rng)),
         )
         for cands in gens:
-            if cands and len(cases) < n:
-                cases.append(rng.choice(cands))
+            take = min(len(cands), per_kind, n - len(cases))
+            if take > 0:
+                cases.extend(rng.sample(cands, take))
     return cases
 
 

@@ -13,8 +13,9 @@ from typing import Protocol
 import httpx
 
 from .backends import Backend, FimRequest, make_backend
+from .budget import TokenEstimator, fit_context
 from .config import Config
-from .context import build_context
+from .context import FimContext, build_context
 from .errors import BackendError, ConfigError
 from .log import log
 from .notify import EpisodeNotifier
@@ -41,6 +42,7 @@ class Engine:
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self.notifier = EpisodeNotifier(editor.notify)
         self.stats = {"requests": 0, "cancels": 0, "errors": 0}
+        self.estimator = TokenEstimator()
 
     # -- configuration -------------------------------------------------------------------
 
@@ -53,6 +55,7 @@ class Engine:
         # one long-lived client: keep-alive to the server, closed streams cancel generation
         self._client = httpx.AsyncClient(timeout=timeout, transport=self._transport, trust_env=False)
         self.backend = make_backend(cfg.backend, active, self._client)
+        self.estimator = TokenEstimator()  # bytes per token differ between models
 
     # -- requests ------------------------------------------------------------------------
 
@@ -83,6 +86,11 @@ class Engine:
         cfg, backend = self.config, self.backend
         self.stats["requests"] += 1
         ctx = build_context(snap, lines_before=cfg.context.lines_before, lines_after=cfg.context.lines_after)
+        try:
+            ctx = await self._fit(ctx, snap, backend, cfg)
+        except (BackendError, ConfigError) as exc:
+            self._failed(exc)
+            return
         req = FimRequest(
             prefix=ctx.prefix,
             middle=ctx.middle,
@@ -99,6 +107,7 @@ class Engine:
             prev_lines=ctx.prev_lines,
             tabstop=snap.ts,
             max_lines=cfg.max_lines,
+            stop_strings=backend.stop_strings,
         )
 
         def plan(text: str, final: bool) -> RenderPlan:
@@ -110,6 +119,9 @@ class Engine:
         stream = backend.complete(req)
         try:
             async for chunk in stream:
+                if chunk.prompt_tokens:
+                    prompt = req.prefix + req.middle + req.suffix
+                    self.estimator.observe(len(prompt.encode("utf-8", "surrogateescape")), chunk.prompt_tokens)
                 raw += chunk.text
                 result = process(raw, pctx, final=False)
                 if result.text != shown:
@@ -120,9 +132,7 @@ class Engine:
         except asyncio.CancelledError:
             raise
         except (BackendError, ConfigError) as exc:
-            self.stats["errors"] += 1
-            log.warning("%s", exc)
-            self.notifier.failure(type(exc).__name__, f"local-copilot: {exc}")
+            self._failed(exc)
             return
         except Exception:  # a bug must not reach :messages as a stack trace
             self.stats["errors"] += 1
@@ -135,4 +145,25 @@ class Engine:
         final = process(raw, pctx, final=True).text
         log.debug("completion done in %.1f ms: %d chars", (time.perf_counter() - started) * 1000, len(final))
         self.editor.show(plan(final, True))
+
+    # room the template and server-added text take (FIM tokens, repo/file markers)
+    PROMPT_OVERHEAD = 48
+
+    async def _fit(self, ctx: FimContext, snap: Snapshot, backend: Backend, cfg: Config) -> FimContext:
+        limit = await backend.context_limit()
+        if not limit:
+            return ctx
+        budget = limit - cfg.n_predict - self.PROMPT_OVERHEAD
+        if budget < 64:
+            raise ConfigError(
+                f"the server gives each request only {limit} tokens, too few for n_predict={cfg.n_predict}; "
+                "start it with a larger context per slot (-c, or fewer --parallel slots) or lower n_predict"
+            )
+        first_row = snap.row - len(ctx.prev_lines)
+        return fit_context(ctx, budget, self.estimator, first_row=first_row)
+
+    def _failed(self, exc: Exception) -> None:
+        self.stats["errors"] += 1
+        log.warning("%s", exc)
+        self.notifier.failure(type(exc).__name__, f"local-copilot: {exc}")
 

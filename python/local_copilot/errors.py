@@ -46,3 +46,16 @@ class ServerError(BackendError):
 
 class ProtocolError(BackendError):
     pass
+
+
+class ServerStartError(LocalCopilotError):
+    """A model server could not be started or kept running. `str()` is one line that names the
+    fix; `log_tail` holds the server's last log lines for the details view."""
+
+    def __init__(self, message: str, *, log_tail: list[str] | None = None, log_path: str = "") -> None:
+        super().__init__(message)
+        self.log_tail = log_tail or []
+        self.log_path = log_path
+
+
+__all__.append("ServerStartError")

@@ -140,18 +140,45 @@ def _hash_comment(line: str, i: int) -> bool:
 def _slash_comment(line: str, i: int) -> bool:
     # `//` is Python floor division after an operand, a comment after nothing or a
     # statement/block boundary.
-    before = line[:i].rstrip(" \t")
-    return not before or before[-1] in ";{},"
+    j = i - 1
+    while j >= 0 and line[j] in " \t":
+        j -= 1
+    return j < 0 or line[j] in ";{},"
 
 
 def _is_apostrophe(line: str, i: int) -> bool:
-    # don't, it's, 1'000 - but r'..', b'..', f'..' are string prefixes.
-    if i == 0 or not _is_word(line[i - 1]):
-        return False
+    # don't, it's, 1'000 - but r'..', b'..', f'..' are string prefixes (<= 2 letters
+    # after a non-word char), so looking 3 chars back is enough.
     j = i
-    while j > 0 and _is_word(line[j - 1]):
+    while j > 0 and i - j < 3 and _is_word(line[j - 1]):
         j -= 1
+    if j == i:
+        return False
+    if i - j >= 3 or (j > 0 and _is_word(line[j - 1])):
+        return True
     return line[j:i].lower() not in _STR_PREFIXES
+
+
+class _Resume(NamedTuple):
+    """Scanner state after every significant char before the last one of `text`."""
+
+    text: str
+    st: tuple[str, ...]
+    strays: int
+    base: int
+    marked: bool
+    skip: int
+    outer: tuple[tuple[int, str], ...]
+    code_end: int  # < len(text): a comment started, the scan is complete
+    pos: int
+
+
+# The streamed partial line grows by a few chars per call; resuming its scan keeps
+# a call O(chunk) instead of O(line) (10 KB single-line outputs would go quadratic).
+# Results never depend on it: it only skips re-doing identical work.
+_RESUME: dict[tuple[tuple[str, ...], int, int, int, str], _Resume] = {}
+_RESUME_MIN = 64  # shorter lines are cheaper to rescan than to cache
+_RESUME_MAX = 256
 
 
 def _scan_line(
@@ -167,15 +194,26 @@ def _scan_line(
     strays are reported in ``outer``; with ``mark`` > 0, ``base`` is taken as the
     depth reached at index ``mark`` and only events from there on are reported.
     """
-    st = list(stack)
-    outer: list[tuple[int, str]] = []
-    code_end = len(line)
-    marked = mark <= 0
-    skip = -1
-    for m in _SIG_RE.finditer(line):
+    n = len(line)
+    key = (stack, strays, base, mark, line[:16])
+    r = _RESUME.get(key) if n >= _RESUME_MIN else None
+    if r is not None and line.startswith(r.text):
+        if r.code_end < len(r.text):
+            return _Scan(r.st, r.strays, r.base, r.outer, r.code_end)
+        st, nstray, bse, marked = list(r.st), r.strays, r.base, r.marked
+        skip, outer, pos = r.skip, list(r.outer), r.pos
+    else:
+        st, nstray, bse, marked = list(stack), strays, base, mark <= 0
+        skip, outer, pos = -1, [], 0
+    code_end = n
+    cp = n - 1 if n >= _RESUME_MIN else -1  # checkpoint: before the first match at >= cp
+    for m in _SIG_RE.finditer(line, pos):
         i = m.start()
+        if i >= cp >= 0:
+            _save(key, line, st, nstray, bse, marked, skip, outer, n, i)
+            cp = -1
         if not marked and i >= mark:
-            base, marked = len(st), True
+            bse, marked = len(st), True
         if i < skip:
             continue
         ch = line[i]
@@ -185,8 +223,8 @@ def _scan_line(
                 skip = i + 2
             elif ch == top:
                 st.pop()
-                if marked and len(st) < base:
-                    base = len(st)
+                if marked and len(st) < bse:
+                    bse = len(st)
                     outer.append((i, ch))
             continue
         if ch == "\\":
@@ -206,16 +244,39 @@ def _scan_line(
             st.append(ch)
         elif top == _OPEN_FOR[ch]:
             st.pop()
-            if marked and len(st) < base:
-                base = len(st)
+            if marked and len(st) < bse:
+                bse = len(st)
                 outer.append((i, ch))
         else:
-            strays += 1
+            nstray += 1
             if marked:
                 outer.append((i, ch))
+    if cp >= 0:  # no match at or after the checkpoint (or a comment ended the scan)
+        _save(key, line, st, nstray, bse, marked, skip, outer, code_end if code_end < cp else n, n)
     if not marked:
-        base = len(st)
-    return _Scan(tuple(st), strays, base, tuple(outer), code_end)
+        bse = len(st)
+    return _Scan(tuple(st), nstray, bse, tuple(outer), code_end)
+
+
+def _save(
+    key: tuple[tuple[str, ...], int, int, int, str],
+    line: str,
+    st: list[str],
+    strays: int,
+    base: int,
+    marked: bool,
+    skip: int,
+    outer: list[tuple[int, str]],
+    code_end: int,
+    pos: int,
+) -> None:
+    if len(_RESUME) >= _RESUME_MAX:
+        _RESUME.clear()
+    _RESUME[key] = _Resume(line, tuple(st), strays, base, marked, skip, tuple(outer), code_end, pos)
+
+
+# Complete lines are re-scanned on every streamed call with the same start state.
+_scan_cached = lru_cache(maxsize=4096)(_scan_line)
 
 
 def _end_state(text: str) -> tuple[tuple[str, ...], int]:
@@ -262,18 +323,21 @@ def _walk_back(
     """Statement indent of `line` and the innermost bracket enclosing it.
 
     Walks up the previous lines matching `line`'s unmatched closers to the lines
-    that opened them (the statement start), then on to the first less-indented
-    line (the block header) looking for a bracket still open at `line`.  Returns
-    ``None`` for the indent when the statement start is out of sight or the
-    brackets do not match up: callers then assume nothing.
+    that opened them and following backslash continuations (the statement start),
+    then on to the first less-indented line (the block header) looking for a
+    bracket still open at `line`.  Returns ``None`` for the indent when the
+    statement start is out of sight or the brackets do not match up: callers then
+    assume nothing.
     """
     pending = list(_summary(line)[0])
     own = bool(pending)  # still resolving `line`'s own statement
     lo = indent_width(line, tabstop)
+    top = len(prev)  # earliest line known to belong to the statement
     for j in range(len(prev) - 1, max(-1, len(prev) - 1 - _WALK_LIMIT), -1):
         pl = prev[j]
         if _is_blank(pl):
             continue
+        cont = j == top - 1 and _rstrip(pl).endswith("\\")
         closers, openers = _summary(pl)
         ind = indent_width(pl, tabstop)
         was_pending = bool(pending)
@@ -281,8 +345,8 @@ def _walk_back(
         while ops and pending:
             if _OPEN_FOR[pending.pop(0)] != ops.pop():
                 return (None if own else lo), None
-        if own and was_pending:
-            lo = min(lo, ind)
+        if (own and was_pending) or cont:
+            lo, top = min(lo, ind), j
         if ops:
             return (None if own else lo), _Opener(ops[-1], ind, len(ops))
         pending = list(closers) + pending
@@ -536,25 +600,28 @@ def _nonblank_idx(norm: Sequence[str]) -> list[int]:
     return [i for i, s in enumerate(norm) if s.strip(_WS)]
 
 
-def repeat_cut(lines: Sequence[str]) -> int | None:
+def repeat_cut(lines: Sequence[str], start: int = 0) -> int | None:
     """Index where a loop's second occurrence starts (keep everything before).
 
     A loop is the same non-blank line 3 times in a row (blank lines between are
     ignored; twice happens in real code) or a block of 2-8 lines, with at least
-    two non-blank lines, twice back to back.
+    two non-blank lines, twice back to back.  Only loops ending at or after line
+    `start` are looked for (the caller knows there is none before).
     """
     norm = [_rstrip(s) for s in lines]
     n = len(norm)
     best: int | None = None
     nb = _nonblank_idx(norm)
     for a in range(len(nb) - 2):
-        if norm[nb[a]] == norm[nb[a + 1]] == norm[nb[a + 2]]:
+        if nb[a + 2] >= start and norm[nb[a]] == norm[nb[a + 1]] == norm[nb[a + 2]]:
             best = nb[a + 1]
             break
-    for c in range(2, n if best is None else best):
+    for c in range(max(2, start - _MAX_PERIOD + 1), n if best is None else best):
         for p in range(2, min(_MAX_PERIOD, c) + 1):
             if c + p > n:
                 break
+            if norm[c] != norm[c - p]:  # cheap reject before slicing
+                continue
             blk = norm[c - p : c]
             if blk == norm[c : c + p] and sum(1 for s in blk if s) >= 2:
                 return c
@@ -573,7 +640,7 @@ def repeat_holdback(lines: Sequence[str]) -> int:
     for p in range(2, _MAX_PERIOD + 1):
         for m in range(p - 1, 0, -1):
             c = n - m
-            if c - p < 0 or c >= h:
+            if c - p < 0 or c >= h or norm[c] != norm[c - p]:
                 continue
             blk = norm[c - p : c]
             if norm[c:] == blk[:m] and sum(1 for s in blk if s) >= 2:
@@ -618,6 +685,27 @@ def _recent_prefix(partial: str, full: Sequence[str]) -> bool:
     return any(_rstrip(s).startswith(p) for s in full[-(_MAX_PERIOD + 1) :] if not _is_blank(s))
 
 
+class _Loop(NamedTuple):
+    """State of the line loop after the complete lines `lines` (none of them cut)."""
+
+    lines: tuple[str, ...]
+    kept: tuple[str, ...]
+    fulls: tuple[str, ...]
+    stack: tuple[str, ...]
+    strays: int
+    base: int
+    outer_seen: bool
+    block: int
+    rep_clear: int  # repeat_cut found no loop within fulls[:rep_clear]
+
+
+# Per-context memo of the line loop: each streamed call only processes the lines
+# that completed since the last one, so a call stays cheap even with a large
+# max_lines.  Like _RESUME it never changes a result.
+_LOOPS: dict[PostContext, _Loop] = {}
+_LOOPS_MAX = 32
+
+
 def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
     ts = ctx.tabstop
     prefix = ctx.line_prefix
@@ -639,15 +727,29 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
     nxt_norm = _norm(nxt, ts) if nxt is not None else None
     check0 = _is_blank(prefix) and not _is_blank(l0)
 
-    kept: list[str] = []
-    fulls: list[str] = []  # kept lines as whole lines (line 0 with the prefix)
+    memo = _LOOPS.get(ctx)
+    if memo is not None and (
+        len(memo.lines) > n_complete or tuple(parts[: len(memo.lines)]) != memo.lines
+    ):
+        memo = None
+    if memo is not None:
+        start, rep_clear = len(memo.lines), memo.rep_clear
+        kept, fulls = list(memo.kept), list(memo.fulls)
+        stack, strays, base = memo.stack, memo.strays, memo.base
+        outer_seen, block = memo.outer_seen, memo.block
+        in_comment = False  # only matters for line 0, which the memo covers
+    else:
+        start = rep_clear = 0
+        kept = []
+        fulls = []  # kept lines as whole lines (line 0 with the prefix)
+        sp = _scan_line(prefix)
+        in_comment = sp.code_end < len(prefix)
+        stack, strays, base = sp.stack, sp.strays, len(sp.stack)
+        outer_seen, block = False, 0
     held = False
-    sp = _scan_line(prefix)
-    in_comment = sp.code_end < len(prefix)
-    stack, strays, base = sp.stack, sp.strays, len(sp.stack)
-    outer_seen = False
-    block = 0
-    for k, line in enumerate(parts):
+    m = start  # complete lines processed without a cut
+    for k in range(start, len(parts)):
+        line = parts[k]
         partial = k >= n_complete
         whole = full0 if k == 0 else line
         # stage 3: the output starts repeating the existing next line
@@ -667,14 +769,15 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
                 done = True
                 break
         # stage 4: a closer that the next existing line already has
+        scan = _scan_line if partial else _scan_cached
         if k == 0:
             if in_comment:
                 sc = _Scan(stack, strays, base, (), len(full0))
             else:
-                sc = _scan_line(full0, mark=len(prefix))
+                sc = scan(full0, (), 0, 0, len(prefix))
             offs = len(prefix)
         else:
-            sc = _scan_line(line, stack, strays, base)
+            sc = scan(line, stack, strays, base)
             offs = 0
         if sc.outer and not outer_seen:
             outer_seen = True
@@ -690,27 +793,35 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
         kept.append(line)
         fulls.append(whole)
         stack, strays, base = sc.stack, sc.strays, sc.base
-        if k == 0:
+        if k == 0 and not partial:
             block = block_indent(ctx, full0)
+        if not partial:
+            m = k + 1
+            saved = (stack, strays, base, outer_seen, block)
 
     decided = final or done
-    n_full = len(kept) if decided else min(len(kept), n_complete)
     if decided:
-        cut = repeat_cut(fulls)
+        cut = repeat_cut(fulls, rep_clear)
         if cut is not None:
             kept = kept[:cut]
             done = True
-    else:
-        complete = fulls[:n_full]
-        cut = repeat_cut(complete)
-        h = repeat_holdback(complete)
-        if cut is not None and cut <= h:
-            return Result(finish(kept[:cut], max_lines), True)
-        if h < n_full or held:
-            kept = kept[:h]
-        # else the shown partial line (if any) passed the hold checks above
-    out = finish(kept, max_lines)
-    return Result(out, done)
+        return Result(finish(kept, max_lines), done)
+    n_full = min(len(kept), n_complete)
+    complete = fulls[:n_full]
+    cut = repeat_cut(complete, rep_clear)
+    if cut is None:
+        rep_clear = n_full
+    if m > start:  # remember the complete lines for the next streamed call
+        if len(_LOOPS) >= _LOOPS_MAX:
+            _LOOPS.clear()
+        _LOOPS[ctx] = _Loop(tuple(parts[:m]), tuple(kept[:m]), tuple(fulls[:m]), *saved, rep_clear)
+    h = repeat_holdback(complete)
+    if cut is not None and cut <= h:
+        return Result(finish(kept[:cut], max_lines), True)
+    if h < n_full or held:
+        kept = kept[:h]
+    # else the shown partial line (if any) passed the hold checks above
+    return Result(finish(kept, max_lines), False)
 
 
 def process(raw: str, ctx: PostContext, *, final: bool) -> Result:

@@ -36,6 +36,15 @@ def infill_stream(tokens: list[str], delay: float = 0.0) -> list[Step]:
     return steps
 
 
+def llama_props(n_ctx: int = 4096, slots: int = 1) -> list[Step]:
+    return [json.dumps({"default_generation_settings": {"n_ctx": n_ctx}, "total_slots": slots}).encode()]
+
+
+def llama(stream: list[Step], n_ctx: int = 4096) -> Script:
+    """A llama.cpp-shaped fake: /props, then `stream` for every /infill."""
+    return lambda path, body: (200, llama_props(n_ctx)) if path == "/props" else (200, list(stream))
+
+
 class FakeServer:
     def __init__(self, script: Script) -> None:
         self.script = script

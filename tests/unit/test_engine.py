@@ -12,7 +12,7 @@ from local_copilot.engine import Engine
 from local_copilot.render import RenderPlan
 from local_copilot.snapshot import Snapshot
 
-from ..fakes.fake_server import FakeServer, infill_stream
+from ..fakes.fake_server import FakeServer, infill_stream, llama
 
 
 class RecordingEditor:
@@ -53,7 +53,7 @@ def fake() -> Any:
 
 
 async def test_streamed_tokens_are_shown_before_the_stream_ends(fake: Any) -> None:
-    server = fake(lambda path, body: (200, infill_stream(["a", "b", "c"], delay=0.15)))
+    server = fake(llama(infill_stream(["a", "b", "c"], delay=0.15)))
     editor = RecordingEditor()
     engine = Engine(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}}))
@@ -62,7 +62,7 @@ async def test_streamed_tokens_are_shown_before_the_stream_ends(fake: Any) -> No
     texts = [p.text for p in editor.plans]
     assert texts[0] == "a" and texts[-1] == "abc"
     assert [p.final for p in editor.plans][-1] is True and not editor.plans[0].final
-    path, body = server.requests[0]
+    path, body = server.requests[-1]
     assert path == "/infill"
     assert body["input_prefix"] == "" and body["prompt"] == "x = " and body["input_suffix"] == "\ny = 2"
     assert body["stream"] is True and body["cache_prompt"] is True
@@ -71,7 +71,7 @@ async def test_streamed_tokens_are_shown_before_the_stream_ends(fake: Any) -> No
 
 
 async def test_a_newer_snapshot_cancels_the_older_stream(fake: Any) -> None:
-    server = fake(lambda path, body: (200, infill_stream(["z"] * 200, delay=0.02)))
+    server = fake(llama(infill_stream(["z"] * 200, delay=0.02)))
     editor = RecordingEditor()
     engine = Engine(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}}))
@@ -105,7 +105,7 @@ async def test_server_down_gives_one_notification_per_episode() -> None:
 
 async def test_http_error_message_comes_from_the_server(fake: Any) -> None:
     body = b'{"error":{"code":501,"message":"Infill is not supported by this model","type":"not_supported_error"}}'
-    server = fake(lambda path, b: (501, [body]))
+    server = fake(lambda path, b: (200, [b'{"default_generation_settings":{"n_ctx":4096}}']) if path == "/props" else (501, [body]))
     editor = RecordingEditor()
     engine = Engine(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}}))

@@ -55,8 +55,8 @@ def test_gguf_deterministic(tmp_path):
 
     assert _kv(r, "general.architecture") == "qwen2"
     assert _kv(r, "general.name") == "tiny-qwen2-fim"
-    assert _kv(r, "qwen2.embedding_length") == 64
-    assert _kv(r, "qwen2.rope.dimension_count") == 64 // _kv(r, "qwen2.attention.head_count")
+    assert _kv(r, "qwen2.embedding_length") == 128
+    assert _kv(r, "qwen2.rope.dimension_count") == 128 // _kv(r, "qwen2.attention.head_count") == 64
     assert _kv(r, "tokenizer.ggml.model") == "gpt2"
     assert _kv(r, "tokenizer.ggml.pre") == "qwen2"
     assert _kv(r, "tokenizer.ggml.add_bos_token") is False
@@ -75,8 +75,8 @@ def test_gguf_deterministic(tmp_path):
         assert tokens[_kv(r, gguf.Keys.Tokenizer.FIM_MID_ID)] == "<|fim_middle|>"
 
     n_vocab = len(tokens)
-    assert _tensor(r, "token_embd.weight").shape == (n_vocab, 64)
-    assert _tensor(r, "blk.1.ffn_down.weight").shape == (64, _kv(r, "qwen2.feed_forward_length"))
+    assert _tensor(r, "token_embd.weight").shape == (n_vocab, 128)
+    assert _tensor(r, "blk.1.ffn_down.weight").shape == (128, _kv(r, "qwen2.feed_forward_length"))
     bias = _tensor(r, "output.bias")
     assert bias.shape == (n_vocab,)
     assert tokens[int(np.argmax(bias))] == "x"

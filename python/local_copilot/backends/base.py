@@ -30,10 +30,18 @@ class Chunk(msgspec.Struct, frozen=True, kw_only=True):
     done: bool = False
     # server counters on the last chunk, when it reports them (tokens, ms)
     timings: dict[str, float] | None = None
+    # prompt tokens the server counted (to calibrate the token estimator)
+    prompt_tokens: int | None = None
 
 
 class Backend(Protocol):
     name: str
+    # strings that end a completion (the FIM template's special tokens), cut client-side too
+    stop_strings: tuple[str, ...]
+
+    async def context_limit(self) -> int | None:
+        """Tokens one request may use (per-slot context), or None when the server won't say."""
+        ...
 
     def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
         """Stream the completion; closing the iterator closes the HTTP stream (cancel)."""

@@ -23,10 +23,23 @@ class _InfillChunk(msgspec.Struct):
     content: str = ""
     stop: bool = False
     timings: dict[str, float] | None = None
-    error: msgspec.Raw | None = None
+    tokens_evaluated: int | None = None
+    error: Any = None
+
+
+class _GenSettings(msgspec.Struct):
+    n_ctx: int = 0
+
+
+class _Props(msgspec.Struct):
+    default_generation_settings: _GenSettings = msgspec.field(default_factory=_GenSettings)
+    total_slots: int = 1
+    model_path: str = ""
+    model_alias: str = ""
 
 
 _decoder = msgspec.json.Decoder(_InfillChunk)
+_props_decoder = msgspec.json.Decoder(_Props)
 
 
 class LlamaCppBackend:
@@ -34,7 +47,29 @@ class LlamaCppBackend:
         self.name = name
         self.cfg = cfg
         self.client = client
-        self.url = cfg.url.rstrip("/") + "/infill"
+        self.base = cfg.url.rstrip("/")
+        self.url = self.base + "/infill"
+        self.props: _Props | None = None
+
+    async def probe(self) -> _Props:
+        """`/props`: the per-slot context (`-c` split over `--parallel` slots) and the model."""
+        try:
+            resp = await self.client.get(self.base + "/props", headers=auth_headers(self.cfg))
+        except connect_errors as exc:
+            raise ServerUnavailable(f"{self.name}: cannot reach {self.cfg.url} ({exc.__class__.__name__})") from exc
+        await raise_for_status(self.name, resp)
+        try:
+            return _props_decoder.decode(resp.content)
+        except msgspec.DecodeError as exc:
+            raise ProtocolError(f"{self.name}: /props answered something else ({exc})") from None
+
+    # /infill renders the prompt server-side and ends at the model's own EOG tokens
+    stop_strings: tuple[str, ...] = ()
+
+    async def context_limit(self) -> int | None:
+        if self.props is None:
+            self.props = await self.probe()
+        return self.props.default_generation_settings.n_ctx or None
 
     def body(self, req: FimRequest) -> dict[str, Any]:
         return {
@@ -69,6 +104,7 @@ class LlamaCppBackend:
                 for payload in parser.close():
                     yield self._decode(payload)
         except connect_errors as exc:
+            self.props = None  # a restarted server may have other slots
             raise ServerUnavailable(f"{self.name}: cannot reach {self.cfg.url} ({exc.__class__.__name__})") from exc
         except httpx.TimeoutException as exc:
             raise ServerUnavailable(f"{self.name}: no answer from {self.cfg.url} in time") from exc
@@ -79,5 +115,7 @@ class LlamaCppBackend:
         except (msgspec.DecodeError, ValueError) as exc:
             raise ProtocolError(f"{self.name}: malformed stream chunk ({exc})") from None
         if msg.error is not None:
-            raise ProtocolError(f"{self.name}: server error in stream: {bytes(msg.error)[:200].decode('utf-8', 'replace')}")
-        return Chunk(text=msg.content, done=msg.stop, timings=msg.timings if msg.stop else None)
+            raise ProtocolError(f"{self.name}: server error in stream: {str(msg.error)[:300]}")
+        if not msg.stop:
+            return Chunk(text=msg.content)
+        return Chunk(text=msg.content, done=True, timings=msg.timings, prompt_tokens=msg.tokens_evaluated)

@@ -81,6 +81,15 @@ class OllamaBackend:
         self._insert = "insert" in show.capabilities or ".Suffix" in show.template
         return ModelInfo(id=self.cfg.model, owned_by="ollama", n_ctx=n_ctx, family=show.details.family)
 
+    @property
+    def stop_strings(self) -> tuple[str, ...]:
+        return self.template.special_tokens if self.template else ()
+
+    async def context_limit(self) -> int | None:
+        await self.ensure_ready()
+        # Ollama runs with num_ctx 4096 unless told otherwise, whatever the model could take
+        return min(self.model.n_ctx or 4096, 4096) if self.model else None
+
     async def ensure_ready(self) -> FimTemplate | None:
         if self.model is None:
             self.model = await self.probe()
@@ -137,5 +146,7 @@ class OllamaBackend:
             raise ProtocolError(f"{self.name}: malformed stream line ({exc})") from None
         if msg.error is not None:
             raise ProtocolError(f"{self.name}: {msg.error}")
-        timings = {"prompt_n": float(msg.prompt_eval_count), "predicted_n": float(msg.eval_count)} if msg.done else None
-        return Chunk(text=msg.response, done=msg.done, timings=timings)
+        if not msg.done:
+            return Chunk(text=msg.response)
+        timings = {"prompt_n": float(msg.prompt_eval_count), "predicted_n": float(msg.eval_count)}
+        return Chunk(text=msg.response, done=True, timings=timings, prompt_tokens=msg.prompt_eval_count or None)

@@ -36,7 +36,7 @@ class _Usage(msgspec.Struct):
 class _CompletionChunk(msgspec.Struct):
     choices: list[_Choice] = []
     usage: _Usage | None = None
-    error: msgspec.Raw | None = None
+    error: Any = None
 
 
 _decoder = msgspec.json.Decoder(_CompletionChunk)
@@ -56,6 +56,10 @@ class _Models(msgspec.Struct):
 _models_decoder = msgspec.json.Decoder(_Models)
 
 
+class _Tokens(msgspec.Struct):
+    tokens: list[int] = []
+
+
 class OpenAIBackend:
     def __init__(self, name: str, cfg: BackendConfig, client: httpx.AsyncClient) -> None:
         self.name = name
@@ -64,6 +68,7 @@ class OpenAIBackend:
         self.base = cfg.url.rstrip("/")
         self.model: ModelInfo | None = None
         self.template: FimTemplate | None = None
+        self.stop_token_ids: list[int] = []
 
     async def probe(self) -> ModelInfo:
         """Ask `/v1/models` which model runs (and its context length, on vLLM)."""
@@ -88,11 +93,41 @@ class OpenAIBackend:
         return ModelInfo(id=chosen.id, owned_by=chosen.owned_by, n_ctx=chosen.max_model_len,
                          path=chosen.root or "")
 
+    @property
+    def stop_strings(self) -> tuple[str, ...]:
+        return self.template.special_tokens if self.template else ()
+
+    async def context_limit(self) -> int | None:
+        await self.ensure_ready()
+        return self.model.n_ctx if self.model else None
+
     async def ensure_ready(self) -> FimTemplate:
         if self.template is None:
             self.model = await self.probe()
             self.template = resolve_template(self.name, self.cfg, self.model)
+            if self.model.owned_by == "vllm":
+                self.stop_token_ids = await self._special_token_ids(self.template)
         return self.template
+
+    async def _special_token_ids(self, template: FimTemplate) -> list[int]:
+        """Ids of the template's stop tokens in the served model's own vocabulary.
+
+        The template's official ids are wrong for other vocabularies (vLLM rejects
+        out-of-vocab ids), so ask the server's tokenizer; a token that is not a single id
+        there is left to the stop strings.
+        """
+        assert self.model is not None
+        ids: list[int] = []
+        for tok in template.stop:
+            try:
+                resp = await self.client.post(self.base + "/tokenize", headers=auth_headers(self.cfg),
+                                              json={"model": self.model.id, "prompt": tok, "add_special_tokens": False})
+                tokens = msgspec.json.decode(resp.content, type=_Tokens).tokens if resp.status_code == 200 else []
+            except (httpx.HTTPError, msgspec.DecodeError):
+                return []
+            if len(tokens) == 1:
+                ids.append(tokens[0])
+        return ids
 
     def body(self, req: FimRequest, template: FimTemplate) -> dict[str, Any]:
         assert self.model is not None
@@ -104,14 +139,16 @@ class OpenAIBackend:
             "top_p": self.cfg.top_p,
             "stream": True,
             "stream_options": {"include_usage": True},
-            "stop": list(template.stop),
+            # OpenAI's schema (and vLLM's) takes at most 4 stop strings; the rest are cut
+            # client-side by the post-processor, which knows every special token
+            "stop": list(template.stop[:4]),
         }
         if self.model.owned_by == "vllm":
             # vLLM drops special tokens from text by default, so a stop string naming one never
             # matches; keep them in the text so the stop strings work for any vocabulary
             body["skip_special_tokens"] = False
-            if template.stop_token_ids:
-                body["stop_token_ids"] = list(template.stop_token_ids)
+            if self.stop_token_ids:
+                body["stop_token_ids"] = self.stop_token_ids
         if self.model.owned_by == "llamacpp":
             body["cache_prompt"] = True
             body["t_max_predict_ms"] = req.t_max_predict_ms
@@ -146,11 +183,11 @@ class OpenAIBackend:
         except (msgspec.DecodeError, ValueError) as exc:
             raise ProtocolError(f"{self.name}: malformed stream chunk ({exc})") from None
         if msg.error is not None:
-            raise ProtocolError(f"{self.name}: server error in stream: {bytes(msg.error)[:200].decode('utf-8', 'replace')}")
+            raise ProtocolError(f"{self.name}: server error in stream: {str(msg.error)[:300]}")
         if not msg.choices:  # the usage chunk
-            timings = None
-            if msg.usage is not None:
-                timings = {"prompt_n": float(msg.usage.prompt_tokens), "predicted_n": float(msg.usage.completion_tokens)}
-            return Chunk(text="", timings=timings)
+            if msg.usage is None:
+                return Chunk(text="")
+            timings = {"prompt_n": float(msg.usage.prompt_tokens), "predicted_n": float(msg.usage.completion_tokens)}
+            return Chunk(text="", timings=timings, prompt_tokens=msg.usage.prompt_tokens)
         choice = msg.choices[0]
         return Chunk(text=choice.text)

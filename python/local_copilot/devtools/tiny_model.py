@@ -31,11 +31,12 @@ import numpy as np
 NAME = "tiny-qwen2-fim"
 
 # Model shape: as small as llama.cpp/vLLM accept while still exercising GQA.
-N_EMBD = 64
-N_FF = 128
+N_EMBD = 128
+N_FF = 256
 N_LAYER = 2
-N_HEAD = 4
+N_HEAD = 2
 N_HEAD_KV = 2
+# 64: vLLM's CPU attention has kernels for common head sizes only (16 fails at the first request)
 HEAD_DIM = N_EMBD // N_HEAD
 N_CTX = 4096
 RMS_EPS = 1e-6

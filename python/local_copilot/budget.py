@@ -1,0 +1,86 @@
+"""Fit the FIM context into the server's context window, measured in tokens.
+
+Tokens are estimated from UTF-8 bytes with a bytes-per-token ratio that each backend
+calibrates from the prompt token counts its server reports (llama.cpp `tokens_evaluated`,
+OpenAI `usage.prompt_tokens`, Ollama `prompt_eval_count`); it starts pessimistic so the
+first request never overflows. Cuts are whole lines, taken far from the cursor first, and
+in steps anchored to absolute rows so the prompt's beginning stays put while the user types
+(the servers' prompt caches keep hitting).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .context import FimContext
+
+__all__ = ["TokenEstimator", "fit_context", "CUT_STEP"]
+
+CUT_STEP = 8  # lines; the prefix's first line moves only in steps of this many rows
+
+
+class TokenEstimator:
+    """Bytes per token, learned from what the server says it evaluated."""
+
+    def __init__(self, bytes_per_token: float = 2.5, floor: float = 1.5, ceiling: float = 5.0) -> None:
+        self.bytes_per_token = bytes_per_token
+        self._floor, self._ceiling = floor, ceiling
+
+    def tokens(self, text: str) -> int:
+        return math.ceil(len(text.encode("utf-8", "surrogateescape")) / self.bytes_per_token)
+
+    def observe(self, prompt_bytes: int, prompt_tokens: int) -> None:
+        if prompt_tokens <= 0 or prompt_bytes <= 0:
+            return
+        seen = prompt_bytes / prompt_tokens
+        # lean to the smaller (safer) ratio: overestimating tokens only costs context
+        blended = 0.7 * self.bytes_per_token + 0.3 * seen
+        self.bytes_per_token = max(self._floor, min(self._ceiling, min(blended, seen * 1.1)))
+
+
+def fit_context(ctx: FimContext, budget: int, est: TokenEstimator, *, first_row: int,
+                prefix_share: float = 0.75) -> FimContext:
+    """Drop whole lines (prefix from the top, suffix from the bottom) until it fits.
+
+    `first_row` is the buffer row of ctx.prev_lines[0]; `budget` is what the prompt may use
+    (context window minus n_predict minus the template's own tokens). The cursor line is
+    always kept whole: that is where the completion goes.
+    """
+    core = est.tokens(ctx.middle + ctx.line_suffix) + 1
+    left = max(0, budget - core)
+    pre_cost = [est.tokens(ln) + 1 for ln in ctx.prev_lines]
+    suf_cost = [est.tokens(ln) + 1 for ln in ctx.next_lines]
+    total_pre, total_suf = sum(pre_cost), sum(suf_cost)
+    if total_pre + total_suf <= left:
+        return ctx
+    # share the room; a side that needs less than its share leaves the rest to the other
+    want_pre = int(left * prefix_share)
+    if total_suf < left - want_pre:
+        want_pre = left - total_suf
+    want_suf = left - min(want_pre, total_pre)
+
+    # prefix: keep the lines nearest the cursor, cut where (first_row + index) % CUT_STEP == 0
+    n = len(pre_cost)
+    keep_from, used = n, 0
+    while keep_from > 0 and used + pre_cost[keep_from - 1] <= want_pre:
+        keep_from -= 1
+        used += pre_cost[keep_from]
+    while keep_from < n and (first_row + keep_from) % CUT_STEP != 0:
+        keep_from += 1  # round the cut down to an anchored row: stable while typing below
+    suffix_keep, used = 0, 0
+    while suffix_keep < len(suf_cost) and used + suf_cost[suffix_keep] <= want_suf:
+        used += suf_cost[suffix_keep]
+        suffix_keep += 1
+    prev = ctx.prev_lines[keep_from:]
+    nxt = ctx.next_lines[:suffix_keep]
+    return FimContext(
+        prefix="".join(f"{ln}\n" for ln in prev),
+        middle=ctx.middle,
+        suffix=ctx.line_suffix + "".join(f"\n{ln}" for ln in nxt),
+        line_suffix=ctx.line_suffix,
+        prev_lines=prev,
+        next_lines=nxt,
+        indent=ctx.indent,
+        path=ctx.path,
+        filetype=ctx.filetype,
+    )
