@@ -66,6 +66,42 @@ def llama_server(models: dict[str, Path], llama_bin: str, tmp_path_factory: pyte
         yield server
 
 
+VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real vLLM (CPU build, `make vllm`) serving the deterministic tiny HF model ("x")."""
+    if not VLLM_PYTHON.exists():
+        pytest.skip("vLLM venv missing: run `make vllm` (make test does it)")
+    from local_copilot.devtools.tiny_model import write_hf_dir
+    from local_copilot.servers.llama_cpp import LlamaServer, free_port
+
+    d = tmp_path_factory.mktemp("vllm")
+    model = write_hf_dir(d / "tiny-hf", favor="x")
+    port = free_port()
+    argv = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+            "--served-model-name", "tiny-qwen2-fim", "--max-model-len", "2048", "--dtype", "float32",
+            "--host", "127.0.0.1", "--port", str(port), "--max-num-seqs", "4"]
+    env_keys = {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+    old = {k: os.environ.get(k) for k in env_keys}
+    os.environ.update(env_keys)
+    server = LlamaServer(argv, port=port, log_file=d / "vllm.log")  # same process handling
+    try:
+        # vLLM refuses connections until ready; the first start compiles for a minute or more
+        server.start(timeout=400)
+    except RuntimeError:
+        pytest.fail("vLLM did not start:\n" + (d / "vllm.log").read_text()[-3000:])
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    yield server.url
+    server.stop()
+
+
 @pytest.fixture(scope="session")
 def manifest(nvim_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Register the remote plugin the way a user does: :UpdateRemotePlugins."""

@@ -33,7 +33,7 @@ special casing, and no byte offsets are used anywhere.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -401,6 +401,28 @@ def _suffix_forms(suffix: str) -> tuple[str, str]:
     return s_r, s_r.lstrip(" \t")
 
 
+def _overlap_starts(lr: str, s_r: str, s_l: str) -> Iterator[int]:
+    """Ascending p where ``lr[p:]`` is a prefix of the suffix (as is, or without
+    its leading blanks) and p does not split a word."""
+    if not s_l:
+        return
+    lo = max(0, len(lr) - len(s_r))
+    heads = {s_r[0], s_l[0]}
+    p = lo
+    while p < len(lr):
+        # jump to the next place where a tail can start (the suffix's first char)
+        nxt = [i for i in (lr.find(h, p) for h in heads) if i >= 0]
+        if not nxt:
+            return
+        p = min(nxt)
+        t = lr[p:]
+        if (s_r.startswith(t) or s_l.startswith(t)) and not (
+            p > 0 and _is_word(lr[p - 1]) and _is_word(t[0])
+        ):
+            yield p
+        p += 1
+
+
 def drop_suffix_repeat(line: str, ctx: PostContext) -> str | None:
     """`line` without a tail that repeats (a prefix of) the text after the cursor.
 
@@ -409,17 +431,11 @@ def drop_suffix_repeat(line: str, ctx: PostContext) -> str | None:
     not split a word, and a lone word character is too weak a signal.
     """
     s_r, s_l = _suffix_forms(ctx.line_suffix)
-    if not s_l:
-        return None
     lr = _rstrip(line)
     pre = ctx.line_prefix
     e0: tuple[tuple[str, ...], int] | None = None
-    for p in range(max(0, len(lr) - len(s_r)), len(lr)):
+    for p in _overlap_starts(lr, s_r, s_l):
         t = lr[p:]
-        if not (s_r.startswith(t) or s_l.startswith(t)):
-            continue
-        if p > 0 and _is_word(lr[p - 1]) and _is_word(t[0]):
-            continue
         if not (t in (s_r, s_l) or len(t) >= 3 or not _is_word(t[0])):
             continue
         if e0 is None:
@@ -456,14 +472,7 @@ def _mid_line_hold(line: str, ctx: PostContext) -> int:
         if s is not None and s[1] == q[1]:
             h = q[0]
     s_r, s_l = _suffix_forms(ctx.line_suffix)
-    lr = _rstrip(line[:h])
-    for p in range(max(0, len(lr) - len(s_r)), len(lr)):
-        t = lr[p:]
-        if (s_r.startswith(t) or s_l.startswith(t)) and not (
-            p > 0 and _is_word(lr[p - 1]) and _is_word(t[0])
-        ):
-            return p
-    return h
+    return next(_overlap_starts(_rstrip(line[:h]), s_r, s_l), h)
 
 
 def _mid_line_final(line: str, ctx: PostContext) -> str:

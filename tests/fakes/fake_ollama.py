@@ -1,0 +1,43 @@
+"""A FAKE Ollama (it cannot be installed here) that follows its documented API:
+/api/show (template, details.family, capabilities, model_info), /api/tags, and
+/api/generate streaming NDJSON that ends with `done: true`. Unknown models get 404
+`{"error": "model 'x' not found"}`, as Ollama answers.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .fake_server import FakeServer, Step
+
+QWEN_TEMPLATE = "{{- if .Suffix }}<|fim_prefix|>{{ .Prompt }}<|fim_suffix|>{{ .Suffix }}<|fim_middle|>{{- else }}{{ .Prompt }}{{- end }}"
+
+
+def fake_ollama(models: dict[str, dict[str, Any]], answer: list[str]) -> FakeServer:
+    """`models`: name -> {"family": ..., "template": ..., "capabilities": [...]}."""
+
+    def script(path: str, body: dict[str, Any]) -> tuple[int, list[Step]]:
+        name = body.get("model", "")
+        if path == "/api/tags":
+            return 200, [json.dumps({"models": [{"name": n} for n in models]}).encode()]
+        if name not in models:
+            return 404, [json.dumps({"error": f"model '{name}' not found"}).encode()]
+        info = models[name]
+        if path == "/api/show":
+            return 200, [json.dumps({
+                "template": info.get("template", ""),
+                "details": {"family": info.get("family", "")},
+                "capabilities": info.get("capabilities", ["completion"]),
+                "model_info": {f"{info.get('family', 'x')}.context_length": 32768},
+            }).encode()]
+        if path == "/api/generate":
+            steps: list[Step] = []
+            for tok in answer:
+                steps.append(json.dumps({"model": name, "response": tok, "done": False}).encode() + b"\n")
+            steps.append(json.dumps({"model": name, "response": "", "done": True, "done_reason": "stop",
+                                     "prompt_eval_count": 26, "eval_count": len(answer)}).encode() + b"\n")
+            return 200, steps
+        return 404, [b'{"error":"not found"}']
+
+    return FakeServer(script)

@@ -1,0 +1,74 @@
+"""The OpenAI-compatible backend against a real vLLM (CPU build) with the tiny model."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from local_copilot.backends import FimRequest, OpenAIBackend
+from local_copilot.config import load_config
+
+from .nvim_session import start_nvim, wait_ghost
+
+pytestmark = [pytest.mark.integration, pytest.mark.vllm]
+
+
+def metric(url: str, name: str) -> float:
+    text = httpx.get(url + "/metrics", timeout=5).text
+    m = re.search(rf"^vllm:{name}(?:{{[^}}]*}})? ([0-9.e+]+)$", text, re.M)
+    assert m, f"vllm:{name} not in /metrics"
+    return float(m.group(1))
+
+
+def backend(url: str, client: httpx.AsyncClient) -> OpenAIBackend:
+    cfg = load_config({"backend": "vllm", "backends": {"vllm": {"url": url}}}).active
+    return OpenAIBackend("vllm", cfg, client)
+
+
+async def test_fim_completion_detects_the_template_and_context(vllm_server: str) -> None:
+    async with httpx.AsyncClient(timeout=60) as client:
+        b = backend(vllm_server, client)
+        assert await b.context_limit() == 2048  # max_model_len from /v1/models
+        assert b.template is not None and b.template.name == "qwen"  # from the model name
+        req = FimRequest(prefix="def f():\n", middle="    return ", suffix="\n", n_predict=6)
+        chunks = [c async for c in b.complete(req)]
+    assert "".join(c.text for c in chunks) == "xxxxxx"
+    assert any(c.prompt_tokens for c in chunks)  # the usage chunk with empty choices
+    assert chunks[-1].done
+
+
+async def test_closing_the_stream_aborts_the_request_in_vllm(vllm_server: str) -> None:
+    before = metric(vllm_server, "generation_tokens_total")
+    async with httpx.AsyncClient(timeout=60) as client:
+        b = backend(vllm_server, client)
+        req = FimRequest(prefix="a\n", middle="b", suffix="", n_predict=1900)
+        stream = b.complete(req)
+        async for chunk in stream:
+            if chunk.text:
+                break
+        await stream.aclose()  # type: ignore[attr-defined]
+    for _ in range(300):
+        if metric(vllm_server, "num_requests_running") == 0:
+            break
+        await asyncio.sleep(0.02)
+    assert metric(vllm_server, "num_requests_running") == 0
+    generated = metric(vllm_server, "generation_tokens_total") - before
+    print("vLLM tokens generated after cancel:", generated)
+    assert generated < 1900 / 2, generated
+
+
+def test_ghost_text_from_vllm_in_neovim(vllm_server: str, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
+    nvim = start_nvim(nvim_bin, manifest, nvim_env, setup={
+        "backend": "vllm", "backends": {"vllm": {"url": vllm_server}}, "n_predict": 6, "debounce_ms": 0,
+    })
+    try:
+        nvim.command(f"edit {tmp_path / 'a.py'}")
+        nvim.input("ivalue = ")
+        assert wait_ghost(nvim, lambda t: t == "xxxxxx", timeout=60) == "xxxxxx"
+    finally:
+        nvim.close()

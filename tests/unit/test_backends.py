@@ -1,0 +1,174 @@
+"""Wire formats of the three dialects against FAKE servers (request bodies, stream parsing,
+errors, auth). The same backends run against the real llama-server and vLLM in
+tests/integration."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import httpx
+import pytest
+
+from local_copilot.backends import FimRequest, OllamaBackend, OpenAIBackend, make_backend
+from local_copilot.config import load_config
+from local_copilot.errors import ConfigError, ProtocolError, ServerError
+
+from ..fakes.fake_ollama import QWEN_TEMPLATE, fake_ollama
+from ..fakes.fake_server import FakeServer, sse
+
+REQ = FimRequest(prefix="def f():\n", middle="    return ", suffix="\nprint(f())", n_predict=16, path="a.py")
+
+
+def openai_script(models: list[dict[str, Any]], pieces: list[str]):
+    def script(path: str, body: dict[str, Any]):
+        if path == "/v1/models":
+            return 200, [json.dumps({"object": "list", "data": models}).encode()]
+        if path == "/tokenize":
+            return 200, [json.dumps({"tokens": [1000 + len(body["prompt"])]}).encode()]
+        steps = [sse({"choices": [{"index": 0, "text": p, "finish_reason": None}]}) for p in pieces]
+        steps.append(sse({"choices": [], "usage": {"prompt_tokens": 19, "completion_tokens": len(pieces)}}))
+        steps.append(b"data: [DONE]\n\n")
+        return 200, steps
+
+    return script
+
+
+@pytest.fixture()
+def servers():
+    made: list[FakeServer] = []
+    yield made
+    for s in made:
+        s.close()
+
+
+async def collect(backend: Any) -> list[Any]:
+    return [c async for c in backend.complete(REQ)]
+
+
+async def test_openai_renders_the_fim_prompt_client_side_for_vllm(servers: list[FakeServer]) -> None:
+    srv = FakeServer(openai_script([{"id": "Qwen/Qwen2.5-Coder-1.5B", "owned_by": "vllm", "max_model_len": 8192}], ["ab", "c"]))
+    servers.append(srv)
+    cfg = load_config({"backend": "vllm", "backends": {"vllm": {"url": srv.url}}}).active
+    async with httpx.AsyncClient() as client:
+        b = OpenAIBackend("vllm", cfg, client)
+        chunks = await collect(b)
+        assert await b.context_limit() == 8192
+    assert "".join(c.text for c in chunks) == "abc"
+    assert chunks[-1].done and any(c.prompt_tokens == 19 for c in chunks)
+    path, body = srv.requests[-1]
+    assert path == "/v1/completions"
+    assert body["prompt"] == "<|fim_prefix|>def f():\n    return <|fim_suffix|>\nprint(f())<|fim_middle|>"
+    assert "suffix" not in body  # vLLM rejects it for nearly every model
+    assert body["model"] == "Qwen/Qwen2.5-Coder-1.5B" and body["max_tokens"] == 16
+    assert body["temperature"] == 0.1 and body["top_p"] == 0.9 and body["stream"] is True
+    assert len(body["stop"]) <= 4  # the OpenAI schema's limit; vLLM enforces it
+    # special tokens kept in the text so stop strings match; ids from the server's tokenizer
+    assert body["skip_special_tokens"] is False
+    assert body["stop_token_ids"] and all(i >= 1000 for i in body["stop_token_ids"])
+
+
+async def test_openai_unknown_model_family_gives_one_clear_message(servers: list[FakeServer]) -> None:
+    srv = FakeServer(openai_script([{"id": "my-private-model", "owned_by": "vllm"}], ["x"]))
+    servers.append(srv)
+    cfg = load_config({"backend": "vllm", "backends": {"vllm": {"url": srv.url}}}).active
+    async with httpx.AsyncClient() as client:
+        with pytest.raises(ConfigError) as err:
+            await collect(OpenAIBackend("vllm", cfg, client))
+    msg = str(err.value)
+    assert "my-private-model" in msg and "fim_template" in msg and "qwen" in msg and "starcoder" in msg
+    assert all(p != "/v1/completions" for p, _ in srv.requests)  # never a garbage prompt
+
+
+async def test_openai_configured_template_and_model_override(servers: list[FakeServer]) -> None:
+    srv = FakeServer(openai_script([{"id": "a", "owned_by": "lmstudio"}, {"id": "b", "owned_by": "lmstudio"}], ["x"]))
+    servers.append(srv)
+    cfg = load_config({"backend": "openai", "backends": {"openai": {"url": srv.url, "model": "b", "fim_template": "deepseek"}}}).active
+    async with httpx.AsyncClient() as client:
+        await collect(OpenAIBackend("openai", cfg, client))
+    body = srv.requests[-1][1]
+    assert body["model"] == "b"
+    assert body["prompt"].startswith("<｜fim▁begin｜>def f():")
+    assert "stop_token_ids" not in body and "skip_special_tokens" not in body  # vLLM-only fields
+
+
+async def test_api_key_comes_from_the_environment_and_is_never_logged(servers: list[FakeServer], monkeypatch: Any, caplog: Any) -> None:
+    srv = FakeServer(openai_script([{"id": "qwen2.5-coder-7b", "owned_by": "vllm"}], ["x"]))
+    servers.append(srv)
+    monkeypatch.setenv("LAB_KEY", "sk-secret-123")
+    cfg = load_config({"backend": "vllm", "backends": {"vllm": {"url": srv.url, "api_key_env": "LAB_KEY"}}}).active
+    caplog.set_level(logging.DEBUG)
+    async with httpx.AsyncClient() as client:
+        await collect(OpenAIBackend("vllm", cfg, client))
+    assert all(body["_headers"].get("authorization") == "Bearer sk-secret-123" for _, body in srv.requests)
+    assert "sk-secret-123" not in caplog.text
+
+
+async def test_openai_error_event_mid_stream_ends_the_request(servers: list[FakeServer]) -> None:
+    def script(path: str, body: dict[str, Any]):
+        if path == "/v1/models":
+            return 200, [b'{"data":[{"id":"qwen2.5-coder","owned_by":"vllm"}]}']
+        return 200, [sse({"choices": [{"text": "a"}]}), sse({"error": {"message": "engine died", "code": 500}}), b"data: [DONE]\n\n"]
+
+    srv = FakeServer(script)
+    servers.append(srv)
+    cfg = load_config({"backend": "vllm", "backends": {"vllm": {"url": srv.url}}}).active
+    async with httpx.AsyncClient() as client:
+        with pytest.raises(ProtocolError, match="engine died"):
+            await collect(OpenAIBackend("vllm", cfg, client))
+
+
+async def test_ollama_raw_prompt_with_options_and_keep_alive(servers: list[FakeServer]) -> None:
+    srv = fake_ollama({"qwen2.5-coder:1.5b-base": {"family": "qwen2", "template": QWEN_TEMPLATE, "capabilities": ["completion", "insert"]}}, ["pri", "nt"])
+    servers.append(srv)
+    cfg = load_config({"backend": "ollama", "backends": {"ollama": {"url": srv.url, "model": "qwen2.5-coder:1.5b-base"}}}).active
+    async with httpx.AsyncClient() as client:
+        b = OllamaBackend("ollama", cfg, client)
+        chunks = await collect(b)
+        assert await b.context_limit() == 4096  # Ollama's default num_ctx, not the model's 32768
+    assert "".join(c.text for c in chunks) == "print"
+    assert chunks[-1].done and chunks[-1].prompt_tokens == 26
+    path, body = srv.requests[-1]
+    assert path == "/api/generate"
+    assert body["raw"] is True and "suffix" not in body
+    assert body["prompt"] == "<|fim_prefix|>def f():\n    return <|fim_suffix|>\nprint(f())<|fim_middle|>"
+    assert body["options"]["num_predict"] == 16
+    assert body["options"]["temperature"] == 0.1 and body["options"]["top_p"] == 0.9
+    assert body["keep_alive"] and body["stream"] is True
+
+
+async def test_ollama_unknown_family_with_insert_uses_suffix(servers: list[FakeServer]) -> None:
+    srv = fake_ollama({"mystery:7b": {"family": "mystery", "template": "{{ .Prompt }}{{ .Suffix }}", "capabilities": ["insert"]}}, ["x"])
+    servers.append(srv)
+    cfg = load_config({"backend": "ollama", "backends": {"ollama": {"url": srv.url, "model": "mystery:7b"}}}).active
+    async with httpx.AsyncClient() as client:
+        await collect(OllamaBackend("ollama", cfg, client))
+    body = srv.requests[-1][1]
+    assert "raw" not in body
+    assert body["prompt"] == "def f():\n    return " and body["suffix"] == "\nprint(f())"
+
+
+async def test_ollama_missing_model_says_how_to_pull_it(servers: list[FakeServer]) -> None:
+    srv = fake_ollama({}, ["x"])
+    servers.append(srv)
+    cfg = load_config({"backend": "ollama", "backends": {"ollama": {"url": srv.url, "model": "qwen2.5-coder:1.5b"}}}).active
+    async with httpx.AsyncClient() as client:
+        with pytest.raises(ProtocolError, match="ollama pull qwen2.5-coder:1.5b"):
+            await collect(OllamaBackend("ollama", cfg, client))
+
+
+async def test_llama_cpp_http_500_names_the_server_message(servers: list[FakeServer]) -> None:
+    srv = FakeServer(lambda p, b: (500, [b'{"error":{"code":500,"message":"boom","type":"server_error"}}']))
+    servers.append(srv)
+    cfg = load_config({"backends": {"llama.cpp": {"url": srv.url}}}).active
+    async with httpx.AsyncClient() as client:
+        with pytest.raises(ServerError, match="HTTP 500: boom"):
+            await collect(make_backend("llama.cpp", cfg, client))
+
+
+async def test_https_urls_are_used_as_given() -> None:
+    cfg = load_config({"backend": "vllm", "backends": {"vllm": {"url": "https://gpu.example:8443/"}}}).active
+    async with httpx.AsyncClient() as client:
+        b = OpenAIBackend("vllm", cfg, client)
+        assert b.base == "https://gpu.example:8443"
