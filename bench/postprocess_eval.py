@@ -35,6 +35,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT / "python") not in sys.path:
@@ -62,6 +63,7 @@ class Case:
     header_indent: int | None  # indent of a line above with less indent than the block
     last_truth_line: str
     dedent_pool: tuple[str, ...]  # statement-like lines of the file (stripped)
+    ends_in_comment: bool = False  # the true middle ends with a # comment
 
 
 @dataclass
@@ -114,6 +116,7 @@ class FileInfo:
     last_code: dict[int, str] = field(default_factory=dict)  # last code token per row
     row_tokens: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
     pairs: list[tuple[int, int, int, list[int]]] = field(default_factory=list)
+    comment_rows: set[int] = field(default_factory=set)
 
 
 def analyse(path: Path) -> FileInfo | None:
@@ -133,6 +136,8 @@ def analyse(path: Path) -> FileInfo | None:
     stack: list[tuple[tokenize.TokenInfo, list[int]]] = []
     for tok in toks:
         (sr, sc), (er, _ec) = tok.start, tok.end
+        if tok.type == tokenize.COMMENT:
+            info.comment_rows.add(sr)
         if tok.type == tokenize.STRING and er > sr:
             info.start_in_str.update(range(sr + 1, er + 1))
             info.end_in_str.update(range(sr, er))
@@ -207,12 +212,20 @@ def eol_block_cases(info: FileInfo, pool: tuple[str, ...]) -> Iterator[Case]:
             j += 1
         if j > n or j in info.start_in_str:
             continue
-        if _indent(lines[j - 1]) > _indent(line):
-            if info.last_code.get(r) not in (":", "(", "[", "{"):
+        stmt = info.stmt_start.get(r)
+        below = _indent(lines[j - 1])
+        if r in info.newline_rows and info.last_code.get(r) == ":":
+            # a compound statement header: the block is its suite (which may be no
+            # deeper than a continuation line of the header itself)
+            if stmt is None or below <= _indent(lines[stmt - 1]) or j in info.comment_rows:
                 continue
-            block = _indent(lines[j - 1])
-        elif r in info.newline_rows and r in info.stmt_start:
-            block = _indent(lines[info.stmt_start[r] - 1])
+            block = below
+        elif opener:
+            if below <= _indent(line):
+                continue
+            block = below
+        elif stmt is not None:
+            block = _indent(lines[stmt - 1])
         else:
             continue
         k = r + 1
@@ -232,6 +245,7 @@ def eol_block_cases(info: FileInfo, pool: tuple[str, ...]) -> Iterator[Case]:
             truth=truth, full_line=line, block_indent=block,
             header_indent=_header_indent(info, r, block),
             last_truth_line=lines[last - 1], dedent_pool=pool,
+            ends_in_comment=last in info.comment_rows,
         )
 
 
@@ -271,6 +285,7 @@ def eol_line_cases(info: FileInfo, pool: tuple[str, ...], rng: random.Random) ->
             truth=truth, full_line=line, block_indent=block,
             header_indent=_header_indent(info, row, block) if block else None,
             last_truth_line=line, dedent_pool=pool,
+            ends_in_comment=row in info.comment_rows,
         )
 
 
@@ -318,7 +333,10 @@ def _junk_options(case: Case) -> list[str]:
     opts = ["none", "repeat_line", "trailing_blank"]
     if case.kind == "mid_bracket" or nxt is not None:
         opts.append("suffix_repeat")
-    if case.kind == "mid_bracket" or (nxt is not None and nxt.lstrip()[:1] in (")", "]", "}")):
+    # (a model closes the bracket itself; it does not put the closer in a comment)
+    if case.kind == "mid_bracket" or (
+        nxt is not None and nxt.lstrip()[:1] in (")", "]", "}") and not case.ends_in_comment
+    ):
         opts.append("extra_bracket")
     if (case.kind == "mid_bracket" or case.header_indent is not None) and case.dedent_pool:
         opts.append("dedent_lines")
@@ -347,8 +365,8 @@ def make_answer(case: Case, rng: random.Random) -> tuple[str, str]:
     if junk == "extra_bracket":
         if case.kind == "mid_bracket":
             return junk, t + ctx.line_suffix[0]
-        nxt = next(ln for ln in ctx.next_lines if ln.strip())
-        return junk, t + nxt.lstrip()[0]
+        below = next(ln for ln in ctx.next_lines if ln.strip())
+        return junk, t + below.lstrip()[0]
     # dedent_lines: the model finishes the block and goes on with code of an outer one
     nxt = next((ln.strip() for ln in ctx.next_lines if ln.strip()), None)
     pool = [s for s in case.dedent_pool if s != nxt] or list(case.dedent_pool)
@@ -393,7 +411,8 @@ def run_case(case: Case, rng: random.Random) -> Outcome:
     # streaming: random chunks; the caller stops at done=True
     violations = retractions = 0
     calls = 1
-    pos, last_shown, streamed = 0, "", None
+    pos, last_shown = 0, ""
+    streamed: str | None = None
     while pos < len(answer):
         pos = min(len(answer), pos + rng.randint(1, 8))
         res = process(answer[:pos], ctx, final=False)
@@ -420,7 +439,7 @@ def run_case(case: Case, rng: random.Random) -> Outcome:
     return Outcome(case, junk, answer, out, exact, raw_exact, worse, violations, retractions, calls)
 
 
-def evaluate(n: int = 2000, seed: int = 0) -> tuple[dict[str, object], list[Outcome]]:
+def evaluate(n: int = 2000, seed: int = 0) -> tuple[dict[str, Any], list[Outcome]]:
     t0 = time.perf_counter()
     cases = sample_cases(n, seed)
     t1 = time.perf_counter()
@@ -439,7 +458,7 @@ def evaluate(n: int = 2000, seed: int = 0) -> tuple[dict[str, object], list[Outc
             "retractions": sum(o.retractions for o in items),
         }
 
-    summary: dict[str, object] = {
+    summary: dict[str, Any] = {
         "n": len(outcomes),
         "seed": seed,
         "overall": agg(outcomes),
@@ -453,10 +472,10 @@ def evaluate(n: int = 2000, seed: int = 0) -> tuple[dict[str, object], list[Outc
     return summary, outcomes
 
 
-def _table(summary: dict[str, object]) -> str:
+def _table(summary: dict[str, Any]) -> str:
     rows = [("overall", summary["overall"])]
-    rows += [(f"case {k}", v) for k, v in summary["by_case"].items()]  # type: ignore[union-attr]
-    rows += [(f"junk {k}", v) for k, v in summary["by_junk"].items()]  # type: ignore[union-attr]
+    rows += [(f"case {k}", v) for k, v in summary["by_case"].items()]
+    rows += [(f"junk {k}", v) for k, v in summary["by_junk"].items()]
     head = f"{'':22} {'n':>5} {'exact':>7} {'raw exact':>9} {'worse':>5} {'stream viol':>11} {'retract':>7}"
     out = [head, "-" * len(head)]
     for name, r in rows:

@@ -5,9 +5,17 @@ vim.g.loaded_local_copilot = true
 
 local function lc() return require('local_copilot') end
 
-vim.keymap.set('i', '<Plug>(local-copilot-accept)', function() lc().accept() end, { desc = 'local-copilot: accept the suggestion' })
-vim.keymap.set('i', '<Plug>(local-copilot-dismiss)', function() lc().dismiss() end, { desc = 'local-copilot: dismiss the suggestion' })
-vim.keymap.set('i', '<Plug>(local-copilot-trigger)', function() lc().trigger() end, { desc = 'local-copilot: request a suggestion now' })
+for _, a in ipairs({
+  { 'accept', 'accept', 'accept the suggestion' },
+  { 'accept-word', 'accept_word', 'accept the next word' },
+  { 'accept-line', 'accept_line', 'accept the next line' },
+  { 'next', 'next', 'next alternative' },
+  { 'prev', 'prev', 'previous alternative' },
+  { 'dismiss', 'dismiss', 'dismiss the suggestion' },
+  { 'trigger', 'trigger', 'request a suggestion now' },
+}) do
+  vim.keymap.set('i', '<Plug>(local-copilot-' .. a[1] .. ')', function() lc()[a[2]]() end, { desc = 'local-copilot: ' .. a[3] })
+end
 
 vim.api.nvim_create_user_command('LocalCopilot', function(o) require('local_copilot.commands').run(o.fargs) end, {
   nargs = '?',

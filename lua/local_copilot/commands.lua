@@ -12,7 +12,8 @@ local subs = {
       if ok and type(st) == 'table' then
         lines[#lines + 1] = string.format('backend %s at %s', tostring(st.backend), tostring(st.url))
         if st.config_error ~= vim.NIL and st.config_error then lines[#lines + 1] = 'config error: ' .. st.config_error end
-        lines[#lines + 1] = string.format('requests %d, cancels %d, errors %d', st.stats.requests, st.stats.cancels, st.stats.errors)
+        local c = st.stats.counters or {}
+        lines[#lines + 1] = string.format("requests %d, cancels %d, errors %d, cache hits %d", c.requests or 0, c.cancels or 0, c.errors or 0, c.cache_hits or 0)
         lines[#lines + 1] = 'log: ' .. st.log
       end
     end

@@ -5,6 +5,9 @@ local M = {}
 M.defaults = {
   auto_trigger = true,
   debounce_ms = 20,
+  adaptive_debounce = true,
+  hide_during_completion = true,
+  request_during_completion = false,
   filetypes = {},
   keymaps = {},
   context = { lines_before = 200, lines_after = 60 },

@@ -1,52 +1,64 @@
--- The suggestion on screen: extmarks in namespace `local_copilot`, and what accept inserts.
--- Lua owns this state so accepting never waits on Python.
+-- The suggestion on screen: extmarks in namespace `local_copilot`, and what accepting inserts.
+-- Lua owns this state so accepting never waits on Python; Python decides what is shown and
+-- precomputes where accept-word stops (byte offsets into the text).
 local api = vim.api
 local M = {}
 
 M.ns = api.nvim_create_namespace('local_copilot')
-local MARK_ID = 1
+local MARK_ID, INFO_ID = 1, 2
 
--- The suggestion currently drawn, or nil: { buf, row, col, tick, seq, lines }
+-- The suggestion currently known for the cursor, or nil:
+--   { buf, row, col, tick, seq, items = { { text, words } }, index, final, line_suffix, hidden }
 M.current = nil
 -- Last snapshot sequence number sent per buffer; plans for older ones are stale.
 M.last_seq = {}
+-- +1/-1 while alternatives are being fetched for next()/prev()
+M.pending_cycle = nil
 
 local function in_insert()
-  local mode = api.nvim_get_mode().mode
-  return mode:sub(1, 1) == 'i'
+  return api.nvim_get_mode().mode:sub(1, 1) == 'i'
 end
 
 -- virt_text does not expand tabs like buffer text does; expand them for display only.
 local function expand_tabs(text, start_col, ts)
   if not text:find('\t', 1, true) then return text end
   local out, col = {}, start_col
-  for ch in text:gmatch('[^\t]*\t?') do
-    if ch == '' then break end
-    if ch:sub(-1) == '\t' then
-      local head = ch:sub(1, -2)
-      col = col + vim.fn.strdisplaywidth(head)
+  for piece, tab in text:gmatch('([^\t]*)(\t?)') do
+    if piece == '' and tab == '' then break end
+    out[#out + 1] = piece
+    col = col + vim.fn.strdisplaywidth(piece)
+    if tab ~= '' then
       local pad = ts - (col % ts)
-      out[#out + 1] = head .. string.rep(' ', pad)
+      out[#out + 1] = string.rep(' ', pad)
       col = col + pad
-    else
-      out[#out + 1] = ch
-      col = col + vim.fn.strdisplaywidth(ch)
     end
   end
   return table.concat(out)
 end
 
-function M.clear(buf)
-  local cur = M.current
-  if cur and (buf == nil or cur.buf == buf) then
-    if api.nvim_buf_is_valid(cur.buf) then
-      pcall(api.nvim_buf_del_extmark, cur.buf, M.ns, MARK_ID)
-    end
-    M.current = nil
+local function undraw(buf)
+  if api.nvim_buf_is_valid(buf) then
+    pcall(api.nvim_buf_del_extmark, buf, M.ns, MARK_ID)
+    pcall(api.nvim_buf_del_extmark, buf, M.ns, INFO_ID)
   end
 end
 
--- True when `plan` still describes the editor: same buffer, text, cursor and mode.
+function M.clear(buf)
+  local cur = M.current
+  if cur and (buf == nil or cur.buf == buf) then
+    undraw(cur.buf)
+    M.current = nil
+    M.pending_cycle = nil
+  end
+end
+
+function M.text(cur)
+  cur = cur or M.current
+  local item = cur and cur.items[cur.index]
+  return item and item.text or ''
+end
+
+-- True when `p` still describes the editor: same buffer, text, cursor and mode.
 local function still_valid(p)
   if p.buf ~= api.nvim_get_current_buf() or not in_insert() then return false end
   if api.nvim_buf_get_changedtick(p.buf) ~= p.tick then return false end
@@ -54,61 +66,173 @@ local function still_valid(p)
   return cursor[1] - 1 == p.row and cursor[2] == p.col
 end
 
--- Draw a render plan from Python. Returns false when the plan is stale and was dropped.
-function M.show(plan)
-  if plan.seq ~= M.last_seq[plan.buf] or not still_valid(plan) then return false end
-  if plan.text == '' then
-    M.clear(plan.buf)
-    return true
-  end
-  local lines = vim.split(plan.text, '\n', { plain = true })
-  local ts = vim.bo[plan.buf].tabstop
-  local line = api.nvim_buf_get_lines(plan.buf, plan.row, plan.row + 1, true)[1]
-  local start = vim.fn.strdisplaywidth(line:sub(1, plan.col))
+local function draw(cur)
+  local text = M.text(cur)
+  if text == '' then return undraw(cur.buf) end
+  if cur.hidden then return undraw(cur.buf) end
+  local lines = vim.split(text, '\n', { plain = true })
+  local ts = vim.bo[cur.buf].tabstop
+  local line = api.nvim_buf_get_lines(cur.buf, cur.row, cur.row + 1, true)[1]
+  local start = vim.fn.strdisplaywidth(line:sub(1, cur.col))
+  local hl = 'LocalCopilotSuggestion'
   local virt_lines = {}
   for i = 2, #lines do
-    virt_lines[#virt_lines + 1] = { { expand_tabs(lines[i], 0, ts), 'LocalCopilotSuggestion' } }
+    virt_lines[#virt_lines + 1] = { { expand_tabs(lines[i], 0, ts), hl } }
   end
-  local opts = {
+  local info = #cur.items > 1 and (' (%d/%d)'):format(cur.index, #cur.items) or nil
+  if info and #virt_lines > 0 then
+    table.insert(virt_lines[#virt_lines], { info, 'LocalCopilotAnnotation' })
+  end
+  api.nvim_buf_set_extmark(cur.buf, M.ns, cur.row, cur.col, {
     id = MARK_ID,
-    virt_text = { { expand_tabs(lines[1], start, ts), 'LocalCopilotSuggestion' } },
+    virt_text = { { expand_tabs(lines[1], start, ts), hl } },
     virt_text_pos = 'inline',
     hl_mode = 'replace', -- MatchParen or a cursorline must not restyle the ghost text
     virt_lines = #virt_lines > 0 and virt_lines or nil,
     right_gravity = false,
-  }
+  })
+  if info and #virt_lines == 0 then
+    api.nvim_buf_set_extmark(cur.buf, M.ns, cur.row, 0, { id = INFO_ID, virt_text = { { info, 'LocalCopilotAnnotation' } }, virt_text_pos = 'eol' })
+  else
+    pcall(api.nvim_buf_del_extmark, cur.buf, M.ns, INFO_ID)
+  end
+end
+
+local function pum_hides()
+  return vim.fn.pumvisible() == 1 and require('local_copilot.config').get('hide_during_completion')
+end
+
+-- Draw a render plan from Python. Returns false when the plan is stale and was dropped.
+function M.show(plan)
+  if plan.seq ~= M.last_seq[plan.buf] or not still_valid(plan) then return false end
+  local items = plan.items
+  if #items == 0 or (#items == 1 and items[1].text == '') then
+    M.clear(plan.buf)
+    return true
+  end
+  local index = plan.index + 1 -- Python counts from 0
+  if M.pending_cycle and #items > 1 then
+    index = ((index - 1 + M.pending_cycle) % #items) + 1
+    M.pending_cycle = nil
+  end
   if M.current and M.current.buf ~= plan.buf then M.clear() end
-  api.nvim_buf_set_extmark(plan.buf, M.ns, plan.row, plan.col, opts)
-  M.current = { buf = plan.buf, row = plan.row, col = plan.col, tick = plan.tick, seq = plan.seq, lines = lines, final = plan.final }
+  local line = api.nvim_buf_get_lines(plan.buf, plan.row, plan.row + 1, true)[1]
+  local cur = {
+    buf = plan.buf, row = plan.row, col = plan.col, tick = plan.tick, seq = plan.seq,
+    items = items, index = index, final = plan.final, line_suffix = line:sub(plan.col + 1),
+    hidden = pum_hides(),
+  }
+  M.current = cur
+  draw(cur)
   if plan.final then
-    api.nvim_exec_autocmds('User', { pattern = 'LocalCopilotSuggestion', modeline = false, data = { text = plan.text } })
+    api.nvim_exec_autocmds('User', { pattern = 'LocalCopilotSuggestion', modeline = false, data = { text = M.text(cur), cached = plan.cached } })
   end
   return true
 end
 
 function M.is_visible()
   local cur = M.current
-  return cur ~= nil and still_valid(cur)
+  return cur ~= nil and not cur.hidden and M.text(cur) ~= '' and still_valid(cur)
 end
 
--- Insert the shown suggestion as one undo step, cursor at its end.
-function M.accept()
+-- The completion menu opened or closed: hide the suggestion under it, show it again after.
+function M.set_hidden(hidden)
   local cur = M.current
-  if not cur or not still_valid(cur) then return false end
+  if not cur or cur.hidden == hidden then return end
+  cur.hidden = hidden
+  if still_valid(cur) then draw(cur) end
+end
+
+-- After an edit: if the user typed (or partly accepted) exactly what the suggestion starts
+-- with, keep showing the rest at the new cursor and return true: no request is needed.
+function M.typed_through()
+  local cur = M.current
+  if not cur or cur.buf ~= api.nvim_get_current_buf() or not in_insert() then return false end
+  local cursor = api.nvim_win_get_cursor(0)
+  local row, col = cursor[1] - 1, cursor[2]
+  local tick = api.nvim_buf_get_changedtick(cur.buf)
+  if row == cur.row and col == cur.col and tick == cur.tick then return true end
+  if row < cur.row or (row == cur.row and col <= cur.col) then return false end
+  local lines = api.nvim_buf_get_lines(cur.buf, cur.row, row + 1, false)
+  if #lines ~= row - cur.row + 1 then return false end
+  local typed, rest
+  if row == cur.row then
+    typed, rest = lines[1]:sub(cur.col + 1, col), lines[1]:sub(col + 1)
+  else
+    local parts = { lines[1]:sub(cur.col + 1) }
+    for i = 2, #lines - 1 do parts[#parts + 1] = lines[i] end
+    parts[#parts + 1] = lines[#lines]:sub(1, col)
+    typed, rest = table.concat(parts, '\n'), lines[#lines]:sub(col + 1)
+  end
+  local text = M.text(cur)
+  if rest ~= cur.line_suffix or #typed >= #text or text:sub(1, #typed) ~= typed then return false end
+  -- keep the alternatives that agree with what was typed, trimmed the same way
+  local items, index = {}, 1
+  for i, item in ipairs(cur.items) do
+    if item.text:sub(1, #typed) == typed and #item.text > #typed then
+      local words = {}
+      for _, w in ipairs(item.words) do
+        if w > #typed then words[#words + 1] = w - #typed end
+      end
+      items[#items + 1] = { text = item.text:sub(#typed + 1), words = words }
+      if i == cur.index then index = #items end
+    end
+  end
+  cur.items, cur.index = items, index
+  cur.row, cur.col, cur.tick = row, col, tick
+  draw(cur)
+  return true
+end
+
+-- Insert `n` bytes of the shown suggestion (all when nil) as one undo step, cursor at the end.
+local function insert(n)
+  local cur = M.current
+  if not cur or not still_valid(cur) or cur.hidden then return false end
+  local text = M.text(cur)
+  if text == '' then return false end
+  local piece = n and text:sub(1, n) or text
+  local lines = vim.split(piece, '\n', { plain = true })
   local function apply()
     if M.current ~= cur or not still_valid(cur) then return end
     -- break the undo sequence so undo removes exactly the accepted text
     vim.o.undolevels = vim.o.undolevels
-    api.nvim_buf_set_text(cur.buf, cur.row, cur.col, cur.row, cur.col, cur.lines)
-    M.clear(cur.buf)
-    local last = cur.lines[#cur.lines]
-    local row = cur.row + #cur.lines - 1
-    local col = (#cur.lines == 1) and (cur.col + #last) or #last
+    api.nvim_buf_set_text(cur.buf, cur.row, cur.col, cur.row, cur.col, lines)
+    local last = lines[#lines]
+    local row = cur.row + #lines - 1
+    local col = (#lines == 1) and (cur.col + #last) or #last
     api.nvim_win_set_cursor(0, { row + 1, col })
-    api.nvim_exec_autocmds('User', { pattern = 'LocalCopilotAccept', modeline = false, data = { text = table.concat(cur.lines, '\n') } })
+    if #piece == #text then M.clear(cur.buf) end -- a partial accept keeps the rest shown
+    api.nvim_exec_autocmds('User', { pattern = 'LocalCopilotAccept', modeline = false, data = { text = piece } })
   end
   -- inside an <expr> mapping the buffer is locked (E565): do the edit right after it
   if not pcall(apply) then vim.schedule(apply) end
+  return true
+end
+
+function M.accept() return insert(nil) end
+
+function M.accept_word()
+  local cur = M.current
+  local item = cur and cur.items[cur.index]
+  if not item then return false end
+  return insert(item.words[1] or #item.text)
+end
+
+-- The first line of the suggestion and its newline, so the next accept_line takes the next
+-- line; a suggestion that starts with a newline gets that one plus the following line.
+function M.accept_line()
+  local text = M.text()
+  if text == '' then return false end
+  local nl = text:find('\n', 2, true)
+  return insert(nl)
+end
+
+-- Cycle through alternatives; false when there is nothing to cycle.
+function M.cycle(step)
+  local cur = M.current
+  if not cur or not still_valid(cur) or #cur.items < 2 then return false end
+  cur.index = ((cur.index - 1 + step) % #cur.items) + 1
+  draw(cur)
   return true
 end
 

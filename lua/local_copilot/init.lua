@@ -14,6 +14,10 @@ local state = {
   attached = false,
   warned_unregistered = false,
   waiting = {}, -- buf -> true while a request is in flight (for status())
+  backend = 'unknown', -- 'ok' | 'down' | 'unknown', as the host last reported
+  backend_message = '',
+  last_key = nil, -- uv.now() of the previous keystroke
+  interval = nil, -- smoothed time between keystrokes (ms)
 }
 
 -- The manifest defines the rplugin's functions lazily: a FuncUndefined autocmd starts the
@@ -32,9 +36,18 @@ local function host_ready()
   return false
 end
 
+local function host_running()
+  return vim.fn.exists('*LocalCopilotEvent') == 1
+end
+
 local function send(name, payload)
   if not host_ready() then return end
   vim.fn.LocalCopilotEvent(name, payload)
+end
+
+-- Events the host only counts; never worth starting it for.
+local function tell(name, payload)
+  if host_running() then vim.fn.LocalCopilotEvent(name, payload) end
 end
 
 -- Options: see :help local-copilot-config. Stores them; nothing starts here.
@@ -46,7 +59,7 @@ function M.setup(opts)
   require('local_copilot.keymaps').apply(config.get('keymaps'))
   M.attach()
   -- a host already running must hear about the new options now, not on the next keystroke
-  if vim.fn.exists('*LocalCopilotEvent') == 1 and state.sent_config_version >= 0 then -- host running
+  if host_running() and state.sent_config_version >= 0 then
     state.sent_config_version = config.version
     send('config', config.user)
   end
@@ -54,6 +67,7 @@ end
 
 function M._define_highlights()
   api.nvim_set_hl(0, 'LocalCopilotSuggestion', { link = 'Comment', default = true })
+  api.nvim_set_hl(0, 'LocalCopilotAnnotation', { link = 'LocalCopilotSuggestion', default = true })
 end
 
 local function is_secret(path)
@@ -68,16 +82,17 @@ end
 function M.buf_enabled(buf)
   buf = buf or api.nvim_get_current_buf()
   if not state.enabled or vim.b[buf].local_copilot_enabled == false then return false end
-  if vim.bo[buf].buftype ~= '' then return false end
+  if vim.bo[buf].buftype ~= '' or vim.bo[buf].binary then return false end
+  local path = api.nvim_buf_get_name(buf)
+  -- secrets stay off even when a buffer flag or filetype says on
+  if path ~= '' and is_secret(path) then return false end
+  if vim.b[buf].local_copilot_enabled == true then return true end
   local ft = vim.bo[buf].filetype
   local fts = config.get('filetypes')
   local on = fts[ft]
   if on == nil then on = config.filetype_defaults[ft] end
   if on == nil then on = fts['*'] end
   if on == false then return false end
-  if vim.b[buf].local_copilot_enabled == true then return true end
-  local path = api.nvim_buf_get_name(buf)
-  if path ~= '' and is_secret(path) then return false end
   if api.nvim_buf_get_offset(buf, api.nvim_buf_line_count(buf)) > config.max_file_bytes then return false end
   return true
 end
@@ -108,10 +123,9 @@ local function snapshot(buf)
   }
 end
 
--- Send a snapshot now (manual trigger, or when the debounce timer fires).
-function M.trigger()
+local function request(kind)
   local buf = api.nvim_get_current_buf()
-  if not M.buf_enabled(buf) or not host_ready() then return end
+  if not M.buf_enabled(buf) or not host_ready() then return false end
   local snap = snapshot(buf)
   ghost.last_seq[buf] = snap.seq
   if state.sent_config_version ~= config.version then
@@ -119,19 +133,50 @@ function M.trigger()
     snap.config = config.user
   end
   state.waiting[buf] = true
-  send('snapshot', snap)
+  send(kind, snap)
+  return true
 end
 
-local function on_change()
-  local cur = ghost.current
-  if cur and not ghost.is_visible() then ghost.clear() end
-  if not config.get('auto_trigger') then return end
-  local delay = config.get('debounce_ms')
+-- Request a suggestion for the cursor now (manual trigger; also what the timer calls).
+function M.trigger() return request('snapshot') end
+
+-- Wait after a keystroke: short when the user pauses, longer while they type fast, so a
+-- burst sends one request at its end instead of one per key.
+local function debounce()
+  local now = vim.uv.now()
+  local base = config.get('debounce_ms')
+  if state.last_key then
+    local gap = now - state.last_key
+    if gap < 1000 then
+      state.interval = state.interval and (0.7 * state.interval + 0.3 * gap) or gap
+    end
+  end
+  state.last_key = now
+  if not config.get('adaptive_debounce') or not state.interval then return base end
+  return math.max(base, math.min(math.floor(state.interval * 0.5), 150))
+end
+
+local function schedule_request()
+  local delay = debounce()
   state.timer = state.timer or vim.uv.new_timer()
   state.timer:stop()
   state.timer:start(delay, 0, vim.schedule_wrap(function()
-    if api.nvim_get_mode().mode:sub(1, 1) == 'i' then M.trigger() end
+    if api.nvim_get_mode().mode:sub(1, 1) ~= 'i' then return end
+    if vim.fn.pumvisible() == 1 and not config.get('request_during_completion') then return end
+    M.trigger()
   end))
+end
+
+local function on_change()
+  if ghost.current then
+    if ghost.typed_through() then
+      tell('typed_through', 0)
+      return
+    end
+    ghost.clear()
+  end
+  if not config.get('auto_trigger') then return end
+  schedule_request()
 end
 
 local function on_leave()
@@ -141,7 +186,7 @@ local function on_leave()
   ghost.last_seq[buf] = nil
   if state.waiting[buf] then
     state.waiting[buf] = nil
-    if vim.fn.exists('*LocalCopilotEvent') == 1 then vim.fn.LocalCopilotEvent('cancel', buf) end -- host running
+    tell('cancel', buf)
   end
 end
 
@@ -150,15 +195,30 @@ function M.attach()
   state.attached = true
   M._define_highlights()
   local group = api.nvim_create_augroup('LocalCopilot', { clear = true })
-  api.nvim_create_autocmd({ 'TextChangedI', 'CursorMovedI' }, { group = group, callback = on_change, desc = 'local-copilot: request a suggestion' })
-  api.nvim_create_autocmd({ 'InsertLeave', 'BufLeave', 'WinLeave' }, { group = group, callback = on_leave, desc = 'local-copilot: clear the suggestion' })
-  api.nvim_create_autocmd('ColorScheme', { group = group, callback = M._define_highlights, desc = 'local-copilot: highlight' })
-  api.nvim_create_autocmd('User', { group = group, pattern = 'LocalCopilotSuggestion', callback = function(ev)
+  local au = function(ev, fn, desc) api.nvim_create_autocmd(ev, { group = group, callback = fn, desc = 'local-copilot: ' .. desc }) end
+  au({ 'TextChangedI', 'TextChangedP', 'CursorMovedI' }, on_change, 'request a suggestion')
+  au({ 'InsertLeave', 'BufLeave', 'WinLeave' }, on_leave, 'clear the suggestion')
+  au('CompleteChanged', function()
+    if config.get('hide_during_completion') then ghost.set_hidden(true) end
+  end, 'hide under the completion menu')
+  au('CompleteDone', function() vim.schedule(function()
+    if vim.fn.pumvisible() == 0 then ghost.set_hidden(false) end
+  end) end, 'show again after the completion menu')
+  au('ColorScheme', M._define_highlights, 'highlight')
+  api.nvim_create_autocmd('User', { group = group, pattern = 'LocalCopilotSuggestion', callback = function()
     state.waiting[api.nvim_get_current_buf()] = nil
+    tell('shown', 0)
   end, desc = 'local-copilot: request finished' })
 end
 
-function M.accept() return ghost.accept() end
+local function accepted(kind, ok)
+  if ok then tell('accepted', kind) end
+  return ok
+end
+
+function M.accept() return accepted('full', ghost.accept()) end
+function M.accept_word() return accepted('word', ghost.accept_word()) end
+function M.accept_line() return accepted('line', ghost.accept_line()) end
 function M.is_visible() return ghost.is_visible() end
 
 function M.dismiss()
@@ -167,17 +227,41 @@ function M.dismiss()
   return true
 end
 
+-- Next/previous alternative. With one candidate known, fetch more (shown as (i/n));
+-- with nothing shown, request a suggestion.
+local function cycle(step)
+  if ghost.cycle(step) then return true end
+  if ghost.is_visible() then
+    ghost.pending_cycle = step
+    return request('alternatives')
+  end
+  return M.trigger()
+end
+
+function M.next() return cycle(1) end
+function M.prev() return cycle(-1) end
+
 function M.enable() state.enabled = true end
 function M.disable() state.enabled = false; on_leave() end
 function M.toggle() if state.enabled then M.disable() else M.enable() end end
 
--- For statuslines: 'disabled', 'showing', 'waiting' or 'idle'.
+-- For statuslines: 'disabled', 'backend down', 'showing i/n', 'waiting' or 'idle'.
 function M.status()
   local buf = api.nvim_get_current_buf()
   if not M.buf_enabled(buf) then return 'disabled' end
-  if ghost.is_visible() then return 'showing' end
+  if state.backend == 'down' then return 'backend down' end
+  if ghost.is_visible() then
+    local cur = ghost.current
+    return ('showing %d/%d'):format(cur.index, #cur.items)
+  end
   if state.waiting[buf] then return 'waiting' end
   return 'idle'
+end
+
+-- Called by the Python host when a request fails or succeeds after failures.
+function M._backend_state(s, message)
+  state.backend, state.backend_message = s, message or ''
+  if s == 'down' then state.waiting = {} end
 end
 
 -- Called by the Python host; safe from any context.

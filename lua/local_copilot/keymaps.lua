@@ -2,9 +2,19 @@
 -- (the user's earlier mapping, or the key itself) when no suggestion is shown.
 local M = {}
 
-local actions = {
-  accept = function() return require('local_copilot').accept() end,
-  dismiss = function() return require('local_copilot').dismiss() end,
+local function api_call(name)
+  return function() return require('local_copilot')[name]() end
+end
+
+-- Each returns true when it did something; otherwise the key does what it did before.
+M.actions = {
+  accept = api_call('accept'),
+  accept_word = api_call('accept_word'),
+  accept_line = api_call('accept_line'),
+  next = api_call('next'),
+  prev = api_call('prev'),
+  dismiss = api_call('dismiss'),
+  trigger = api_call('trigger'),
 }
 
 local function feed(keys, remap)
@@ -28,7 +38,7 @@ M.installed = {}
 
 function M.apply(keymaps)
   for name, lhs in pairs(keymaps or {}) do
-    local action = actions[name]
+    local action = M.actions[name]
     if action and type(lhs) == 'string' and lhs ~= '' and not M.installed[lhs] then
       local prev = vim.fn.maparg(lhs, 'i', false, true)
       M.installed[lhs] = true

@@ -56,11 +56,17 @@ class Config(_Base):
     filetypes: dict[str, bool] = {}
     keymaps: dict[str, str | bool] = {}
     auto_trigger: bool = True
+    # the Lua side reads these three; listed here so they are validated like the rest
+    adaptive_debounce: bool = True
+    hide_during_completion: bool = True
+    request_during_completion: bool = False
     n_predict: PositiveInt = 128
     # server-side cap on generation time once a newline was produced (llama.cpp t_max_predict_ms)
     t_max_predict_ms: PositiveInt = 500
     debounce_ms: NonNegInt = 20
     max_lines: PositiveInt = 16
+    # after a suggestion is shown, compute the next one as if it were accepted (cache only)
+    speculative: bool = True
     context: ContextConfig = ContextConfig()
     log_level: Literal["debug", "info", "warn", "error"] = "warn"
 

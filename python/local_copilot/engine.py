@@ -2,6 +2,10 @@
 
 Everything here runs on the worker's asyncio loop (see worker.py); the editor is reached only
 through the `Editor` port, whose Neovim implementation hops to pynvim's thread.
+
+Per snapshot: the cache may answer at once; otherwise one streaming request whose text goes
+through the post-processor on every chunk. Once a suggestion is complete, a speculative
+request computes the next one as if it were accepted, so Tab-then-wait costs nothing.
 """
 
 from __future__ import annotations
@@ -14,16 +18,18 @@ import httpx
 
 from .backends import Backend, FimRequest, make_backend
 from .budget import TokenEstimator, fit_context
+from .cache import SuggestionCache, context_key
 from .config import Config
 from .context import FimContext, build_context
 from .errors import BackendError, ConfigError
 from .log import log
 from .notify import EpisodeNotifier
 from .postprocess import PostContext, process
-from .render import RenderPlan
-from .snapshot import Snapshot
+from .render import RenderPlan, candidate
+from .snapshot import Snapshot, char_to_byte_col
+from .stats import Stats
 
-__all__ = ["Editor", "Engine"]
+__all__ = ["Editor", "Engine", "accepted_snapshot"]
 
 
 class Editor(Protocol):
@@ -31,8 +37,39 @@ class Editor(Protocol):
 
     def notify(self, message: str, level: str) -> None: ...
 
+    def backend_state(self, state: str, message: str) -> None: ...
+
+
+def accepted_snapshot(snap: Snapshot, text: str) -> Snapshot:
+    """The snapshot the editor would send right after accepting `text` at the cursor."""
+    idx = snap.row - snap.first
+    line = snap.line
+    cut = snap.char_col
+    new = (line[:cut] + text + line[cut:]).split("\n")
+    lines = snap.lines[:idx] + new + snap.lines[idx + 1 :]
+    last = new[-1]
+    tail_len = len(line) - cut
+    col_chars = len(last) - tail_len
+    return Snapshot(
+        buf=snap.buf, tick=-1, row=snap.row + len(new) - 1, col=char_to_byte_col(last, col_chars),
+        first=snap.first, lines=lines, nlines=snap.nlines + len(new) - 1, ft=snap.ft, path=snap.path,
+        et=snap.et, sw=snap.sw, ts=snap.ts, seq=-1,
+    )
+
+
+class _Prepared:
+    """A snapshot turned into what a request needs."""
+
+    def __init__(self, snap: Snapshot, ctx: FimContext, req: FimRequest, pctx: PostContext, key: str) -> None:
+        self.snap, self.ctx, self.req, self.pctx, self.key = snap, ctx, req, pctx, key
+
 
 class Engine:
+    # room the template and server-added text take (FIM tokens, repo/file markers)
+    PROMPT_OVERHEAD = 48
+    ALTERNATIVES = 3
+    ALT_TEMPERATURE = 0.8
+
     def __init__(self, editor: Editor, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.editor = editor
         self.config: Config | None = None
@@ -40,13 +77,17 @@ class Engine:
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._speculative: dict[int, asyncio.Task[None]] = {}
+        self._last: dict[int, tuple[Snapshot, str]] = {}  # buf -> last finished snapshot and text
         self.notifier = EpisodeNotifier(editor.notify)
-        self.stats = {"requests": 0, "cancels": 0, "errors": 0}
         self.estimator = TokenEstimator()
+        self.cache = SuggestionCache()
+        self.stats = Stats()
 
     # -- configuration -------------------------------------------------------------------
 
     def configure(self, cfg: Config) -> None:
+        self.cancel_all()
         self.config = cfg
         active = cfg.active
         timeout = httpx.Timeout(active.timeout_ms / 1000, connect=2.0)
@@ -56,6 +97,7 @@ class Engine:
         self._client = httpx.AsyncClient(timeout=timeout, transport=self._transport, trust_env=False)
         self.backend = make_backend(cfg.backend, active, self._client)
         self.estimator = TokenEstimator()  # bytes per token differ between models
+        self.cache.clear()
 
     # -- requests ------------------------------------------------------------------------
 
@@ -66,31 +108,44 @@ class Engine:
             return
         self._tasks[snap.buf] = asyncio.get_running_loop().create_task(self._run(snap))
 
+    def alternatives(self, snap: Snapshot) -> None:
+        """Fetch more candidates for the spot of `snap` (next/prev when only one is known)."""
+        self.cancel(snap.buf)
+        if self.backend is None or self.config is None:
+            return
+        self._tasks[snap.buf] = asyncio.get_running_loop().create_task(self._run_alternatives(snap))
+
     def cancel(self, buf: int) -> None:
-        task = self._tasks.pop(buf, None)
-        if task is not None and not task.done():
-            task.cancel()  # exits `async with client.stream(...)`: the connection closes
-            self.stats["cancels"] += 1
+        for tasks in (self._tasks, self._speculative):
+            task = tasks.pop(buf, None)
+            if task is not None and not task.done():
+                task.cancel()  # exits `async with client.stream(...)`: the connection closes
+                if tasks is self._tasks:
+                    self.stats.count("cancels")
 
     def cancel_all(self) -> None:
-        for buf in list(self._tasks):
+        for buf in set(self._tasks) | set(self._speculative):
             self.cancel(buf)
+
+    def note_accept(self, kind: str) -> None:
+        self.stats.count(f"accepts_{kind}")
+
+    def note_typed_through(self) -> None:
+        self.stats.count("typed_through")
 
     async def close(self) -> None:
         self.cancel_all()
         if self._client is not None:
             await self._client.aclose()
 
-    async def _run(self, snap: Snapshot) -> None:
+    # -- internals -----------------------------------------------------------------------
+
+    async def _prepare(self, snap: Snapshot) -> _Prepared:
         assert self.config is not None and self.backend is not None
         cfg, backend = self.config, self.backend
-        self.stats["requests"] += 1
         ctx = build_context(snap, lines_before=cfg.context.lines_before, lines_after=cfg.context.lines_after)
-        try:
-            ctx = await self._fit(ctx, snap, backend, cfg)
-        except (BackendError, ConfigError) as exc:
-            self._failed(exc)
-            return
+        key = context_key(ctx)
+        ctx = await self._fit(ctx, snap, backend, cfg)
         req = FimRequest(
             prefix=ctx.prefix,
             middle=ctx.middle,
@@ -109,45 +164,154 @@ class Engine:
             max_lines=cfg.max_lines,
             stop_strings=backend.stop_strings,
         )
+        return _Prepared(snap, ctx, req, pctx, key)
 
-        def plan(text: str, final: bool) -> RenderPlan:
-            return RenderPlan(buf=snap.buf, tick=snap.tick, row=snap.row, col=snap.col,
-                              seq=snap.seq, text=text, final=final)
+    @staticmethod
+    def _plan(snap: Snapshot, texts: list[str], *, final: bool, cached: bool = False, index: int = 0) -> RenderPlan:
+        return RenderPlan(buf=snap.buf, tick=snap.tick, row=snap.row, col=snap.col, seq=snap.seq,
+                          items=[candidate(t) for t in texts], index=index, final=final, cached=cached)
 
-        raw, shown = "", ""
+    async def _run(self, snap: Snapshot) -> None:
+        assert self.backend is not None
+        try:
+            prep = await self._prepare(snap)
+        except (BackendError, ConfigError) as exc:
+            self._failed(exc)
+            return
+        cached = self.cache.get(prep.key)
+        if cached is not None:
+            self.stats.count("cache_hits")
+            self.editor.show(self._plan(snap, [cached], final=True, cached=True))
+            self._finished(snap, cached)
+            return
+        self.stats.count("requests")
+        shown = ""
+
+        def on_text(text: str) -> None:
+            nonlocal shown
+            if text != shown:
+                shown = text
+                self.editor.show(self._plan(snap, [text], final=False))
+
+        final = await self._stream(prep, on_text)
+        if final is None:
+            return
+        self.cache.put(prep.key, final)
+        self.editor.show(self._plan(snap, [final], final=True))
+        self._finished(snap, final)
+
+    async def _stream(self, prep: _Prepared, on_text: object = None, req: FimRequest | None = None) -> str | None:
+        """Run one streaming request through the post-processor; None when it failed."""
+        assert self.backend is not None
+        req = req or prep.req
+        raw = ""
         started = time.perf_counter()
-        stream = backend.complete(req)
+        first_token: float | None = None
+        stream = self.backend.complete(req)
         try:
             async for chunk in stream:
                 if chunk.prompt_tokens:
                     prompt = req.prefix + req.middle + req.suffix
                     self.estimator.observe(len(prompt.encode("utf-8", "surrogateescape")), chunk.prompt_tokens)
+                if chunk.text and first_token is None:
+                    first_token = time.perf_counter()
                 raw += chunk.text
-                result = process(raw, pctx, final=False)
-                if result.text != shown:
-                    shown = result.text
-                    self.editor.show(plan(shown, False))
+                result = process(raw, prep.pctx, final=False)
+                if callable(on_text):
+                    on_text(result.text)
                 if chunk.done or result.done:
                     break
         except asyncio.CancelledError:
             raise
         except (BackendError, ConfigError) as exc:
             self._failed(exc)
-            return
+            return None
         except Exception:  # a bug must not reach :messages as a stack trace
-            self.stats["errors"] += 1
+            self.stats.count("errors")
             log.exception("completion request failed")
             self.notifier.failure("internal", "local-copilot: internal error, see the log (:LocalCopilot log)", "error")
-            return
+            return None
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
-        self.notifier.success()
-        final = process(raw, pctx, final=True).text
-        log.debug("completion done in %.1f ms: %d chars", (time.perf_counter() - started) * 1000, len(final))
-        self.editor.show(plan(final, True))
+        done = time.perf_counter()
+        self._succeeded()
+        final = process(raw, prep.pctx, final=True).text
+        self.stats.latency(self.backend.name, (first_token or done) - started, done - started, len(raw))
+        log.debug("completion done in %.1f ms: %d chars", (done - started) * 1000, len(final))
+        return final
 
-    # room the template and server-added text take (FIM tokens, repo/file markers)
-    PROMPT_OVERHEAD = 48
+    def _finished(self, snap: Snapshot, text: str) -> None:
+        self._last[snap.buf] = (snap, text)
+        cfg = self.config
+        if not text or cfg is None or not cfg.speculative:
+            return
+        self._speculative[snap.buf] = asyncio.get_running_loop().create_task(self._speculate(snap, text))
+
+    async def _speculate(self, snap: Snapshot, text: str) -> None:
+        """Compute the suggestion that follows `text`, as if it were accepted; cache only."""
+        try:
+            prep = await self._prepare(accepted_snapshot(snap, text))
+        except (BackendError, ConfigError):
+            return
+        if self.cache.get(prep.key) is not None:
+            return
+        self.stats.count("speculative")
+        final = await self._stream(prep)
+        if final is not None:
+            self.cache.put(prep.key, final)
+
+    async def _run_alternatives(self, snap: Snapshot) -> None:
+        assert self.backend is not None
+        try:
+            prep = await self._prepare(snap)
+        except (BackendError, ConfigError) as exc:
+            self._failed(exc)
+            return
+        texts: list[str] = []
+        last = self._last.get(snap.buf)
+        if last and last[0].tick == snap.tick and last[0].row == snap.row and last[0].col == snap.col and last[1]:
+            texts.append(last[1])
+        else:
+            cached = self.cache.get(prep.key)
+            if cached:
+                texts.append(cached)
+        wanted = self.ALTERNATIVES
+        if self.backend.supports_n:
+            reqs = [FimRequest(**{**_fields(prep.req), "temperature": self.ALT_TEMPERATURE, "n": wanted})]
+        else:
+            reqs = [FimRequest(**{**_fields(prep.req), "temperature": self.ALT_TEMPERATURE})] * wanted
+        for req in reqs:
+            self.stats.count("requests")
+            if req.n > 1:
+                for text in await self._stream_many(prep, req):
+                    if text and text not in texts:
+                        texts.append(text)
+            else:
+                text = await self._stream(prep, req=req)
+                if text is None:
+                    return
+                if text and text not in texts:
+                    texts.append(text)
+        self.editor.show(self._plan(snap, texts, final=True))
+
+    async def _stream_many(self, prep: _Prepared, req: FimRequest) -> list[str]:
+        """One request with n candidates (OpenAI `n`), each post-processed on its own."""
+        assert self.backend is not None
+        raws = [""] * req.n
+        stream = self.backend.complete(req)
+        try:
+            async for chunk in stream:
+                if 0 <= chunk.index < req.n:
+                    raws[chunk.index] += chunk.text
+                if chunk.done:
+                    break
+        except (BackendError, ConfigError) as exc:
+            self._failed(exc)
+            return []
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+        self._succeeded()
+        return [process(raw, prep.pctx, final=True).text for raw in raws]
 
     async def _fit(self, ctx: FimContext, snap: Snapshot, backend: Backend, cfg: Config) -> FimContext:
         limit = await backend.context_limit()
@@ -163,7 +327,16 @@ class Engine:
         return fit_context(ctx, budget, self.estimator, first_row=first_row)
 
     def _failed(self, exc: Exception) -> None:
-        self.stats["errors"] += 1
+        self.stats.count("errors")
         log.warning("%s", exc)
         self.notifier.failure(type(exc).__name__, f"local-copilot: {exc}")
+        self.editor.backend_state("down", str(exc))
 
+    def _succeeded(self) -> None:
+        if self.notifier.in_episode:
+            self.editor.backend_state("ok", "")
+        self.notifier.success()
+
+
+def _fields(req: FimRequest) -> dict[str, object]:
+    return {f: getattr(req, f) for f in req.__struct_fields__}

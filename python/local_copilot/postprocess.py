@@ -64,7 +64,7 @@ class PostContext(msgspec.Struct, frozen=True):
     next_lines: tuple[str, ...]  # lines below the cursor line (a window, may be empty)
     prev_lines: tuple[str, ...] = ()  # lines above the cursor line, nearest last
     tabstop: int = 8
-    max_lines: int = 16  # cap on suggestion lines
+    max_lines: int = 16  # cap on suggestion lines (the cursor line counts as one)
     stop_strings: tuple[str, ...] = ()  # cut the output at the first one
 
 
@@ -548,12 +548,6 @@ def closer_cut(closer: str, ctx: PostContext) -> bool:
 # --------------------------------------------------------------------------- stage 5
 
 
-def _stmt_base(stmt: int | None, enc: _Opener | None) -> int:
-    if stmt is None:
-        return 0
-    return stmt if enc is None else min(stmt, enc.indent)
-
-
 def block_indent(ctx: PostContext, cursor_line: str) -> int:
     """Smallest indentation a later line may have and still be in the cursor's block.
 
@@ -572,13 +566,13 @@ def block_indent(ctx: PostContext, cursor_line: str) -> int:
             j -= 1
         if j < 0:
             return 0
-        stmt, enc = _walk_back(prev[:j], prev[j], ts)
-        base = _stmt_base(stmt, enc)
+        stmt = _walk_back(prev[:j], prev[j], ts)[0]
+        base = 0 if stmt is None else stmt
         if _opens_block(prev[j]):
             return base + 1
         return min(indent_width(cursor_line, ts), base)
-    stmt, enc = _walk_back(ctx.prev_lines, cursor_line, ts)
-    base = _stmt_base(stmt, enc)
+    stmt = _walk_back(ctx.prev_lines, cursor_line, ts)[0]
+    base = 0 if stmt is None else stmt
     return base + 1 if _opens_block(cursor_line) else base
 
 
@@ -637,14 +631,25 @@ def repeat_cut(lines: Sequence[str], start: int = 0) -> int | None:
     return best
 
 
-def repeat_holdback(lines: Sequence[str]) -> int:
+def repeat_holdback(lines: Sequence[str], partial: str | None = None) -> int:
     """While streaming: index from which complete lines may still turn out to be a
-    loop's second occurrence (so they are not shown yet)."""
+    loop's second occurrence (so they are not shown yet).
+
+    `partial` is the line being written after them: once it cannot be the next
+    line of a pattern, that pattern is off.
+    """
     norm = [_rstrip(s) for s in lines]
+    part = None if partial is None else _rstrip(partial)
+
+    def may_continue(expected: str, skip_blank: bool) -> bool:
+        if part is None or (skip_blank and not part):
+            return True
+        return expected.startswith(part)
+
     n = len(norm)
     h = n
     nb = _nonblank_idx(norm)
-    if len(nb) >= 2 and norm[nb[-1]] == norm[nb[-2]]:
+    if len(nb) >= 2 and norm[nb[-1]] == norm[nb[-2]] and may_continue(norm[nb[-1]], True):
         h = nb[-1]
     for p in range(2, _MAX_PERIOD + 1):
         for m in range(p - 1, 0, -1):
@@ -652,7 +657,7 @@ def repeat_holdback(lines: Sequence[str]) -> int:
             if c - p < 0 or c >= h or norm[c] != norm[c - p]:
                 continue
             blk = norm[c - p : c]
-            if norm[c:] == blk[:m] and sum(1 for s in blk if s) >= 2:
+            if norm[c:] == blk[:m] and sum(1 for s in blk if s) >= 2 and may_continue(blk[m], False):
                 h = c
                 break
     return h
@@ -690,8 +695,14 @@ def _reindent_first(prefix: str, lines: Sequence[str], ts: int, complete: bool) 
 
 
 def _recent_prefix(partial: str, full: Sequence[str]) -> bool:
+    """Whether the partial line may still become the start of a loop: a repeat of
+    the last non-blank line or of a line up to a block period back."""
     p = _rstrip(partial)
-    return any(_rstrip(s).startswith(p) for s in full[-(_MAX_PERIOD + 1) :] if not _is_blank(s))
+    recent = [s for s in full[-_MAX_PERIOD:] if not _is_blank(s)]
+    last = next((s for s in reversed(full) if not _is_blank(s)), None)
+    if last is not None:
+        recent.append(last)
+    return any(_rstrip(s).startswith(p) for s in recent)
 
 
 class _Loop(NamedTuple):
@@ -824,7 +835,7 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
         if len(_LOOPS) >= _LOOPS_MAX:
             _LOOPS.clear()
         _LOOPS[ctx] = _Loop(tuple(parts[:m]), tuple(kept[:m]), tuple(fulls[:m]), *saved, rep_clear)
-    h = repeat_holdback(complete)
+    h = repeat_holdback(complete, parts[n_complete] if n_complete < len(parts) else None)
     if cut is not None and cut <= h:
         return Result(finish(kept[:cut], max_lines), True)
     if h < n_full or held:

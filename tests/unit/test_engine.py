@@ -62,7 +62,7 @@ async def test_streamed_tokens_are_shown_before_the_stream_ends(fake: Any) -> No
     texts = [p.text for p in editor.plans]
     assert texts[0] == "a" and texts[-1] == "abc"
     assert [p.final for p in editor.plans][-1] is True and not editor.plans[0].final
-    path, body = server.requests[-1]
+    path, body = [r for r in server.requests if r[0] == "/infill"][0]
     assert path == "/infill"
     assert body["input_prefix"] == "" and body["prompt"] == "x = " and body["input_suffix"] == "\ny = 2"
     assert body["stream"] is True and body["cache_prompt"] is True

@@ -23,6 +23,9 @@ class FimRequest(msgspec.Struct, frozen=True, kw_only=True):
     n_indent: int = 0
     t_max_predict_ms: int = 0
     path: str = ""
+    # alternatives: sample more freely, and ask for n candidates where the server can (OpenAI `n`)
+    temperature: float | None = None
+    n: int = 1
 
 
 class Chunk(msgspec.Struct, frozen=True, kw_only=True):
@@ -32,12 +35,16 @@ class Chunk(msgspec.Struct, frozen=True, kw_only=True):
     timings: dict[str, float] | None = None
     # prompt tokens the server counted (to calibrate the token estimator)
     prompt_tokens: int | None = None
+    # which candidate this text belongs to when n > 1
+    index: int = 0
 
 
 class Backend(Protocol):
     name: str
     # strings that end a completion (the FIM template's special tokens), cut client-side too
     stop_strings: tuple[str, ...]
+    # whether one request can return several candidates (FimRequest.n)
+    supports_n: bool
 
     async def context_limit(self) -> int | None:
         """Tokens one request may use (per-slot context), or None when the server won't say."""

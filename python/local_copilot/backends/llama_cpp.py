@@ -63,6 +63,7 @@ class LlamaCppBackend:
         except msgspec.DecodeError as exc:
             raise ProtocolError(f"{self.name}: /props answered something else ({exc})") from None
 
+    supports_n = False
     # /infill renders the prompt server-side and ends at the model's own EOG tokens
     stop_strings: tuple[str, ...] = ()
 
@@ -82,7 +83,7 @@ class LlamaCppBackend:
             "t_max_predict_ms": req.t_max_predict_ms,
             "cache_prompt": True,
             "stream": True,
-            "temperature": self.cfg.temperature,
+            "temperature": self.cfg.temperature if req.temperature is None else req.temperature,
             "top_p": self.cfg.top_p,
             "top_k": 40,
             "samplers": self.cfg.samplers,

@@ -81,6 +81,8 @@ class OllamaBackend:
         self._insert = "insert" in show.capabilities or ".Suffix" in show.template
         return ModelInfo(id=self.cfg.model, owned_by="ollama", n_ctx=n_ctx, family=show.details.family)
 
+    supports_n = False
+
     @property
     def stop_strings(self) -> tuple[str, ...]:
         return self.template.special_tokens if self.template else ()
@@ -104,7 +106,7 @@ class OllamaBackend:
     def body(self, req: FimRequest, template: FimTemplate | None) -> dict[str, Any]:
         options: dict[str, Any] = {
             "num_predict": req.n_predict,
-            "temperature": self.cfg.temperature,
+            "temperature": self.cfg.temperature if req.temperature is None else req.temperature,
             "top_p": self.cfg.top_p,
         }
         body: dict[str, Any] = {"model": self.cfg.model, "stream": True, "keep_alive": KEEP_ALIVE, "options": options}

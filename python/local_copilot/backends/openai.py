@@ -24,6 +24,7 @@ __all__ = ["OpenAIBackend"]
 
 
 class _Choice(msgspec.Struct):
+    index: int = 0
     text: str = ""
     finish_reason: str | None = None
 
@@ -135,8 +136,9 @@ class OpenAIBackend:
             "model": self.model.id,
             "prompt": template.render(req.prefix + req.middle, req.suffix, path=req.path),
             "max_tokens": req.n_predict,
-            "temperature": self.cfg.temperature,
+            "temperature": self.cfg.temperature if req.temperature is None else req.temperature,
             "top_p": self.cfg.top_p,
+            "n": req.n,
             "stream": True,
             "stream_options": {"include_usage": True},
             # OpenAI's schema (and vLLM's) takes at most 4 stop strings; the rest are cut
@@ -177,6 +179,9 @@ class OpenAIBackend:
         except httpx.TimeoutException as exc:
             raise ServerUnavailable(f"{self.name}: no answer from {self.cfg.url} in time") from exc
 
+    # one request with `n` candidates; llama.cpp and Ollama get one request per candidate
+    supports_n = True
+
     def _decode(self, payload: bytes) -> Chunk:
         try:
             msg = _decoder.decode(payload)
@@ -190,4 +195,4 @@ class OpenAIBackend:
             timings = {"prompt_n": float(msg.usage.prompt_tokens), "predicted_n": float(msg.usage.completion_tokens)}
             return Chunk(text="", timings=timings, prompt_tokens=msg.usage.prompt_tokens)
         choice = msg.choices[0]
-        return Chunk(text=choice.text)
+        return Chunk(text=choice.text, index=choice.index)

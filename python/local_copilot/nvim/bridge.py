@@ -50,5 +50,10 @@ class NvimEditor:
     def _notify_now(self, message: str, level: str) -> None:
         self.nvim.exec_lua("require('local_copilot').notify(...)", message, level, async_=True)
 
+    def backend_state(self, state: str, message: str) -> None:
+        self.nvim.async_call(
+            lambda: self.nvim.exec_lua("require('local_copilot')._backend_state(...)", state, message, async_=True)
+        )
+
     def call_lua(self, code: str, *args: Any) -> None:
         self.nvim.async_call(lambda: self.nvim.exec_lua(code, *args, async_=True))

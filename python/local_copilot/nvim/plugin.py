@@ -91,10 +91,22 @@ class LocalCopilotPlugin:
             snap = msgspec.convert(payload, Snapshot)
             assert self._worker is not None
             self._worker.call(engine.submit, snap)
+        elif name == "alternatives":
+            engine = self._start()
+            if self.config is None:
+                return
+            assert self._worker is not None
+            self._worker.call(engine.alternatives, msgspec.convert(payload, Snapshot))
         elif name == "cancel":
             engine = self._start()
             assert self._worker is not None
             self._worker.call(engine.cancel, int(payload))
+        elif name == "accepted":
+            self._start().note_accept(str(payload))
+        elif name == "typed_through":
+            self._start().note_typed_through()
+        elif name == "shown":
+            self._start().stats.count("shown")
         elif name == "hello":
             self._start()
 
@@ -108,7 +120,7 @@ class LocalCopilotPlugin:
                 "backend": self.config.backend if self.config else None,
                 "url": self.config.active.url if self.config else None,
                 "config_error": self.config_error,
-                "stats": dict(engine.stats),
+                "stats": engine.stats.summary(),
                 "log": str(log_path()),
             }
         if name == "ping":

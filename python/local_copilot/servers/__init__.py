@@ -1,1 +1,2 @@
-"""Finding and running model servers (llama-server now; vLLM and Ollama recipes later)."""
+"""Model servers: launch recipes (recipes.py), GPU sizing (memory.py), the `auto` choice
+(auto.py) and supervision shared by every Neovim on the machine (supervisor.py, janitor.py)."""

@@ -233,7 +233,7 @@ def _vllm_recipe(name: str, cfg: Any, opts: ServerOptions, facts: HostFacts, por
         kv = shape.kv_bytes_per_token * max_len * opts.max_num_seqs if shape else GiB
         env["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, math.ceil(kv / GiB)))
         notes.append(f"no NVIDIA GPU: vLLM runs on the CPU with a {env['VLLM_CPU_KVCACHE_SPACE']} GiB KV cache")
-    if facts.model_dir and Path(model).expanduser().is_dir():
+    if facts.model_dir and Path(facts.model_dir) == Path(model).expanduser():
         env["HF_HUB_OFFLINE"] = "1"  # a local directory needs no hub; offline avoids network timeouts
     argv = vllm_argv(
         launcher, model=model, port=port, max_model_len=max_len, max_num_seqs=opts.max_num_seqs,
@@ -254,8 +254,12 @@ def build_recipe(name: str, cfg: Any, opts: ServerOptions, facts: HostFacts) -> 
     if cfg.cmd:  # the user's command, verbatim; Ollama still needs its address in the environment
         k = kind or "custom"
         env = {"OLLAMA_HOST": f"127.0.0.1:{port}", **user_env} if k == "ollama" else user_env
-        return Recipe(kind=k, argv=list(cfg.cmd), env=env, health_path=HEALTH_PATHS[k],
-                      startup_timeout_s=opts.startup_timeout_s or STARTUP_TIMEOUTS[k], **common)
+        argv = list(cfg.cmd)
+        host = argv[argv.index("--host") + 1] if "--host" in argv[:-1] else ""
+        notes = [f"backends.{name}.cmd binds {host}: reachable from other machines"] \
+            if host and host not in LOOPBACK else []
+        return Recipe(kind=k, argv=argv, env=env, health_path=HEALTH_PATHS[k],
+                      startup_timeout_s=opts.startup_timeout_s or STARTUP_TIMEOUTS[k], notes=notes, **common)
     if kind is None:
         raise ServerStartError(
             f"{name}: no launch recipe for a {cfg.kind!r} backend; set backends.{name}.cmd to the command "

@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -77,7 +78,8 @@ _ERROR_LINE = re.compile(r"\b(error|failed|failure|exception|fatal|cannot|can't|
 _MODEL_FAILURE = re.compile(r"failed to load model|error loading model|model loading error|llama_model_load|"
                             r"gguf_init|no such file|does not appear to have|not a valid|can't load|"
                             r"could not load|safetensors|Repo id must|is not a local folder|"
-                            r"OSError: .*(model|config)|config\.json", re.I)
+                            r"OSError: .*(model|config)|config\.json|huggingface\.co|model identifier|"
+                            r"HTTPLIB failed", re.I)
 # llama.cpp prefixes lines with "0.00.006.485 E "; keep the message
 _LLAMA_PREFIX = re.compile(r"^\d+\.\d+\.\d+\.\d+ [A-Z] ")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -126,7 +128,9 @@ def runtime_dir(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     if env.get("LOCAL_COPILOT_RUNTIME_DIR"):
         return Path(env["LOCAL_COPILOT_RUNTIME_DIR"]) / "servers"
-    path = Path(platformdirs.user_runtime_dir("local-copilot")) / "servers"
+    with warnings.catch_warnings():  # no XDG_RUNTIME_DIR: platformdirs warns, then falls back to /tmp
+        warnings.simplefilter("ignore")
+        path = Path(platformdirs.user_runtime_dir("local-copilot")) / "servers"
     if _writable_dir(path):
         return path
     uid = os.getuid() if hasattr(os, "getuid") else 0
@@ -350,7 +354,7 @@ class Supervisor:
                     self.files.write_state(state)
             else:
                 if not port_free(self.port):
-                    if self.is_healthy(2.0):
+                    if self.is_healthy(1.0):
                         self._emit("external", f"{self.name}: using the server already running at {self.url}")
                         return self.status()
                     owner = port_owner(self.port)
@@ -586,6 +590,7 @@ class Supervisor:
                 return None
             try:
                 self._last_error = ""
+                # a no-op progress callback still turns on the "progress" events
                 return self._start(lambda e, line: None, pin=bool(state.get("pinned")), register=True,
                                    timeout=None)
             except ServerStartError as exc:

@@ -1,0 +1,57 @@
+"""A small LRU of finished suggestions keyed by the text around the cursor.
+
+The key uses only the lines near the cursor, so the same spot hits even when the snapshot
+window has slid (after accepting a multi-line suggestion the window starts lower).
+Backspacing and retyping, or accepting a suggestion that was prefetched, cost no request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+
+from .context import FimContext
+
+__all__ = ["SuggestionCache", "context_key"]
+
+KEY_LINES_BEFORE = 32
+KEY_LINES_AFTER = 16
+
+
+def context_key(ctx: FimContext) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    for part in (
+        "\n".join(ctx.prev_lines[-KEY_LINES_BEFORE:]),
+        ctx.middle,
+        ctx.line_suffix,
+        "\n".join(ctx.next_lines[:KEY_LINES_AFTER]),
+    ):
+        h.update(part.encode("utf-8", "surrogateescape"))
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+class SuggestionCache:
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._items: OrderedDict[str, str] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: str) -> str | None:
+        text = self._items.get(key)
+        if text is None:
+            self.misses += 1
+            return None
+        self._items.move_to_end(key)
+        self.hits += 1
+        return text
+
+    def put(self, key: str, text: str) -> None:
+        self._items[key] = text
+        self._items.move_to_end(key)
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        self._items.clear()

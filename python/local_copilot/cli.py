@@ -1,0 +1,291 @@
+"""`local-copilot`: the plugin's command line.
+
+    local-copilot start  BACKEND [--config FILE] [--url URL] [--model M] [--cmd 'llama-server ...'] ...
+    local-copilot stop   BACKEND
+    local-copilot status [BACKEND] [--json]
+
+BACKEND is a name from the configuration (built-ins: llama.cpp, vllm, ollama, openai) or
+`auto`. The configuration is the same table as `setup()` takes, from --config, or
+$LOCAL_COPILOT_CONFIG, or config.toml / config.json in the user config dir; flags override it.
+A server started here is pinned: it keeps running when Neovims come and go, until `stop`.
+
+Each subcommand is a `_cmd_*` function registered in `build_parser()`; add new ones there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import shlex
+import sys
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import platformdirs
+
+from .config import BackendConfig, load_config
+from .errors import ConfigError, LocalCopilotError
+from .servers.options import ServerOptions, server_options
+
+__all__ = ["main", "build_parser", "resolve_backend"]
+
+
+# ------------------------------------------------------------------------------------ configuration
+
+
+def config_file(path: str | None) -> Path | None:
+    if path:
+        return Path(path).expanduser()
+    if os.environ.get("LOCAL_COPILOT_CONFIG"):
+        return Path(os.environ["LOCAL_COPILOT_CONFIG"]).expanduser()
+    base = Path(platformdirs.user_config_dir("local-copilot"))
+    for name in ("config.toml", "config.json"):
+        if (base / name).is_file():
+            return base / name
+    return None
+
+
+def read_config_file(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    try:
+        data = tomllib.loads(path.read_text()) if path.suffix == ".toml" else json.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"config file {path} is not valid {path.suffix.lstrip('.') or 'JSON'}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path}: expected a table at the top")
+    return data
+
+
+def _flag_overrides(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(backend fields, server options) given on the command line."""
+    backend: dict[str, Any] = {}
+    for key in ("url", "model", "kind"):
+        if getattr(args, key, None):
+            backend[key] = getattr(args, key)
+    if getattr(args, "cmd", None):
+        backend["cmd"] = shlex.split(args.cmd)
+    server: dict[str, Any] = {}
+    for key in ("weights", "context_tokens", "parallel", "max_num_seqs", "max_num_batched_tokens", "dtype",
+                "gpu_memory_utilization", "python", "startup_timeout_s"):
+        value = getattr(args, key, None)
+        if value is not None:
+            server[key] = value
+    if getattr(args, "extra_arg", None):
+        server["extra_args"] = list(args.extra_arg)
+    if getattr(args, "env", None):
+        env = {}
+        for item in args.env:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ConfigError(f"--env {item!r}: expected KEY=VALUE")
+            env[key] = value
+        server["env"] = env
+    return backend, server
+
+
+def resolve_backend(name: str, raw: dict[str, Any], args: argparse.Namespace | None = None
+                    ) -> tuple[dict[str, BackendConfig], dict[str, ServerOptions]]:
+    """All backends of the configuration (with this command's flags applied to `name`) and their
+    server options."""
+    raw = copy.deepcopy(raw)
+    backends_raw = raw.get("backends") or {}
+    if not isinstance(backends_raw, dict):
+        raise ConfigError("Expected `object`, got `array` - at `$.backends`")
+    # `server` is read here, so this works whether or not BackendConfig has the field yet
+    servers_raw = {k: (v or {}).pop("server", None) for k, v in backends_raw.items() if isinstance(v, dict)}
+    if args is not None and name != "auto":
+        fields, server = _flag_overrides(args)
+        backends_raw[name] = {**(backends_raw.get(name) or {}), **fields}
+        if server:
+            servers_raw[name] = {**(servers_raw.get(name) or {}), **server}
+    raw["backends"] = backends_raw
+    raw.pop("backend", None)
+    cfg = load_config(raw)
+    options = {}
+    for key, backend in cfg.backends.items():
+        try:
+            options[key] = server_options(backend, servers_raw.get(key))
+        except ConfigError as exc:
+            raise ConfigError(str(exc).replace("`$.server", f"`$.backends.{key}.server")) from None
+    return cfg.backends, options
+
+
+# ------------------------------------------------------------------------------------ commands
+
+
+def _supervisor(name: str, backends: dict[str, BackendConfig], options: dict[str, ServerOptions]) -> Any:
+    from .servers.supervisor import Supervisor
+
+    if name not in backends:
+        raise ConfigError(f"unknown backend {name!r}; choose one of: {', '.join(sorted(backends))}, auto")
+    return Supervisor(name, backends[name], options[name])
+
+
+def _pick(args: argparse.Namespace, backends: dict[str, BackendConfig], options: dict[str, ServerOptions]) -> str:
+    if args.backend != "auto":
+        return str(args.backend)
+    from .servers.auto import detect_backend
+
+    choice = detect_backend(backends, options=options.get("vllm"))
+    print(f"auto: {choice.reason}", file=sys.stderr)
+    return choice.backend
+
+
+def _progress(quiet: bool) -> Any:
+    if quiet:
+        return None
+    tty = sys.stderr.isatty()
+    last = [""]
+
+    def show(elapsed: float, line: str) -> None:
+        if tty:  # one line, redrawn
+            sys.stderr.write(f"\r\x1b[K[{elapsed:5.1f}s] {line[:100]}")
+        elif line and line != last[0]:  # a log: only what changed
+            sys.stderr.write(f"[{elapsed:5.1f}s] {line[:200]}\n")
+        last[0] = line
+        sys.stderr.flush()
+
+    return show
+
+
+def _cmd_start(args: argparse.Namespace) -> int:
+    backends, options = resolve_backend(args.backend, read_config_file(config_file(args.config)), args)
+    name = _pick(args, backends, options)
+    sup = _supervisor(name, backends, options)
+    for note in sup.recipe.notes:
+        print(f"{name}: {note}", file=sys.stderr)
+    t0 = time.monotonic()
+    try:
+        status = sup.start(_progress(args.quiet), pin=True, register=False)
+    finally:
+        if not args.quiet and sys.stderr.isatty():
+            sys.stderr.write("\r\x1b[K")
+    if status.state == "external":
+        print(f"{name}: a server already answers at {status.url} (not started by local-copilot)")
+    else:
+        print(f"{name}: ready at {status.url} (pid {status.pid}, {time.monotonic() - t0:.1f}s; "
+              f"log {status.log_path})")
+    return 0
+
+
+def _cmd_stop(args: argparse.Namespace) -> int:
+    backends, options = resolve_backend(args.backend, read_config_file(config_file(args.config)), args)
+    sup = _supervisor(args.backend, backends, options)
+    if sup.stop():
+        print(f"{args.backend}: stopped")
+    else:
+        print(f"{args.backend}: not running (nothing local-copilot started on {sup.url})")
+    return 0
+
+
+def _fmt_status(s: Any) -> str:
+    parts = [f"{s.backend:<10}", f"{s.state:<8}", s.url]
+    if s.pid:
+        parts.append(f"pid {s.pid}")
+    if s.state in ("ready", "starting"):
+        parts.append(f"users {s.users}{' (pinned)' if s.pinned else ''}")
+        parts.append(f"up {s.uptime_s:.0f}s")
+    if s.error:
+        parts.append(s.error)
+    if s.pid or s.state in ("crashed", "failed"):
+        parts.append(f"log {s.log_path}")
+    return "  ".join(parts)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    backends, options = resolve_backend(args.backend or "", read_config_file(config_file(args.config)),
+                                        args if args.backend else None)
+    names = [args.backend] if args.backend else list(backends)
+    statuses = []
+    for name in names:
+        try:
+            statuses.append(_supervisor(name, backends, options).status())
+        except LocalCopilotError:
+            if args.backend:
+                raise  # asked for it by name: say why (e.g. a remote URL)
+    others: list[dict[str, Any]] = []
+    if not args.backend:  # also servers started for backends or ports this configuration does not name
+        from .servers.supervisor import list_servers
+
+        known = {(s.backend, s.url) for s in statuses}
+        others = [o for o in list_servers() if o.get("alive") and (o.get("backend"), o.get("url")) not in known]
+    if args.json:
+        print(msgspec.json.encode([*statuses, *others]).decode())
+    else:
+        for s in statuses:
+            print(_fmt_status(s))
+        for o in others:
+            print(f"{o.get('backend', '?'):<10}  running   {o.get('url')}  pid {o.get('pid')}  log {o.get('log')}")
+    running = bool(others) or any(s.state in ("ready", "starting", "external") for s in statuses)
+    return 0 if running else 3  # 3 = not running, as LSB status commands do
+
+
+# ------------------------------------------------------------------------------------ parser
+
+
+def _backend_flags(p: argparse.ArgumentParser, *, server: bool) -> None:
+    p.add_argument("--config", metavar="FILE", help="JSON or TOML file with the setup() options")
+    p.add_argument("--url", help="the backend's URL (its port is where the server listens)")
+    p.add_argument("--kind", choices=["llama.cpp", "openai", "ollama"], help="the wire dialect of a new backend")
+    p.add_argument("--model", help="model name (vLLM/Ollama) or .gguf path (llama.cpp)")
+    p.add_argument("--cmd", help="launch command, used verbatim (shell-quoted string)")
+    if not server:
+        return
+    g = p.add_argument_group("server options (backends.NAME.server)")
+    g.add_argument("--weights", help="what the server loads, when it differs from --model")
+    g.add_argument("--context-tokens", type=int, help="tokens one request may need (default 8192)")
+    g.add_argument("--parallel", type=int, help="llama.cpp slots (default 2)")
+    g.add_argument("--max-num-seqs", type=int, help="vLLM --max-num-seqs (default 8)")
+    g.add_argument("--max-num-batched-tokens", type=int, help="vLLM --max-num-batched-tokens (default 4096)")
+    g.add_argument("--dtype", help="vLLM --dtype")
+    g.add_argument("--gpu-memory-utilization", type=float, help="vLLM, instead of the computed value")
+    g.add_argument("--python", help="python of a venv with vLLM")
+    g.add_argument("--timeout", dest="startup_timeout_s", type=float, help="seconds to wait for readiness")
+    g.add_argument("--extra-arg", action="append", metavar="ARG", help="append ARG to the server's command (write --extra-arg=-t for a dash)")
+    g.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment of the server")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="local-copilot", description="local-copilot.nvim from the terminal")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("start", help="start a backend's server (or reuse the running one) and wait until ready")
+    p.add_argument("backend", help="backend name, or auto")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    _backend_flags(p, server=True)
+    p.set_defaults(func=_cmd_start)
+
+    p = sub.add_parser("stop", help="stop the server local-copilot started for a backend")
+    p.add_argument("backend")
+    _backend_flags(p, server=False)
+    p.set_defaults(func=_cmd_stop)
+
+    p = sub.add_parser("status", help="state of the backends' servers (exit 3 when none runs)")
+    p.add_argument("backend", nargs="?")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    _backend_flags(p, server=False)
+    p.set_defaults(func=_cmd_status)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except LocalCopilotError as exc:
+        print(f"local-copilot: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

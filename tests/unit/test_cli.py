@@ -1,0 +1,68 @@
+"""`local-copilot start|stop|status`: configuration from a file and flags (no server needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from local_copilot import cli
+from local_copilot.errors import ConfigError
+
+
+def args(*argv: str):  # noqa: ANN201
+    return cli.build_parser().parse_args(list(argv))
+
+
+def test_toml_file_with_server_options(tmp_path: Path) -> None:
+    f = tmp_path / "config.toml"
+    f.write_text('[backends.vllm]\nmodel = "qwen"\n[backends.vllm.server]\nmax_num_seqs = 4\npython = "/v/bin/python"\n')
+    backends, options = cli.resolve_backend("vllm", cli.read_config_file(f), args("start", "vllm"))
+    assert backends["vllm"].model == "qwen" and backends["vllm"].url == "http://127.0.0.1:8000"
+    assert options["vllm"].max_num_seqs == 4 and options["vllm"].python == "/v/bin/python"
+    assert options["llama.cpp"].parallel == 2  # defaults elsewhere
+
+
+def test_flags_override_the_file(tmp_path: Path) -> None:
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps({"backends": {"llama.cpp": {"url": "http://127.0.0.1:9000", "server": {"parallel": 3}}}}))
+    a = args("start", "llama.cpp", "--config", str(f), "--url", "http://127.0.0.1:9100", "--model", "/m.gguf",
+             "--parallel", "4", "--cmd", "llama-server -m '/a b.gguf'", "--env", "A=1", "--extra-arg=-t",
+             "--extra-arg", "2")
+    backends, options = cli.resolve_backend("llama.cpp", cli.read_config_file(f), a)
+    b = backends["llama.cpp"]
+    assert (b.url, b.model, b.cmd) == ("http://127.0.0.1:9100", "/m.gguf", ["llama-server", "-m", "/a b.gguf"])
+    assert options["llama.cpp"].parallel == 4
+    assert options["llama.cpp"].env == {"A": "1"} and options["llama.cpp"].extra_args == ["-t", "2"]
+
+
+def test_a_new_backend_from_flags_only() -> None:
+    backends, _ = cli.resolve_backend("lab", {}, args("start", "lab", "--kind", "openai", "--url",
+                                                      "http://127.0.0.1:7000", "--cmd", "my-server --port 7000"))
+    assert backends["lab"].kind == "openai" and backends["lab"].cmd == ["my-server", "--port", "7000"]
+
+
+def test_bad_server_option_names_its_path(tmp_path: Path) -> None:
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps({"backends": {"vllm": {"server": {"max_num_seqs": "many"}}}}))
+    with pytest.raises(ConfigError, match=r"\$\.backends\.vllm\.server\.max_num_seqs"):
+        cli.resolve_backend("vllm", cli.read_config_file(f))
+
+
+def test_errors_are_one_line_on_stderr(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert cli.main(["start", "nope", "--config", str(tmp_path / "missing.toml")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("local-copilot: cannot read config file") and err.count("\n") == 1
+
+
+def test_status_of_nothing_running_exits_3(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from local_copilot.servers.llama_cpp import free_port
+
+    monkeypatch.setenv("LOCAL_COPILOT_RUNTIME_DIR", str(tmp_path / "run"))
+    url = f"http://127.0.0.1:{free_port()}"
+    assert cli.main(["status", "llama.cpp", "--url", url]) == 3
+    assert "stopped" in capsys.readouterr().out
+    assert cli.main(["status", "llama.cpp", "--url", url, "--json"]) == 3
+    assert json.loads(capsys.readouterr().out)[0]["state"] == "stopped"

@@ -1,0 +1,435 @@
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from local_copilot import postprocess as pp
+from local_copilot.postprocess import (
+    PostContext,
+    Result,
+    block_indent,
+    closer_cut,
+    cut_stop_strings,
+    drop_duplicate_closer,
+    drop_suffix_repeat,
+    existing_line_cut,
+    finish,
+    indent_width,
+    keep_first_line,
+    leaves_block,
+    process,
+    repeat_cut,
+    repeat_holdback,
+)
+
+GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "postprocess" / "golden.json"
+
+
+def ctx(
+    prefix: str,
+    suffix: str = "",
+    next_lines: tuple[str, ...] | list[str] = (),
+    prev_lines: tuple[str, ...] | list[str] = (),
+    **kw: Any,
+) -> PostContext:
+    return PostContext(
+        line_prefix=prefix,
+        line_suffix=suffix,
+        next_lines=tuple(next_lines),
+        prev_lines=tuple(prev_lines),
+        **kw,
+    )
+
+
+def stream(raw: str, c: PostContext, sizes: list[int] | None = None) -> tuple[list[Result], Result]:
+    """Feed `raw` in chunks like the engine does; returns (streamed results, final result).
+
+    The final result is the one at the first done=True (the caller cancels there),
+    else the final=True call."""
+    out: list[Result] = []
+    pos, i = 0, 0
+    while pos < len(raw):
+        pos = min(len(raw), pos + (sizes[i % len(sizes)] if sizes else 1))
+        i += 1
+        r = process(raw[:pos], c, final=False)
+        out.append(r)
+        if r.done:
+            return out, r
+    return out, process(raw, c, final=True)
+
+
+def assert_stream_consistent(raw: str, c: PostContext, sizes: list[int] | None = None) -> None:
+    want = process(raw, c, final=True)
+    shown, last = stream(raw, c, sizes)
+    prev = ""
+    for r in shown:
+        assert want.text.startswith(r.text), (r.text, want.text)
+        assert r.text.startswith(prev), (prev, r.text)  # never takes text back
+        prev = r.text
+    assert last.text == want.text
+
+
+# --------------------------------------------------------------------------- golden cases
+
+
+def _golden() -> list[dict[str, Any]]:
+    return json.loads(GOLDEN.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("case", _golden(), ids=lambda c: c["name"])
+def test_golden(case: dict[str, Any]) -> None:
+    c = msgspec.convert(case["ctx"], PostContext)
+    res = process(case["raw"], c, final=True)
+    assert res.text == case["expected"], case["source"]
+    if "done" in case:
+        assert res.done is case["done"]
+    assert_stream_consistent(case["raw"], c)
+    assert_stream_consistent(case["raw"], c, [3, 1, 7, 2])
+
+
+def test_golden_fixture_covers_the_known_failure_modes() -> None:
+    names = {c["name"] for c in _golden()}
+    for want in (
+        "autopairs_duplicate_paren",  # copilot.lua #43
+        "suffix_repeat_tail",  # llama.vim #55
+        "midline_no_overwrite",
+        "wrong_indent_first_line",
+        "repeated_line_loop",
+        "completion_equals_next_line",
+        "trailing_blank_lines",
+        "cjk_midline_quote",
+        "tab_indented_go",
+    ):
+        assert want in names
+
+
+# --------------------------------------------------------------------------- stage 1
+
+
+def test_stop_string_cuts_at_the_earliest() -> None:
+    assert cut_stop_strings("ab<EOT>cd<|x|>", ("<|x|>", "<EOT>"), final=False) == ("ab", True)
+    assert cut_stop_strings("<EOT>", ("<EOT>",), final=True) == ("", True)
+    assert cut_stop_strings("abc", (), final=False) == ("abc", False)
+    assert cut_stop_strings("abc", ("",), final=False) == ("abc", False)
+
+
+def test_stop_string_partial_tail_is_held_while_streaming() -> None:
+    assert cut_stop_strings("foo<|fim", ("<|fim_pad|>",), final=False) == ("foo", False)
+    assert cut_stop_strings("foo<|fim", ("<|fim_pad|>",), final=True) == ("foo<|fim", False)
+    assert cut_stop_strings("foo<", ("<|a|>", "<EOT>"), final=False) == ("foo", False)
+
+
+def test_stop_string_in_process_sets_done() -> None:
+    c = ctx("x = ", stop_strings=("<|endoftext|>",))
+    assert process("1<|endof", c, final=False) == Result("1", False)
+    assert process("1<|endoftext|>2", c, final=False) == Result("1", True)
+
+
+# --------------------------------------------------------------------------- stage 2
+
+
+def test_keep_first_line() -> None:
+    assert keep_first_line("a, b)\nmore") == ("a, b)", True)
+    assert keep_first_line("a, b") == ("a, b", False)
+
+
+def test_mid_line_is_one_line_and_done_at_the_newline() -> None:
+    c = ctx("x = foo(", ")")
+    assert process("a, b", c, final=False) == Result("a, b", False)
+    assert process("a, b)\n    y = 1", c, final=False) == Result("a, b", True)
+    assert process("\nfoo", c, final=False) == Result("", True)
+
+
+def test_whitespace_only_suffix_is_end_of_line() -> None:
+    assert process("\n    return 1", ctx("def f():", "   "), final=True).text == "\n    return 1"
+
+
+# --------------------------------------------------------------------------- stage 3
+
+
+@pytest.mark.parametrize(
+    ("prefix", "suffix", "line", "want"),
+    [
+        ("foo(", ")", "a, b)", "a, b"),
+        ("def f(", "):", "x):", "x"),
+        ("x", " = 5", "y = 5", "y"),
+        ("    return ", "x + 1", "a * x + 1", "a * "),
+        ("f(", ", b)", "a,", "a"),  # a prefix of the suffix
+        ("f(", ")", ")", ""),  # nothing but the suffix
+        ("call(", "data, 10)", "self.data, 10)", "self."),
+        ("x = ", "  # note", "5  # note", "5"),
+        ("x = ", "  # note", "5 # note", "5 "),  # the suffix without its blanks
+    ],
+)
+def test_drop_suffix_repeat(prefix: str, suffix: str, line: str, want: str) -> None:
+    assert drop_suffix_repeat(line, ctx(prefix, suffix)) == want
+
+
+@pytest.mark.parametrize(
+    ("prefix", "suffix", "line"),
+    [
+        ("foo(", ")", "bar(1)"),  # the ) closes the completion's own (
+        ("y = ", "x(1)", "max"),  # would split a word
+        ("y = ", "xy + 1", "a + x"),  # a lone word char is too weak
+        ("foo(", ")", "a, b"),
+    ],
+)
+def test_drop_suffix_repeat_leaves_alone(prefix: str, suffix: str, line: str) -> None:
+    assert drop_suffix_repeat(line, ctx(prefix, suffix)) is None
+
+
+def test_existing_line_cut() -> None:
+    c = ctx("    a = 1", "", ["", "    c = 3", "    d = 4"])
+    assert existing_line_cut(["    a = 1", "    b = 2", "    c = 3", "    d = 4"], c) == 2
+    # indentation matters: a statement at another depth is a different one
+    assert existing_line_cut(["    a = 1", "        c = 3"], c) is None
+    # trailing whitespace and tabs (expanded) do not
+    c_tab = ctx("\tx", "", ["\ty = 1"], tabstop=4)
+    assert existing_line_cut(["\tx", "    y = 1  "], c_tab) == 1
+    # the cursor line counts only when it was blank
+    assert existing_line_cut(["    c = 3"], ctx("    c = ", "", ["    c = 3"])) is None
+    assert existing_line_cut(["    c = 3"], ctx("    ", "", ["    c = 3"])) == 0
+    assert existing_line_cut(["x"], ctx("", "", ["", "  "])) is None
+
+
+def test_streaming_holds_a_line_that_may_become_the_next_line() -> None:
+    c = ctx("    a = 1", "", ["    c = 3"])
+    assert process("\n    b = 2\n    c", c, final=False) == Result("\n    b = 2", False)
+    assert process("\n    b = 2\n    c = 3\n", c, final=False) == Result("\n    b = 2", True)
+    assert process("\n    b = 2\n    cc", c, final=False).text == "\n    b = 2\n    cc"
+
+
+# --------------------------------------------------------------------------- stage 4
+
+
+@pytest.mark.parametrize(
+    ("prefix", "suffix", "line", "want"),
+    [
+        ("foo(", ")", "bar)", "bar"),
+        ("foo(", ")", "g(x))", "g(x)"),
+        ("foo(", ")", "bar(1)", "bar(1)"),
+        ("if (", ")", "x) {", "x"),
+        ("xs = [", "]", "1, 2]", "1, 2"),
+        ("o = {", "}", "a: 1}", "a: 1"),
+        ('print("', '")', 'hi")', "hi"),
+        ('print("', '")', "it's\")", "it's"),  # ' is text inside a "-string
+        ('xs = ["', '"]', 'a", "b', 'a", "b'),  # re-opened: balanced as it is
+        ("foo(", ")", "a]", "a]"),  # not the closer the line has: leave it
+    ],
+)
+def test_drop_duplicate_closer(prefix: str, suffix: str, line: str, want: str) -> None:
+    assert drop_duplicate_closer(line, ctx(prefix, suffix)) == want
+
+
+def test_closer_cut_multi_line() -> None:
+    # the ( of the line above is closed by the existing ) on the next line
+    assert closer_cut(")", ctx("    ", "", [")"], ["result = foo("]))
+    assert closer_cut(")", ctx("result = foo(", "", [")"]))
+    assert not closer_cut("]", ctx("    ", "", [")"], ["result = foo("]))
+    # two brackets open on that line: the existing ) may close the outer one
+    assert not closer_cut(")", ctx("    1, ", "", [")"], ["x = foo(bar("]))
+    # not aligned with the bracket's line
+    assert not closer_cut(")", ctx("    ", "", ["        )"], ["result = foo("]))
+    assert not closer_cut(")", ctx("    ", "", [], ["result = foo("]))
+
+
+def test_autopairs_streaming_holds_the_closer() -> None:
+    c = ctx("    foo(", ")")
+    assert process("bar", c, final=False).text == "bar"
+    assert process("bar)", c, final=False).text == "bar"
+    assert process("bar) {", c, final=False).text == "bar"
+    assert process("bar) {", c, final=True).text == "bar"
+    c2 = ctx('xs = ["', '"]')
+    assert process('a", "b', c2, final=False).text == "a"  # held until the line is known
+    assert process('a", "b', c2, final=True).text == 'a", "b'
+
+
+# --------------------------------------------------------------------------- stage 5
+
+
+def test_indent_width_expands_tabs() -> None:
+    assert indent_width("\t\tx", 4) == 8
+    assert indent_width("  \tx", 4) == 4
+    assert indent_width("    x") == 4
+    assert indent_width("\u3000x") == 0  # ideographic space is text, not indentation
+
+
+@pytest.mark.parametrize(
+    ("prefix", "prev", "want"),
+    [
+        ("    x = 1", (), 4),
+        ("    if x:", (), 5),
+        ("    if x:  # why", (), 5),
+        ("function f() {", (), 1),
+        ("    x = foo(", (), 5),
+        ("            b)", ("    x = foo(a,",), 4),  # closes a bracket of the line above
+        ('           "msg"', ("    assert x, \\",), 4),  # backslash continuation
+        ("            cond:", ("    if a and \\",), 5),
+        ("", ("def f():",), 1),  # blank cursor line under a header
+        ("    ", ("    x = 1",), 4),
+        ("", ("    x = 1",), 0),  # blank line at column 0: no claim
+        ("            b)", (), 0),  # statement start out of sight: assume nothing
+        ("\t\tx := 1", ("func f() {", "\tfor {"), 8),
+    ],
+)
+def test_block_indent(prefix: str, prev: tuple[str, ...], want: int) -> None:
+    assert block_indent(ctx(prefix, "", (), prev, tabstop=4 if "\t" in prefix else 8), prefix) == want
+
+
+def test_leaves_block() -> None:
+    assert leaves_block("x = 1", (), 4, 8)
+    assert not leaves_block("    x = 1", (), 4, 8)
+    assert not leaves_block("   ", (), 4, 8)
+    assert not leaves_block("}", ("{",), 1, 8)  # closes the bracket the completion opened
+    assert not leaves_block(")", ("(",), 5, 8)
+    assert leaves_block("foo()", ("(",), 5, 8)  # not a closer
+    assert not leaves_block("text", ('"',), 5, 8)  # inside a multi-line string
+    assert leaves_block("\tx", (), 8, 4)  # tab = 4 columns
+
+
+def test_dedent_while_streaming_is_decided_at_the_first_char() -> None:
+    c = ctx("if x:")
+    assert process("\n    a()\n", c, final=False) == Result("\n    a()", False)
+    assert process("\n    a()\n   ", c, final=False) == Result("\n    a()", False)
+    assert process("\n    a()\ne", c, final=False) == Result("\n    a()", True)
+
+
+# --------------------------------------------------------------------------- stage 6
+
+
+def test_repeat_cut() -> None:
+    assert repeat_cut(["a", "b", "b", "b"]) == 2
+    assert repeat_cut(["a", "b", "b"]) is None  # twice happens in real code
+    assert repeat_cut(["x", "", "x", "", "x"]) == 2  # blank lines between
+    assert repeat_cut(["a", "b", "c", "b", "c"]) == 3
+    assert repeat_cut(["a", "", "a", ""]) is None  # a block needs 2 non-blank lines
+    assert repeat_cut(["q", "a  ", "b", "a", "b"]) == 3  # trailing blanks ignored
+    assert repeat_cut(["a", "b", "c", "b", "c"], start=5) == 3
+    assert repeat_cut([]) is None
+
+
+def test_repeat_holdback() -> None:
+    assert repeat_holdback(["a", "b"]) == 2
+    assert repeat_holdback(["a", "b", "b"]) == 2  # may turn into b, b, b
+    assert repeat_holdback(["a", "b", "c", "b"]) == 3  # may turn into b c b c
+    assert repeat_holdback(["a", "x", "b", "c", "d", "b", "c"]) == 5
+    assert repeat_holdback(["a", "b", "b"], "c") == 3  # the partial line breaks the run
+    assert repeat_holdback(["a", "b", "b"], "") == 2
+    assert repeat_holdback(["a", "b", "c", "b"], "c") == 3
+    assert repeat_holdback(["a", "b", "c", "b"], "d") == 4
+
+
+def test_loop_is_hidden_while_streaming_and_cut_when_sure() -> None:
+    c = ctx("    xs = []")
+    raw = "\n    xs.append(1)\n    xs.append(1)\n"
+    assert process(raw, c, final=False) == Result("\n    xs.append(1)", False)
+    assert process(raw + "    xs.append(1)\n", c, final=False) == Result("\n    xs.append(1)", True)
+    assert process(raw + "    return xs", c, final=False).text == (
+        "\n    xs.append(1)\n    xs.append(1)\n    return xs"
+    )
+
+
+# --------------------------------------------------------------------------- stages 7, 8
+
+
+def test_finish() -> None:
+    assert finish(["", "    a", "", "  "], 16) == "\n    a"
+    assert finish(["a", "b", "c"], 2) == "a\nb"
+    assert finish([" ", "\t"], 16) == ""
+    assert finish(["x  "], 16) == "x"
+
+
+def test_max_lines_cap_sets_done_when_reached() -> None:
+    c = ctx("def f():", max_lines=3)
+    assert process("\n    a\n    b", c, final=False) == Result("\n    a\n    b", False)
+    assert process("\n    a\n    b\n", c, final=False) == Result("\n    a\n    b", True)
+
+
+def test_whitespace_only_is_nothing() -> None:
+    assert process(" \n\t\n", ctx("x = 1"), final=True) == Result("", False)
+    assert process("   ", ctx("f(", ")"), final=True).text == ""
+
+
+def test_mid_line_keeps_a_separating_space() -> None:
+    assert process("x, ", ctx("f(a, ", "b)"), final=True).text == "x, "
+    assert process("x, ", ctx("f(a, ", ")"), final=True).text == "x,"
+
+
+# --------------------------------------------------------------------------- properties
+
+
+def _random_cases(rng: random.Random, n: int) -> list[tuple[str, PostContext]]:
+    words = ["foo", "bar(", ")", "]", "[", "{", "}", '"', "'", "x", " ", ", ", ":", "é", "漢字", "🙂",
+             "\t", "#", "//", "\\", "return", "<|eot|>", "\r\n"]
+    lines = ["    x = 1", "}", ")", "def f():", "\treturn y", "", "  if (a) {", "    return x"]
+    out = []
+    for _ in range(n):
+        raw = "".join(rng.choice(words + ["\n", "\n    "]) for _ in range(rng.randint(0, 40)))
+        c = ctx(
+            rng.choice(["", "    ", "def f(", "    x = ", "foo(", "if x:", "\t", "print('", "  a = [1,"]),
+            rng.choice(["", "", ")", "):", '")', " = 5", "]", "  "]),
+            rng.sample(lines, rng.randint(0, 3)),
+            rng.sample(lines, rng.randint(0, 3)),
+            tabstop=rng.choice([4, 8]),
+            max_lines=rng.choice([1, 3, 16]),
+            stop_strings=rng.choice([(), ("<|eot|>",)]),
+        )
+        out.append((raw, c))
+    return out
+
+
+def test_streaming_never_takes_text_back_on_random_input() -> None:
+    rng = random.Random(7)
+    for raw, c in _random_cases(rng, 400):
+        sizes = [rng.randint(1, 6) for _ in range(5)]
+        assert_stream_consistent(raw, c, sizes)
+
+
+def test_pure_and_deterministic() -> None:
+    rng = random.Random(3)
+    for raw, c in _random_cases(rng, 100):
+        a = [process(raw[:i], c, final=False) for i in range(len(raw) + 1)]
+        # the internal caches must not change any result
+        pp._RESUME.clear()
+        pp._LOOPS.clear()
+        pp._scan_cached.cache_clear()
+        b = [process(raw[:i], c, final=False) for i in range(len(raw) + 1)]
+        assert a == b
+        assert process(raw, c, final=True) == process(raw, c, final=True)
+
+
+def test_large_outputs_stay_cheap() -> None:
+    line = "foo(a, b[1], {'k': \"v\"}) + 漢字 " * 350  # ~10 KB on one line
+    many = "\n".join(f"    v{i} = call(x, [1, 2], 'é🙂')" for i in range(300))
+    cases = [
+        (line, ctx("    x = f(", ")" + "; y = g(z)" * 200)),  # long suffix too
+        (line, ctx("    x = ", "")),
+        (many, ctx("def f():", max_lines=16)),
+        (many, ctx("def f():", max_lines=1000)),
+    ]
+    for raw, c in cases:
+        t0 = time.perf_counter()
+        _, last = stream(raw, c, [4])
+        elapsed = time.perf_counter() - t0
+        assert elapsed < 5.0, elapsed  # quadratic behaviour would take minutes
+        assert last == process(raw, c, final=True)
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def test_eval_smoke() -> None:
+    bench = pytest.importorskip("bench.postprocess_eval")
+    summary, outcomes = bench.evaluate(n=45, seed=11)
+    overall = summary["overall"]
+    assert summary["n"] == 45
+    assert overall["worse"] == 0
+    assert overall["stream_violations"] == 0
+    assert overall["retractions"] == 0
+    assert overall["exact"] >= 0.9

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+from local_copilot.cache import SuggestionCache, context_key
+from local_copilot.context import build_context
+from local_copilot.snapshot import Snapshot
+from local_copilot.words import word_stops
+
+
+def cut(text: str) -> list[str]:
+    raw = text.encode()
+    out, last = [], 0
+    for stop in word_stops(text):
+        out.append(raw[last:stop].decode())
+        last = stop
+    return out
+
+
+def test_word_stops_split_words_punctuation_and_lines() -> None:
+    assert cut("foo(bar, baz)\n    return 1") == ["foo", "(", "bar", ",", " baz", ")", "\n", "    return", " 1"]
+
+
+def test_word_stops_are_bytes_with_cjk_and_emoji() -> None:
+    assert cut("名前 = '🙂' + x") == ["名前", " =", " '🙂'", " +", " x"]
+    assert word_stops("名前")[-1] == len("名前".encode())
+
+
+def test_word_stops_end_at_the_end() -> None:
+    assert cut("x  ") == ["x", "  "]
+    assert word_stops("") == [0]
+
+
+def ctx(lines: list[str], row: int, col: int, first: int = 0):
+    snap = Snapshot(buf=1, tick=1, row=row, col=col, first=first, lines=lines)
+    return build_context(snap, lines_before=500, lines_after=500)
+
+
+def test_cache_key_ignores_far_context_and_hits_after_window_slides() -> None:
+    body = [f"l{i}" for i in range(100)]
+    a = ctx(body + ["x = "] + ["tail"], row=100, col=4)
+    b = ctx(body[5:] + ["x = "] + ["tail"], row=100, col=4, first=5)  # window slid
+    assert context_key(a) == context_key(b)
+    c = ctx(body + ["x = 1"] + ["tail"], row=100, col=5)
+    assert context_key(a) != context_key(c)
+
+
+def test_lru_evicts_the_oldest() -> None:
+    cache = SuggestionCache(size=2)
+    cache.put("a", "1")
+    cache.put("b", "2")
+    assert cache.get("a") == "1"
+    cache.put("c", "3")
+    assert cache.get("b") is None and cache.get("a") == "1" and cache.get("c") == "3"
+    assert cache.hits == 3 and cache.misses == 1
