@@ -186,9 +186,11 @@ def _ctx(info: FileInfo, row: int, prefix: str, suffix: str, after: int) -> Post
 
 
 def _header_indent(info: FileInfo, row: int, block: int) -> int | None:
+    """Indent of the nearest statement above with less indent than the block (where
+    code that leaves the block goes on)."""
     for r in range(row, 0, -1):
         line = info.lines[r - 1]
-        if not _blank(line) and r not in info.start_in_str and _indent(line) < block:
+        if info.stmt_start.get(r) == r and _indent(line) < block:
             return _indent(line)
     return None
 

@@ -40,8 +40,9 @@ class BackendConfig(_Base):
     timeout_ms: PositiveInt = 10_000
     temperature: Annotated[float, Meta(ge=0)] = 0.1
     top_p: Annotated[float, Meta(gt=0, le=1)] = 0.9
-    # llama.cpp sampler chain; "infill" ends a suggestion when the model is unsure (llama.vim's choice)
-    samplers: list[str] = msgspec.field(default_factory=lambda: ["top_k", "top_p", "infill"])
+    # llama.cpp sampler chain; "infill" ends a suggestion when the model is unsure (as llama.vim
+    # does); "temperature" must be in the chain or the temperature option is ignored
+    samplers: list[str] = msgspec.field(default_factory=lambda: ["top_k", "top_p", "temperature", "infill"])
 
 
 class ContextConfig(_Base, frozen=True):

@@ -276,10 +276,11 @@ class Engine:
             if cached:
                 texts.append(cached)
         wanted = self.ALTERNATIVES
+        base = {**_fields(prep.req), "temperature": self.ALT_TEMPERATURE}
         if self.backend.supports_n:
-            reqs = [FimRequest(**{**_fields(prep.req), "temperature": self.ALT_TEMPERATURE, "n": wanted})]
+            reqs = [FimRequest(**{**base, "n": wanted, "seed": 1})]
         else:
-            reqs = [FimRequest(**{**_fields(prep.req), "temperature": self.ALT_TEMPERATURE})] * wanted
+            reqs = [FimRequest(**{**base, "seed": i + 1}) for i in range(wanted)]
         for req in reqs:
             self.stats.count("requests")
             if req.n > 1:

@@ -333,6 +333,7 @@ def _walk_back(
     own = bool(pending)  # still resolving `line`'s own statement
     lo = indent_width(line, tabstop)
     top = len(prev)  # earliest line known to belong to the statement
+    enc: _Opener | None = None
     for j in range(len(prev) - 1, max(-1, len(prev) - 1 - _WALK_LIMIT), -1):
         pl = prev[j]
         if _is_blank(pl):
@@ -347,14 +348,14 @@ def _walk_back(
                 return (None if own else lo), None
         if (own and was_pending) or cont:
             lo, top = min(lo, ind), j
-        if ops:
-            return (None if own else lo), _Opener(ops[-1], ind, len(ops))
+        if ops and enc is None:  # still open at `line`: the innermost enclosing bracket
+            enc = _Opener(ops[-1], ind, len(ops))
         pending = list(closers) + pending
         if own and not pending:
             own = False
-        if not own and not pending and ind < lo:
-            return lo, None
-    return (None if own else lo), None
+        if not own and (enc is not None or (not pending and ind < lo)):
+            return lo, enc
+    return (None if own else lo), enc
 
 
 # --------------------------------------------------------------------------- stage 1

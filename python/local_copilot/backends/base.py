@@ -26,6 +26,7 @@ class FimRequest(msgspec.Struct, frozen=True, kw_only=True):
     # alternatives: sample more freely, and ask for n candidates where the server can (OpenAI `n`)
     temperature: float | None = None
     n: int = 1
+    seed: int | None = None  # distinct seeds make sampled alternatives differ, reproducibly
 
 
 class Chunk(msgspec.Struct, frozen=True, kw_only=True):

@@ -73,7 +73,7 @@ class LlamaCppBackend:
         return self.props.default_generation_settings.n_ctx or None
 
     def body(self, req: FimRequest) -> dict[str, Any]:
-        return {
+        body = {
             "input_prefix": req.prefix,
             "input_suffix": req.suffix,
             "prompt": req.middle,
@@ -88,6 +88,9 @@ class LlamaCppBackend:
             "top_k": 40,
             "samplers": self.cfg.samplers,
         }
+        if req.seed is not None:
+            body["seed"] = req.seed
+        return body
 
     async def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
         parser = SSEParser()

@@ -109,6 +109,8 @@ class OllamaBackend:
             "temperature": self.cfg.temperature if req.temperature is None else req.temperature,
             "top_p": self.cfg.top_p,
         }
+        if req.seed is not None:
+            options["seed"] = req.seed
         body: dict[str, Any] = {"model": self.cfg.model, "stream": True, "keep_alive": KEEP_ALIVE, "options": options}
         if template is not None:
             body["raw"] = True

@@ -111,6 +111,41 @@ def token_id(text: str) -> int:
     raise ValueError(f"favor token {text!r} is not a single token of the tiny vocab")
 
 
+def phrase_params(phrase: str, seed: int, alt: str | None = None, alt_gap: float = 0.3) -> dict[str, np.ndarray]:
+    """A deterministic "bigram" model that writes `phrase` after the FIM middle token, then EOS.
+
+    With every projection zero, the hidden state is the current token's embedding; random
+    embeddings in 128 dimensions are nearly orthogonal, so an lm_head row equal to the
+    (scaled) embedding of token t makes its own token the sure successor of t. Each byte of
+    `phrase` must occur once, so every token has a single successor.
+    """
+    ids = [token_id(ch) for ch in phrase]
+    alt_ids = [token_id(ch) for ch in alt or ""]
+    if len(set(ids + alt_ids)) != len(ids) + len(alt_ids):
+        raise ValueError("every character of the phrase (and alt) must be distinct")
+    out = params(None, seed)
+    rng = np.random.default_rng(seed)
+    for name, arr in out.items():
+        if not name.endswith("norm.weight"):
+            arr[...] = 0.0
+    emb = rng.normal(0.0, 1.0, out["model.embed_tokens.weight"].shape).astype(np.float32)
+    out["model.embed_tokens.weight"] = emb
+    head = out["lm_head.weight"]
+    chain = [token_id("<|fim_middle|>"), *ids]
+    successors = [*ids, token_id(EOS)]
+    for cur, nxt in zip(chain, successors):
+        head[nxt] = 10.0 * emb[cur] / np.linalg.norm(emb[cur])
+    if alt_ids:
+        # a second way to start, `alt_gap` logits behind the first: greedy at a low
+        # temperature, but sampling at a high one sometimes takes it (alternatives)
+        start = emb[chain[0]] / np.linalg.norm(emb[chain[0]])
+        head[alt_ids[0]] = (10.0 - alt_gap / np.sqrt(N_EMBD)) * start
+        # ends with another end-of-generation token: one row of lm_head can follow one token only
+        for cur, nxt in zip(alt_ids, [*alt_ids[1:], token_id("<|im_end|>")]):
+            head[nxt] = 10.0 * emb[cur] / np.linalg.norm(emb[cur])
+    return out
+
+
 def params(favor: str | None, seed: int) -> dict[str, np.ndarray]:
     """Weights in HF naming / torch layout ([out, in]).
 
@@ -207,7 +242,7 @@ def _readable_bias(toks: list[str]) -> np.ndarray:
 
 
 def write_gguf(path: str | os.PathLike[str], favor: str | None = "x", seed: int = 0,
-               readable: bool = False) -> Path:
+               readable: bool = False, phrase: str | None = None, alt: str | None = None) -> Path:
     """Write the tiny model as GGUF; ``favor=None`` means random weights.
 
     ``readable`` (random weights only) keeps the noise printable: the demo shows it on screen.
@@ -220,7 +255,7 @@ def write_gguf(path: str | os.PathLike[str], favor: str | None = "x", seed: int 
     tmp = path.with_name(path.name + ".tmp")
 
     w = gguf.GGUFWriter(tmp, "qwen2")
-    w.add_name(NAME if favor is not None else NAME + "-random")
+    w.add_name(NAME if favor is not None or phrase else NAME + "-random")
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
     w.add_context_length(N_CTX)
     w.add_embedding_length(N_EMBD)
@@ -257,12 +292,13 @@ def write_gguf(path: str | os.PathLike[str], favor: str | None = "x", seed: int 
         if key is not None:  # older gguf-py lacks these; llama.cpp then matches by text
             w.add_uint32(key, ids[tok])
 
-    for name, arr in params(favor, seed).items():
+    weights = phrase_params(phrase, seed, alt) if phrase else params(favor, seed)
+    for name, arr in weights.items():
         w.add_tensor(_gguf_name(name), arr)
     # output.bias is optional for qwen2; a one-hot bias on the favor token makes
     # the deterministic choice independent of hidden-state numerics.
     bias = _readable_bias(toks) if readable and favor is None else np.zeros(len(toks), np.float32)
-    if favor is not None:
+    if favor is not None and not phrase:
         bias[token_id(favor)] = 10.0
     w.add_tensor("output.bias", bias)
 
@@ -360,7 +396,8 @@ def tokenizer_json() -> dict[str, object]:
     }
 
 
-def write_hf_dir(path: str | os.PathLike[str], favor: str | None = "x", seed: int = 0) -> Path:
+def write_hf_dir(path: str | os.PathLike[str], favor: str | None = "x", seed: int = 0,
+                 phrase: str | None = None) -> Path:
     """Write the tiny model as an HF/vLLM checkpoint dir; ``favor=None`` = random."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
@@ -409,7 +446,7 @@ def write_hf_dir(path: str | os.PathLike[str], favor: str | None = "x", seed: in
         "generation_config.json": _json({"bos_token_id": eos, "eos_token_id": eos}),
         "tokenizer.json": _json(tokenizer_json()),
         "tokenizer_config.json": _json(tok_config),
-        "model.safetensors": safetensors_bytes(params(favor, seed)),
+        "model.safetensors": safetensors_bytes(phrase_params(phrase, seed) if phrase else params(favor, seed)),
     }
     for name, data in files.items():
         _atomic_write(path / name, data)
