@@ -106,9 +106,7 @@ class OpenAIBackend:
         if self.template is None:
             self.model = await self.probe()
             self.template = resolve_template(self.name, self.cfg, self.model)
-            if req.seed is not None:
-            body["seed"] = req.seed
-        if self.model.owned_by == "vllm":
+            if self.model.owned_by == "vllm":
                 self.stop_token_ids = await self._special_token_ids(self.template)
         return self.template
 
@@ -147,6 +145,8 @@ class OpenAIBackend:
             # client-side by the post-processor, which knows every special token
             "stop": list(template.stop[:4]),
         }
+        if req.seed is not None:
+            body["seed"] = req.seed
         if req.seed is not None:
             body["seed"] = req.seed
         if self.model.owned_by == "vllm":
