@@ -295,7 +295,9 @@ def _pool(info: FileInfo) -> tuple[str, ...]:
     out = []
     for r, line in enumerate(info.lines, 1):
         s = line.strip()
-        if s and _STMT_RE.match(s) and _clean(info, r) and r in info.newline_rows:
+        # one-line statements only: junk lines must stand on their own
+        if s and _STMT_RE.match(s) and _clean(info, r) and info.stmt_start.get(r) == r \
+                and r in info.newline_rows:
             out.append(s)
     return tuple(out)
 
@@ -490,9 +492,9 @@ def _table(summary: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n", type=int, default=2000)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", type=Path)
+    ap.add_argument("--n", type=int, default=2000, help="number of cases (default 2000)")
+    ap.add_argument("--seed", type=int, default=0, help="sampling/junk/chunking seed (default 0)")
+    ap.add_argument("--json", type=Path, help="write the summary and up to 200 failures here")
     ap.add_argument("--show", type=int, default=0, help="print this many non-exact cases")
     args = ap.parse_args(argv)
     summary, outcomes = evaluate(args.n, args.seed)

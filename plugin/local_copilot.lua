@@ -26,6 +26,6 @@ vim.api.nvim_create_user_command('LocalCopilot', function(o) require('local_copi
 vim.api.nvim_create_autocmd('InsertEnter', {
   group = vim.api.nvim_create_augroup('LocalCopilotBoot', { clear = true }),
   once = true,
-  callback = function() lc().attach() end,
+  callback = function() lc().attach(true) end,
   desc = 'local-copilot: attach on first insert',
 })

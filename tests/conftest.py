@@ -58,6 +58,27 @@ def llama_bin() -> str:
     return path
 
 
+PHRASE = "run(a, b)\n\tok"  # what the phrase model writes after the FIM middle token
+
+
+@pytest.fixture(scope="session")
+def phrase_server(llama_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    """A real llama-server whose model always writes PHRASE (words, a newline, a tab)."""
+    d = tmp_path_factory.mktemp("phrase")
+    model = write_gguf(d / "phrase.gguf", phrase=PHRASE)
+    with LlamaServer.for_model(model, binary=llama_bin, log_file=d / "server.log") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def branch_server(llama_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    """PHRASE at low temperature; sampling at a high one sometimes writes "zq" instead."""
+    d = tmp_path_factory.mktemp("branch")
+    model = write_gguf(d / "branch.gguf", phrase=PHRASE, alt="zq")
+    with LlamaServer.for_model(model, binary=llama_bin, log_file=d / "server.log") as server:
+        yield server
+
+
 @pytest.fixture(scope="session")
 def llama_server(models: dict[str, Path], llama_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
     """The deterministic tiny model: greedy decoding always emits "x"."""

@@ -1,4 +1,4 @@
--- :LocalCopilot {enable|disable|toggle|status|log}
+-- :LocalCopilot {enable|disable|toggle|status|stats|log}
 local M = {}
 
 local subs = {
@@ -19,6 +19,7 @@ local subs = {
     end
     vim.notify(table.concat(lines, '\n'), vim.log.levels.INFO)
   end,
+  stats = function() require('local_copilot.stats_view').open() end,
   log = function()
     if not require('local_copilot').registered('LocalCopilotCall') then return vim.notify('local-copilot: the remote plugin is not registered', vim.log.levels.WARN) end
     local st = vim.fn.LocalCopilotCall('status')

@@ -190,13 +190,15 @@ local function on_leave()
   end
 end
 
-function M.attach()
+-- Create the autocmds; `from_insert_enter` also handles the InsertEnter that loaded us.
+function M.attach(from_insert_enter)
+  if from_insert_enter and not state.attached then vim.schedule(on_change) end
   if state.attached then return end
   state.attached = true
   M._define_highlights()
   local group = api.nvim_create_augroup('LocalCopilot', { clear = true })
   local au = function(ev, fn, desc) api.nvim_create_autocmd(ev, { group = group, callback = fn, desc = 'local-copilot: ' .. desc }) end
-  au({ 'TextChangedI', 'TextChangedP', 'CursorMovedI' }, on_change, 'request a suggestion')
+  au({ 'InsertEnter', 'TextChangedI', 'TextChangedP', 'CursorMovedI' }, on_change, 'request a suggestion')
   au({ 'InsertLeave', 'BufLeave', 'WinLeave' }, on_leave, 'clear the suggestion')
   au('CompleteChanged', function()
     if config.get('hide_during_completion') then ghost.set_hidden(true) end

@@ -81,6 +81,7 @@ def fit_context(ctx: FimContext, budget: int, est: TokenEstimator, *, first_row:
         prev_lines=prev,
         next_lines=nxt,
         indent=ctx.indent,
+        indent_chars=ctx.indent_chars,
         path=ctx.path,
         filetype=ctx.filetype,
     )

@@ -3,6 +3,8 @@
     local-copilot start  BACKEND [--config FILE] [--url URL] [--model M] [--cmd 'llama-server ...'] ...
     local-copilot stop   BACKEND
     local-copilot status [BACKEND] [--json]
+    local-copilot doctor [BACKEND] [--config FILE] [--url URL] [--json]
+    local-copilot bench  --backend NAME=URL [--backend NAME=URL ...] [-n TOKENS] [--concurrency 1,2,4,8]
 
 BACKEND is a name from the configuration (built-ins: llama.cpp, vllm, ollama, openai) or
 `auto`. The configuration is the same table as `setup()` takes, from --config, or
@@ -228,6 +230,33 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return 0 if running else 3  # 3 = not running, as LSB status commands do
 
 
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from . import diagnostics
+    from .log import log_path
+
+    raw = read_config_file(config_file(args.config))
+    name = args.backend or raw.get("backend") or "llama.cpp"
+    fields, _ = _flag_overrides(args)
+    if fields:
+        backends = raw.setdefault("backends", {})
+        if isinstance(backends, dict):
+            backends[name] = {**(backends.get(name) or {}), **fields}
+    report = diagnostics.collect_sync(raw, backend=args.backend or (name if fields else None), editor=False,
+                                      log_file=log_path(), probe_timeout=args.timeout)
+    if args.json:
+        print(msgspec.json.encode(report).decode())
+    else:
+        color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        sys.stdout.write(diagnostics.render_text(report, color=color))
+    return 1 if report.broken else 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from .bench.cli import run
+
+    return run(args)
+
+
 # ------------------------------------------------------------------------------------ parser
 
 
@@ -273,6 +302,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _backend_flags(p, server=False)
     p.set_defaults(func=_cmd_status)
+
+    p = sub.add_parser("doctor", help="check the set-up and the backends, like :checkhealth local_copilot "
+                                      "(exit 1 when something is broken)")
+    p.add_argument("backend", nargs="?", help="check this backend as the active one (default: the configured one)")
+    p.add_argument("--json", action="store_true", help="the report as JSON")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds the live FIM probe may take (default 10)")
+    _backend_flags(p, server=False)
+    p.set_defaults(func=_cmd_doctor)
+
+    from .bench.cli import add_arguments
+
+    p = sub.add_parser("bench", help="measure backends: FIM latency and a concurrency sweep, side by side")
+    add_arguments(p)
+    p.set_defaults(func=_cmd_bench)
     return parser
 
 

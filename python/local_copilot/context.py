@@ -17,6 +17,7 @@ class FimContext(msgspec.Struct, frozen=True, kw_only=True):
     prev_lines: tuple[str, ...]
     next_lines: tuple[str, ...]
     indent: int  # display width of the cursor line's leading whitespace
+    indent_chars: int = 0  # the same, counted in characters (llama.cpp's n_indent counts these)
     path: str = ""
     filetype: str = ""
 
@@ -48,6 +49,7 @@ def build_context(snap: Snapshot, *, lines_before: int, lines_after: int) -> Fim
         prev_lines=tuple(above),
         next_lines=tuple(below),
         indent=indent_width(line, snap.ts),
+        indent_chars=len(line) - len(line.lstrip(" \t")),
         path=snap.path,
         filetype=snap.ft,
     )

@@ -151,7 +151,7 @@ class Engine:
             middle=ctx.middle,
             suffix=ctx.suffix,
             n_predict=cfg.n_predict,
-            n_indent=ctx.indent,
+            n_indent=ctx.indent_chars,
             t_max_predict_ms=cfg.t_max_predict_ms,
             path=ctx.path,
         )

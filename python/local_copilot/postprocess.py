@@ -789,6 +789,9 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
             if leaves_block(line, stack, block, ts):
                 done = True
                 break
+        if partial and _recent_prefix(whole, fulls):
+            held = True
+            break  # may still become a repeat of a recent line
         # stage 4: a closer that the next existing line already has
         scan = _scan_line if partial else _scan_cached
         if k == 0:
@@ -804,13 +807,13 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
             outer_seen = True
             i, ch = sc.outer[0]
             if closer_cut(ch, ctx):
+                done = True
+                prev_full = next((f for f in reversed(fulls) if not _is_blank(f)), None)
+                if prev_full is not None and _rstrip(prev_full) == _rstrip(whole):
+                    break  # a looping line, not a last line missing its closer: drop it
                 kept.append(line[: i - offs])
                 fulls.append(whole[:i])
-                done = True
                 break
-        if partial and _recent_prefix(whole, fulls):
-            held = True
-            break  # may still become a repeat of a recent line
         kept.append(line)
         fulls.append(whole)
         stack, strays, base = sc.stack, sc.strays, sc.base

@@ -56,13 +56,53 @@ def ghost_text(nvim: pynvim.Nvim) -> str | None:
     return "\n".join(parts)
 
 
+def suggestion(nvim: pynvim.Nvim) -> str | None:
+    """The suggestion drawn at the cursor, with its real tabs (the extmark shows them
+    expanded to spaces, as the screen does)."""
+    return nvim.exec_lua(
+        "local g = require('local_copilot.ghost')\n"
+        "local ns = vim.api.nvim_create_namespace('local_copilot')\n"
+        "if #vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, {}) == 0 or not g.current then return nil end\n"
+        "return g.text()"
+    )
+
+
 def wait_ghost(nvim: pynvim.Nvim, pred: Any = bool, **kw: Any) -> str:
+    """Wait until a drawn suggestion satisfies `pred`; returns its text."""
+    seen: list[str | None] = [None]
+
     def check() -> str | None:
-        text = ghost_text(nvim)
+        text = seen[0] = suggestion(nvim)
         return text if text is not None and pred(text) else None
 
-    return wait_for(check, what="ghost text", **kw)
+    try:
+        return wait_for(check, what="ghost text", **kw)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last suggestion drawn: {seen[0]!r}, on screen: {ghost_text(nvim)!r}") from None
 
 
 def buffer_text(nvim: pynvim.Nvim) -> str:
     return "\n".join(nvim.current.buffer[:])
+
+
+def attach_ui(nvim: pynvim.Nvim, columns: int = 80, lines: int = 24) -> None:
+    """Attach a UI so Neovim renders a screen grid (read back with screen_lines)."""
+    nvim.ui_attach(columns, lines, rgb=True, ext_linegrid=True)
+
+
+def screen_lines(nvim: pynvim.Nvim) -> list[str]:
+    """The text on screen, row by row, as a user sees it (virtual text included)."""
+    return nvim.exec_lua(
+        "vim.cmd('redraw')\n"
+        "local out = {}\n"
+        "for r = 1, vim.o.lines do\n"
+        "  local cells = {}\n"
+        "  for c = 1, vim.o.columns do cells[#cells + 1] = vim.fn.screenstring(r, c) end\n"
+        "  out[#out + 1] = (table.concat(cells):gsub('%s+$', ''))\n"
+        "end\n"
+        "return out"
+    )
+
+
+def lua(nvim: pynvim.Nvim, expr: str) -> Any:
+    return nvim.exec_lua("return " + expr)

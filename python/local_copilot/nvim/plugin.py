@@ -125,4 +125,52 @@ class LocalCopilotPlugin:
             }
         if name == "ping":
             return "pong"
+        elif name == "health":
+            return self._health(args[1] if len(args) > 1 else None)
+        elif name == "stats":
+            return self._stats()
         return None
+
+    # -- :checkhealth and :LocalCopilot stats (sync calls from Lua) ----------------------
+
+    def _on_worker(self, fn: Callable[[], Any], timeout: float = 5.0) -> Any:
+        """Run `fn` on the worker loop, where the engine mutates its stats, and wait for it."""
+        self._start()
+        assert self._worker is not None
+
+        async def call() -> Any:
+            return fn()
+
+        return self._worker.run(call(), timeout)
+
+    def _stats(self) -> dict[str, Any]:
+        engine = self._start()
+        summary: dict[str, Any] = self._on_worker(engine.stats.summary)
+        active = self.config.backend if self.config else None
+        summary["active"] = active
+        if active and "?" in summary["backends"] and active not in summary["backends"]:
+            # counted before any sample named a backend: while nothing switched, the active one
+            summary["backends"][active] = summary["backends"].pop("?")
+        return summary
+
+    def _health(self, raw: Any) -> list[dict[str, Any]]:
+        """The health report as plain data for health.lua. `raw` is the table Lua's setup()
+        holds; without it, the options this host last received (and its last ConfigError)."""
+        from .. import diagnostics
+
+        engine = self._start()
+        assert self._worker is not None
+        config_error = None
+        if raw is None:
+            if self.config is not None:
+                raw = msgspec.to_builtins(self.config)
+            config_error = self.config_error
+        stats = self._on_worker(engine.stats.summary)
+        coro = diagnostics.collect(raw, config_error=config_error, stats=stats, log_file=log_path(), editor=True)
+        try:
+            report = self._worker.run(coro, 45.0)
+        except Exception as exc:  # a timeout or a bug: say so in the report instead of a stack trace
+            log.exception("health check failed")
+            return [{"name": "python3 host", "items": [{"level": "error", "message": f"the health check failed: {exc!r}",
+                                                        "advice": [f"see {log_path()}"]}]}]
+        return msgspec.to_builtins(report.sections)

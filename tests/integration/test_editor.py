@@ -1,0 +1,240 @@
+"""Editor experience in a real headless Neovim against the real llama-server, with a UI
+attached where the screen matters. The phrase model writes "run(a, b)\\n\\tok" at any spot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..conftest import PHRASE
+from ..helpers import wait_for
+from .nvim_session import attach_ui, buffer_text, extmarks, ghost_text, lua, screen_lines, start_nvim, wait_ghost
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture()
+def open_nvim(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path):
+    sessions: list[Any] = []
+
+    def make(url: str, lines: list[str], *, name: str = "sample.py", ui: bool = False, **opts: Any) -> Any:
+        setup = {"backends": {"llama.cpp": {"url": url}}, "debounce_ms": 0, "adaptive_debounce": False, **opts}
+        nv = start_nvim(nvim_bin, manifest, nvim_env, setup=setup)
+        sessions.append(nv)
+        if ui:
+            attach_ui(nv)
+        nv.command(f"edit {tmp_path / name}")
+        nv.current.buffer[:] = lines
+        return nv
+
+    yield make
+    for nv in sessions:
+        nv.close()
+
+
+def counters(nvim: Any) -> dict[str, int]:
+    return nvim.call("LocalCopilotCall", "status")["stats"]["counters"]
+
+
+def at_end_of(nvim: Any, row: int) -> None:
+    nvim.command(f"call cursor({row}, 1)")
+    nvim.input("A")
+
+
+def test_accept_word_inserts_one_word_and_keeps_the_rest_shown(open_nvim: Any, phrase_server: Any) -> None:
+    nvim = open_nvim(phrase_server.url, ["def f():", "\t"])
+    at_end_of(nvim, 2)
+    assert wait_ghost(nvim, lambda t: t == PHRASE) == PHRASE
+    assert lua(nvim, "require('local_copilot').accept_word()") is True
+    wait_for(lambda: nvim.current.buffer[1] == "\trun", what="first word inserted")
+    assert wait_ghost(nvim, lambda t: t == "(a, b)\n\tok")
+    assert tuple(nvim.current.window.cursor) == (2, len("\trun"))
+    lua(nvim, "require('local_copilot').accept_word()")
+    wait_for(lambda: nvim.current.buffer[1] == "\trun(", what="second word")
+    assert wait_ghost(nvim, lambda t: t == "a, b)\n\tok")
+
+
+def test_accept_line_takes_one_line_at_a_time(open_nvim: Any, phrase_server: Any) -> None:
+    nvim = open_nvim(phrase_server.url, ["def f():", "\t"])
+    at_end_of(nvim, 2)
+    wait_ghost(nvim, lambda t: t == PHRASE)
+    assert lua(nvim, "require('local_copilot').accept_line()") is True
+    wait_for(lambda: nvim.current.buffer[:] == ["def f():", "\trun(a, b)", ""], what="first line")
+    assert tuple(nvim.current.window.cursor) == (3, 0)
+    assert wait_ghost(nvim, lambda t: t == "\tok")
+    lua(nvim, "require('local_copilot').accept_line()")
+    wait_for(lambda: nvim.current.buffer[:] == ["def f():", "\trun(a, b)", "\tok"], what="second line")
+    assert tuple(nvim.current.window.cursor) == (3, len("\tok"))
+
+
+def test_accept_with_text_after_the_cursor_does_not_duplicate_it(open_nvim: Any, phrase_server: Any) -> None:
+    nvim = open_nvim(phrase_server.url, ["def f():", "\tx = ()"])
+    nvim.command("call cursor(2, 7)")  # on the ")": insert between the autopaired brackets
+    nvim.input("i")
+    # mid-line: one line only; the existing ")" closes the outer bracket
+    assert wait_ghost(nvim, lambda t: t == "run(a, b)")
+    lua(nvim, "require('local_copilot').accept()")
+    wait_for(lambda: nvim.current.buffer[1] == "\tx = (run(a, b))", what="accepted mid-line")
+    assert tuple(nvim.current.window.cursor) == (2, len("\tx = (run(a, b)"))
+
+
+def test_typing_what_is_shown_trims_it_without_a_request(open_nvim: Any, phrase_server: Any) -> None:
+    nvim = open_nvim(phrase_server.url, ["def f():", "\t"])
+    at_end_of(nvim, 2)
+    wait_ghost(nvim, lambda t: t == PHRASE)
+    wait_for(lambda: counters(nvim).get("shown", 0) >= 1)
+    before = counters(nvim)
+    nvim.input("ru")
+    assert wait_ghost(nvim, lambda t: t == "n(a, b)\n\tok")
+    marks = extmarks(nvim)
+    assert (marks[0][1], marks[0][2]) == (1, len("\tru"))
+    wait_for(lambda: counters(nvim).get("typed_through", 0) >= before.get("typed_through", 0) + 2)
+    after = counters(nvim)
+    assert after.get("requests", 0) == before.get("requests", 0)
+    assert after.get("cache_hits", 0) == before.get("cache_hits", 0)
+
+
+def test_tab_falls_back_to_the_users_mapping_and_the_completion_menu(open_nvim: Any, phrase_server: Any) -> None:
+    nvim = open_nvim(phrase_server.url, ["alpha = 1", "alphabet = 2", "x = "], ui=True)  # the menu needs a UI
+    # the user's own <Tab>: select the next completion item when the menu is open
+    nvim.command('inoremap <expr> <Tab> pumvisible() ? "\\<C-n>" : "TAB!"')
+    nvim.exec_lua("require('local_copilot').setup(...)", {
+        "backends": {"llama.cpp": {"url": phrase_server.url}}, "debounce_ms": 0, "adaptive_debounce": False,
+        "keymaps": {"accept": "<Tab>"},
+    })
+    nvim.command("set completeopt=menu,menuone,noinsert,noselect")
+    at_end_of(nvim, 3)
+    assert wait_ghost(nvim, lambda t: t == "run(a, b)\n\tok")
+    # the built-in menu opens: the suggestion hides under it, <Tab> goes to the user's mapping
+    nvim.input("<C-r>=complete(5, ['alpha', 'alphabet']) ? '' : ''<CR>")
+    wait_for(lambda: nvim.call("pumvisible") == 1, what="completion menu")
+    wait_for(lambda: not extmarks(nvim), what="suggestion hidden under the menu")
+    nvim.input("<Tab>")
+    wait_for(lambda: nvim.current.buffer[2] == "x = alpha", what="user's <Tab> selected an item")
+    nvim.input("<C-e>")  # close the menu, restoring the typed text
+    wait_for(lambda: nvim.call("pumvisible") == 0)
+    wait_for(lambda: nvim.current.buffer[2] == "x = ")
+    # nothing is shown for the new text yet or the request gives it back; either way <Tab>
+    # accepts when shown and otherwise types the user's fallback
+    text = wait_ghost(nvim, lambda t: t == "run(a, b)\n\tok")
+    assert text
+    nvim.input("<Tab>")
+    wait_for(lambda: nvim.current.buffer[2:] == ["x = run(a, b)", "\tok"], what="<Tab> accepted")
+    lua(nvim, "require('local_copilot').disable()")
+    nvim.input("<Tab>")
+    wait_for(lambda: nvim.current.buffer[3] == "\tokTAB!", what="fallback with nothing shown")
+    assert nvim.call("maparg", "<Tab>", "i") != ""  # a mapping remains; none was removed
+
+
+def test_next_and_prev_fetch_and_cycle_alternatives(open_nvim: Any, branch_server: Any) -> None:
+    nvim = open_nvim(branch_server.url, ["def f():", "\t"], ui=True)
+    at_end_of(nvim, 2)
+    first = wait_ghost(nvim, lambda t: t in (PHRASE, "zq"))
+    assert lua(nvim, "require('local_copilot').next()") is True
+    other = {PHRASE: "zq", "zq": PHRASE}[first]
+    shown = wait_ghost(nvim, lambda t: t.startswith(other), timeout=30)
+    assert "(2/2)" in shown or any("(2/2)" in ln for ln in screen_lines(nvim))
+    assert lua(nvim, "require('local_copilot').status()") == "showing 2/2"
+    assert lua(nvim, "require('local_copilot').prev()") is True
+    wait_ghost(nvim, lambda t: t.startswith(first))
+    lua(nvim, "require('local_copilot').accept()")
+    wait_for(lambda: nvim.current.buffer[1:] == ["\t" + first.split("\n")[0]] + first.split("\n")[1:])
+
+
+def test_dismiss_and_manual_trigger(open_nvim: Any, phrase_server: Any) -> None:
+    nvim = open_nvim(phrase_server.url, ["def f():", "\t"], auto_trigger=False)
+    at_end_of(nvim, 2)
+    nvim.input("pass ")
+    assert lua(nvim, "require('local_copilot').status()") == "idle"
+    assert ghost_text(nvim) is None and counters_or_empty(nvim).get("requests", 0) == 0
+    nvim.input("<Plug>(local-copilot-trigger)")
+    assert wait_ghost(nvim, lambda t: t == PHRASE)
+    assert lua(nvim, "require('local_copilot').dismiss()") is True
+    assert ghost_text(nvim) is None
+    assert lua(nvim, "require('local_copilot').dismiss()") is False
+    assert buffer_text(nvim) == "def f():\n\tpass "
+
+
+def counters_or_empty(nvim: Any) -> dict[str, int]:
+    return counters(nvim) if nvim.exec_lua("return vim.fn.exists('*LocalCopilotCall')") else {}
+
+
+def test_screen_shows_tab_cjk_and_multiline_suggestions(open_nvim: Any, phrase_server: Any) -> None:
+    nvim = open_nvim(phrase_server.url, ["def f():", "\t名前 = 🙂"], ui=True)
+    nvim.command("set noexpandtab tabstop=8")
+    at_end_of(nvim, 2)
+    nvim.input(" + ")
+    wait_ghost(nvim, lambda t: t == PHRASE)
+    screen = screen_lines(nvim)
+    assert screen[0] == "def f():"
+    assert screen[1] == " " * 8 + "名前 = 🙂 + run(a, b)"  # the tab, wide characters, then the ghost
+    assert screen[2] == " " * 8 + "ok"  # the virtual line's tab expands like buffer text
+    assert buffer_text(nvim) == "def f():\n\t名前 = 🙂 + "  # nothing inserted
+    lua(nvim, "require('local_copilot').accept()")
+    wait_for(lambda: nvim.current.buffer[:] == ["def f():", "\t名前 = 🙂 + run(a, b)", "\tok"])
+    # the accepted tab is real text now; the next suggestion (prefetched) may follow it
+    assert screen_lines(nvim)[2].startswith(" " * 8 + "ok")
+
+
+def test_cleared_on_leave_buffer_switch_and_changes_underneath(open_nvim: Any, phrase_server: Any, tmp_path: Path) -> None:
+    nvim = open_nvim(phrase_server.url, ["def f():", "\t", "", "tail"])
+    at_end_of(nvim, 2)
+    wait_ghost(nvim, lambda t: t == PHRASE)
+    nvim.api.buf_set_lines(0, 3, 4, True, ["changed underneath"])
+    wait_for(lambda: ghost_text(nvim) != PHRASE or extmarks(nvim)[0][1] != 1, what="stale suggestion gone")
+    wait_ghost(nvim, lambda t: t == PHRASE)  # a fresh request answers for the new text
+    nvim.input("<Esc>")
+    wait_for(lambda: not extmarks(nvim), what="cleared on InsertLeave")
+    at_end_of(nvim, 2)
+    wait_ghost(nvim)
+    nvim.command(f"noautocmd stopinsert | edit {tmp_path / 'other.py'}")
+    wait_for(lambda: not nvim.exec_lua("return #vim.api.nvim_buf_get_extmarks(vim.fn.bufnr('#'), vim.api.nvim_create_namespace('local_copilot'), 0, -1, {})") , what="cleared on buffer switch")
+
+
+def test_enable_disable_filetypes_buffers_and_secret_files(open_nvim: Any, phrase_server: Any, tmp_path: Path) -> None:
+    nvim = open_nvim(phrase_server.url, ["x = "], filetypes={"python": False})
+    assert lua(nvim, "require('local_copilot').status()") == "disabled"
+    lua(nvim, "require('local_copilot').setup({ backends = { ['llama.cpp'] = { url = '%s' } }, debounce_ms = 0 })" % phrase_server.url)
+    nvim.command("let b:local_copilot_enabled = v:false")
+    assert lua(nvim, "require('local_copilot').status()") == "disabled"
+    nvim.command("unlet b:local_copilot_enabled")
+    assert lua(nvim, "require('local_copilot').status()") == "idle"
+    nvim.command("LocalCopilot disable")
+    assert lua(nvim, "require('local_copilot').status()") == "disabled"
+    nvim.command("LocalCopilot toggle")
+    assert lua(nvim, "require('local_copilot').status()") == "idle"
+    for name in (".env", "server.pem", "id_rsa", "credentials.json", ".netrc", "deploy.key"):
+        nvim.command(f"edit {tmp_path / name}")
+        nvim.command("let b:local_copilot_enabled = v:true")  # secrets stay off even so
+        assert lua(nvim, "require('local_copilot').status()") == "disabled", name
+
+
+def test_status_reports_backend_down_once(open_nvim: Any) -> None:
+    nvim = open_nvim("http://127.0.0.1:9", ["x = "])
+    at_end_of(nvim, 1)
+    nvim.input("1")
+    wait_for(lambda: lua(nvim, "require('local_copilot').status()") == "backend down", what="backend down")
+    nvim.input("2")
+    nvim.input("3")
+    messages = wait_for(lambda: nvim.exec_lua("return vim.fn.execute('messages')").strip(), what="a notification")
+    assert messages.count("cannot reach") == 1, messages
+    assert "Traceback" not in messages and "Error" not in messages.split("cannot reach")[0]
+
+
+def test_user_events_fire_on_suggestion_and_accept(open_nvim: Any, phrase_server: Any) -> None:
+    nvim = open_nvim(phrase_server.url, ["def f():", "\t"])
+    nvim.exec_lua(
+        "vim.g.events = {}\n"
+        "for _, p in ipairs({ 'LocalCopilotSuggestion', 'LocalCopilotAccept' }) do\n"
+        "  vim.api.nvim_create_autocmd('User', { pattern = p, callback = function(ev)\n"
+        "    local e = vim.g.events; e[#e + 1] = p .. ':' .. ev.data.text; vim.g.events = e end })\n"
+        "end"
+    )
+    at_end_of(nvim, 2)
+    wait_ghost(nvim, lambda t: t == PHRASE)
+    wait_for(lambda: nvim.vars["events"], what="LocalCopilotSuggestion")
+    lua(nvim, "require('local_copilot').accept()")
+    wait_for(lambda: f"LocalCopilotAccept:{PHRASE}" in nvim.vars["events"])
+    assert nvim.vars["events"][0] == f"LocalCopilotSuggestion:{PHRASE}"
