@@ -10,7 +10,7 @@ M.defaults = {
   request_during_completion = false,
   filetypes = {},
   keymaps = {},
-  context = { lines_before = 200, lines_after = 60 },
+  context = { lines_before = 200, lines_after = 60, prefix_share = 0.75, extra_tokens = 1024 },
 }
 
 -- Files whose text is never read or sent (DESIGN: secrets stay on disk).

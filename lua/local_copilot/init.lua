@@ -190,6 +190,42 @@ local function on_leave()
   end
 end
 
+-- Cross-file context: text around the cursor of buffers the user visits, writes or jumps
+-- in, and what they yank, goes to the host's ring of chunks. Never starts the host, never
+-- reads a buffer that is disabled (secrets included).
+local RING_SCOPE = 64 -- lines on each side of the cursor; the host picks a 64-line chunk
+local JUMP = 32 -- a cursor move of more lines than this is a jump worth remembering
+
+local function send_chunk(buf)
+  if not host_running() or not api.nvim_buf_is_valid(buf) or not M.buf_enabled(buf) then return end
+  if config.get('context').extra_tokens == 0 then return end
+  local win = vim.fn.bufwinid(buf)
+  local row = win ~= -1 and api.nvim_win_get_cursor(win)[1] - 1 or 0
+  local first = math.max(0, row - RING_SCOPE)
+  tell('chunk', {
+    path = api.nvim_buf_get_name(buf),
+    lines = api.nvim_buf_get_lines(buf, first, row + RING_SCOPE, false),
+    around = row - first,
+  })
+end
+
+local last_row = {}
+
+local function on_cursor_moved(ev)
+  local row = api.nvim_win_get_cursor(0)[1]
+  local prev = last_row[ev.buf]
+  last_row[ev.buf] = row
+  if prev and math.abs(row - prev) > JUMP then send_chunk(ev.buf) end
+end
+
+local function on_yank(ev)
+  if not host_running() or not M.buf_enabled(ev.buf) or config.get('context').extra_tokens == 0 then return end
+  local lines = vim.v.event.regcontents
+  if type(lines) == 'table' and #lines > 0 then
+    tell('yank', { path = api.nvim_buf_get_name(ev.buf), lines = lines })
+  end
+end
+
 -- Create the autocmds; `from_insert_enter` also handles the InsertEnter that loaded us.
 function M.attach(from_insert_enter)
   if from_insert_enter and not state.attached then vim.schedule(on_change) end
@@ -207,6 +243,10 @@ function M.attach(from_insert_enter)
     if vim.fn.pumvisible() == 0 then ghost.set_hidden(false) end
   end) end, 'show again after the completion menu')
   au('ColorScheme', M._define_highlights, 'highlight')
+  au('BufEnter', function(ev) vim.defer_fn(function() send_chunk(ev.buf) end, 100) end, 'remember this buffer for context')
+  au({ 'BufLeave', 'BufWritePost' }, function(ev) send_chunk(ev.buf) end, 'remember this buffer for context')
+  au('CursorMoved', on_cursor_moved, 'remember the region around a jump')
+  au('TextYankPost', on_yank, 'remember yanked text for context')
   api.nvim_create_autocmd('User', { group = group, pattern = 'LocalCopilotSuggestion', callback = function()
     state.waiting[api.nvim_get_current_buf()] = nil
     tell('shown', 0)

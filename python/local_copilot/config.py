@@ -49,6 +49,10 @@ class ContextConfig(_Base, frozen=True):
     # lines of the buffer around the cursor that Lua sends with each snapshot
     lines_before: PositiveInt = 200
     lines_after: NonNegInt = 60
+    # share of the local window's token budget that goes to the text before the cursor
+    prefix_share: Annotated[float, Meta(gt=0, lt=1)] = 0.75
+    # tokens for chunks of other buffers, yanks and jump sites (0 turns cross-file context off)
+    extra_tokens: NonNegInt = 1024
 
 
 class Config(_Base):

@@ -25,7 +25,9 @@ from .errors import BackendError, ConfigError
 from .log import log
 from .notify import EpisodeNotifier
 from .postprocess import PostContext, process
+from .fim_templates import ExtraChunk
 from .render import RenderPlan, candidate
+from .ring import ContextRing
 from .snapshot import Snapshot, char_to_byte_col
 from .stats import Stats
 
@@ -83,6 +85,7 @@ class Engine:
         self.estimator = TokenEstimator()
         self.cache = SuggestionCache()
         self.stats = Stats()
+        self.ring = ContextRing()
 
     # -- configuration -------------------------------------------------------------------
 
@@ -127,6 +130,13 @@ class Engine:
         for buf in set(self._tasks) | set(self._speculative):
             self.cancel(buf)
 
+    def add_chunk(self, filename: str, lines: list[str], around: int | None = None) -> None:
+        """Text of another buffer (entered, left, written, or around a cursor jump)."""
+        self.ring.add(filename, lines, around=around)
+
+    def add_yank(self, filename: str, lines: list[str]) -> None:
+        self.ring.chunk_from_yank(filename, lines)
+
     def note_accept(self, kind: str) -> None:
         self.stats.count(f"accepts_{kind}")
 
@@ -145,7 +155,13 @@ class Engine:
         cfg, backend = self.config, self.backend
         ctx = build_context(snap, lines_before=cfg.context.lines_before, lines_after=cfg.context.lines_after)
         key = context_key(ctx)
-        ctx = await self._fit(ctx, snap, backend, cfg)
+        ctx, extra_budget = await self._fit(ctx, snap, backend, cfg)
+        extra: tuple[ExtraChunk, ...] = ()
+        if extra_budget > 0 and len(self.ring):
+            local = ctx.prefix + ctx.middle + ctx.suffix
+            per_chunk = 8  # the file separator and name each chunk costs in the prompt
+            chunks = self.ring.extra_for(local, extra_budget, lambda t: self.estimator.tokens(t) + per_chunk)
+            extra = tuple(ExtraChunk(c.filename, c.text) for c in chunks)
         req = FimRequest(
             prefix=ctx.prefix,
             middle=ctx.middle,
@@ -154,6 +170,7 @@ class Engine:
             n_indent=ctx.indent_chars,
             t_max_predict_ms=cfg.t_max_predict_ms,
             path=ctx.path,
+            extra=extra,
         )
         pctx = PostContext(
             line_prefix=ctx.middle,
@@ -314,18 +331,24 @@ class Engine:
         self._succeeded()
         return [process(raw, prep.pctx, final=True).text for raw in raws]
 
-    async def _fit(self, ctx: FimContext, snap: Snapshot, backend: Backend, cfg: Config) -> FimContext:
+    async def _fit(self, ctx: FimContext, snap: Snapshot, backend: Backend, cfg: Config) -> tuple[FimContext, int]:
+        """The local window cut to fit, and the tokens left for cross-file chunks."""
         limit = await backend.context_limit()
         if not limit:
-            return ctx
+            return ctx, cfg.context.extra_tokens
         budget = limit - cfg.n_predict - self.PROMPT_OVERHEAD
         if budget < 64:
             raise ConfigError(
                 f"the server gives each request only {limit} tokens, too few for n_predict={cfg.n_predict}; "
                 "start it with a larger context per slot (-c, or fewer --parallel slots) or lower n_predict"
             )
+        # cross-file chunks get their share only when the local window leaves room for it
+        extra = min(cfg.context.extra_tokens, budget // 3)
         first_row = snap.row - len(ctx.prev_lines)
-        return fit_context(ctx, budget, self.estimator, first_row=first_row)
+        fitted = fit_context(ctx, budget - extra, self.estimator, first_row=first_row,
+                             prefix_share=cfg.context.prefix_share)
+        used = self.estimator.tokens(fitted.prefix + fitted.middle + fitted.suffix)
+        return fitted, max(0, min(extra, budget - used))
 
     def _failed(self, exc: Exception) -> None:
         self.stats.count("errors")

@@ -11,6 +11,7 @@ import msgspec
 
 from ..config import BackendConfig
 from ..errors import ServerError, ServerUnavailable
+from ..fim_templates import ExtraChunk
 
 __all__ = ["Backend", "Chunk", "FimRequest", "raise_for_status", "auth_headers", "connect_errors"]
 
@@ -23,6 +24,8 @@ class FimRequest(msgspec.Struct, frozen=True, kw_only=True):
     n_indent: int = 0
     t_max_predict_ms: int = 0
     path: str = ""
+    # chunks of other files, oldest first (stable prompt start), for repo-level FIM
+    extra: tuple[ExtraChunk, ...] = ()
     # alternatives: sample more freely, and ask for n candidates where the server can (OpenAI `n`)
     temperature: float | None = None
     n: int = 1

@@ -77,7 +77,7 @@ class LlamaCppBackend:
             "input_prefix": req.prefix,
             "input_suffix": req.suffix,
             "prompt": req.middle,
-            "input_extra": [],
+            "input_extra": [{"filename": c.filename, "text": c.text} for c in req.extra],
             "n_predict": req.n_predict,
             "n_indent": req.n_indent,
             "t_max_predict_ms": req.t_max_predict_ms,

@@ -134,7 +134,7 @@ class OpenAIBackend:
         assert self.model is not None
         body: dict[str, Any] = {
             "model": self.model.id,
-            "prompt": template.render(req.prefix + req.middle, req.suffix, path=req.path),
+            "prompt": template.render(req.prefix + req.middle, req.suffix, path=req.path, extra=req.extra),
             "max_tokens": req.n_predict,
             "temperature": self.cfg.temperature if req.temperature is None else req.temperature,
             "top_p": self.cfg.top_p,

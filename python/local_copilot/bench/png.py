@@ -154,8 +154,11 @@ def bar_chart(groups: Sequence[str], series: Sequence[tuple[str, Sequence[float 
             bx = int(x0 + i * bw)
             c.rect(bx, top + ph - h, bx + bw - 1, top + ph, PALETTE[i % len(PALETTE)])
             lab = _label(round(v, 1) if v < 100 else round(v))
-            if Canvas.text_width(lab, 1) <= bw + 4:  # value on top of the bar when it fits
-                c.text(bx + (bw - Canvas.text_width(lab, 1)) // 2, top + ph - h - 8, lab, AXIS, 1)
+            for scale in (2, 1):  # the value on top of the bar, as large as fits
+                if Canvas.text_width(lab, scale) <= bw:
+                    c.text(bx + (bw - Canvas.text_width(lab, scale)) // 2, top + ph - h - 6 * scale - 2, lab, AXIS,
+                           scale)
+                    break
         c.text(int(left + g * gw + gw / 2 - Canvas.text_width(name) / 2), top + ph + 10, name, AXIS, 2)
     c.rect(left, top, left + 2, top + ph + 1, AXIS)  # y axis
     c.rect(left, top + ph, left + pw, top + ph + 2, AXIS)  # x axis

@@ -59,7 +59,7 @@ def latency_table(results: Sequence[BackendResult], params: Params) -> list[str]
         rows.append([label, *values])
 
     lat = [r.latency for r in measured]
-    row("model", [r.model or "?" for r in measured])
+    row("model", [r.model.rsplit("/", 1)[-1] or "?" for r in measured])  # a .gguf path: its file name
     row("requests ok", [f"{x.ok}/{x.requests}" for x in lat if x])
     row("time to first token p50 (ms)", [_fmt(x.ttft_ms["p50"]) for x in lat if x])
     row("time to first token min..max (ms)", [f"{_fmt(x.ttft_ms['min'])}..{_fmt(x.ttft_ms['max'])}" for x in lat if x])

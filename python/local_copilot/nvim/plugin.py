@@ -97,6 +97,14 @@ class LocalCopilotPlugin:
                 return
             assert self._worker is not None
             self._worker.call(engine.alternatives, msgspec.convert(payload, Snapshot))
+        elif name == "chunk":
+            engine = self._start()
+            assert self._worker is not None
+            self._worker.call(engine.add_chunk, str(payload["path"]), list(payload["lines"]), payload.get("around"))
+        elif name == "yank":
+            engine = self._start()
+            assert self._worker is not None
+            self._worker.call(engine.add_yank, str(payload["path"]), list(payload["lines"]))
         elif name == "cancel":
             engine = self._start()
             assert self._worker is not None
@@ -156,6 +164,8 @@ class LocalCopilotPlugin:
     def _health(self, raw: Any) -> list[dict[str, Any]]:
         """The health report as plain data for health.lua. `raw` is the table Lua's setup()
         holds; without it, the options this host last received (and its last ConfigError)."""
+        import asyncio
+
         from .. import diagnostics
 
         engine = self._start()
@@ -167,9 +177,11 @@ class LocalCopilotPlugin:
             config_error = self.config_error
         stats = self._on_worker(engine.stats.summary)
         coro = diagnostics.collect(raw, config_error=config_error, stats=stats, log_file=log_path(), editor=True)
+        future = asyncio.run_coroutine_threadsafe(coro, self._worker.loop)
         try:
-            report = self._worker.run(coro, 45.0)
+            report = future.result(45.0)
         except Exception as exc:  # a timeout or a bug: say so in the report instead of a stack trace
+            future.cancel()  # stop its probes; Neovim has waited long enough
             log.exception("health check failed")
             return [{"name": "python3 host", "items": [{"level": "error", "message": f"the health check failed: {exc!r}",
                                                         "advice": [f"see {log_path()}"]}]}]
