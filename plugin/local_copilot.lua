@@ -23,6 +23,15 @@ vim.api.nvim_create_user_command('LocalCopilot', function(o) require('local_copi
   desc = 'local-copilot: enable|disable|toggle|status|log',
 })
 
+vim.api.nvim_create_user_command('LocalCopilotBackend', function(o)
+  require('local_copilot').attach()
+  require('local_copilot.commands').backend(o.fargs)
+end, {
+  nargs = '*',
+  complete = function() return require('local_copilot.commands').backend_names() end,
+  desc = 'local-copilot: switch backend (starting its server), auto, stop, restart; no argument shows it',
+})
+
 vim.api.nvim_create_autocmd('InsertEnter', {
   group = vim.api.nvim_create_augroup('LocalCopilotBoot', { clear = true }),
   once = true,

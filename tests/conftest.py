@@ -152,5 +152,6 @@ def nvim_env(tmp_path: Path, manifest: Path) -> dict[str, str]:
         XDG_DATA_HOME=str(tmp_path / "data"),
         XDG_CONFIG_HOME=str(tmp_path / "config"),
         LOCAL_COPILOT_LOG_DIR=str(tmp_path / "log"),
+        LOCAL_COPILOT_RUNTIME_DIR=str(tmp_path / "run"),
     )
     return env

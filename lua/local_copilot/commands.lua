@@ -29,6 +29,45 @@ local subs = {
 
 function M.names() return vim.tbl_keys(subs) end
 
+-- :LocalCopilotBackend [name|auto|stop|restart]
+function M.backend_names()
+  local config = require('local_copilot.config')
+  local names = { 'auto', 'stop', 'restart', 'llama.cpp', 'vllm', 'ollama', 'openai' }
+  for name in pairs(config.user.backends or {}) do
+    if not vim.tbl_contains(names, name) then names[#names + 1] = name end
+  end
+  return names
+end
+
+local function show_backend()
+  local lc = require('local_copilot')
+  if not lc.registered('LocalCopilotCall') then
+    return vim.notify('local-copilot: the remote plugin is not registered; run :UpdateRemotePlugins', vim.log.levels.ERROR)
+  end
+  local st = vim.fn.LocalCopilotCall('backend_status')
+  if st.error then return vim.notify('local-copilot: ' .. st.error, vim.log.levels.ERROR) end
+  local lat = st.latency or {}
+  local function pct(t) return type(t) == 'table' and ('%s/%s/%s ms'):format(t.p50, t.p95, t.p99) or '-' end
+  local lines = {
+    ('backend   %s (%s) at %s'):format(st.backend, st.kind, st.url),
+    ('model     %s'):format(st.model),
+    ('template  %s'):format(st.template),
+    ('server    %s'):format(st.server.state .. (st.server.pid ~= vim.NIL and st.server.pid and (' pid ' .. st.server.pid) or '')),
+    ('latency   first token p50/p95/p99 %s; total %s (%s requests)'):format(pct(lat.ttft_ms), pct(lat.total_ms), tostring(lat.n ~= vim.NIL and lat.n or 0)),
+  }
+  if st.pending ~= vim.NIL and st.pending then lines[#lines + 1] = 'loading   ' .. st.pending end
+  vim.notify(table.concat(lines, '\n'), vim.log.levels.INFO)
+end
+
+function M.backend(args)
+  local lc = require('local_copilot')
+  local what = args[1]
+  if not what then return show_backend() end
+  local payload = { action = 'switch', name = what }
+  if what == 'stop' or what == 'restart' then payload = { action = what, name = args[2] } end
+  lc._send_now('backend', payload)
+end
+
 function M.run(args)
   local name = args[1] or 'status'
   local fn = subs[name]

@@ -45,6 +45,16 @@ local function send(name, payload)
   vim.fn.LocalCopilotEvent(name, payload)
 end
 
+-- Send an event, starting the host if needed (commands); carries the options the first time.
+function M._send_now(name, payload)
+  if not host_ready() then return end
+  if state.sent_config_version ~= config.version then
+    state.sent_config_version = config.version
+    send('config', config.user)
+  end
+  send(name, payload)
+end
+
 -- Events the host only counts; never worth starting it for.
 local function tell(name, payload)
   if host_running() then vim.fn.LocalCopilotEvent(name, payload) end
@@ -246,6 +256,10 @@ function M.attach(from_insert_enter)
   au('BufEnter', function(ev) vim.defer_fn(function() send_chunk(ev.buf) end, 100) end, 'remember this buffer for context')
   au({ 'BufLeave', 'BufWritePost' }, function(ev) send_chunk(ev.buf) end, 'remember this buffer for context')
   au('CursorMoved', on_cursor_moved, 'remember the region around a jump')
+  au('VimLeavePre', function()
+    -- release the servers we share; the last Neovim out stops them
+    if vim.fn.exists('*LocalCopilotCall') == 1 then pcall(vim.fn.LocalCopilotCall, 'leaving') end
+  end, 'release model servers')
   au('TextYankPost', on_yank, 'remember yanked text for context')
   api.nvim_create_autocmd('User', { group = group, pattern = 'LocalCopilotSuggestion', callback = function()
     state.waiting[api.nvim_get_current_buf()] = nil

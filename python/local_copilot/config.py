@@ -14,6 +14,7 @@ import msgspec
 from msgspec import Meta
 
 from .errors import ConfigError
+from .servers.options import ServerOptions
 
 __all__ = ["BackendConfig", "Config", "ContextConfig", "BUILTIN_BACKENDS", "load_config"]
 
@@ -43,6 +44,8 @@ class BackendConfig(_Base):
     # llama.cpp sampler chain; "infill" ends a suggestion when the model is unsure (as llama.vim
     # does); "temperature" must be in the chain or the temperature option is ignored
     samplers: list[str] = msgspec.field(default_factory=lambda: ["top_k", "top_p", "temperature", "infill"])
+    # how :LocalCopilotBackend starts and supervises this backend's server
+    server: ServerOptions = ServerOptions()
 
 
 class ContextConfig(_Base, frozen=True):

@@ -180,3 +180,31 @@ def test_doctor_exit_codes(fakes: list[FakeServer], tmp_path: Path, unused_port:
     assert cli.main(["doctor", "--config", str(conf), "--json"]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert any("$.n_predict" in i["message"] for s in doc["sections"] for i in s["items"])
+
+
+def fake_exe(path: Path, script: str) -> str:
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(0o755)
+    return str(path)
+
+
+async def test_vllm_install_pitfalls_from_its_own_python(tmp_path: Path, unused_port: int) -> None:
+    """A vLLM without the fastapi pin next to fastapi 0.137, and a GCC newer than nvcc accepts:
+    found by looking at the install, before any request fails."""
+    meta = json.dumps({"vllm": "0.30.0", "dist": "vllm", "fastapi": "0.137.1", "requires": ["fastapi[standard]>=0.115"]})
+    python = fake_exe(tmp_path / "python", f"case \"$2\" in *find_spec*) exit 0;; esac\necho '{meta}'\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake_exe(bin_dir / "nvcc", "echo 'Cuda compilation tools, release 13.0, V13.0.88'\n")
+    fake_exe(bin_dir / "gcc", "echo 16.1.0\n")
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    raw = {"backend": "vllm", "backends": {"vllm": {"url": f"http://127.0.0.1:{unused_port}",
+                                                    "server": {"python": python}}}}
+    report = await collect(raw, env=env)
+    assert find(report, "backend vllm (active)", "vllm 0.30.0 in " + python)[0] == "ok"
+    level, message, advice = find(report, "backend vllm (active)", "fastapi 0.137.1")
+    assert level == "error" and "'_IncludedRouter' object has no attribute 'path'" in message
+    assert advice[0] == f"{python} -m pip install 'fastapi<0.137'"
+    level, message, advice = find(report, "backend vllm (active)", "gcc 16.1.0 is newer than CUDA 13.0")
+    assert level == "warn" and advice[0] == "export FLASHINFER_EXTRA_CUDAFLAGS=-allow-unsupported-compiler before starting vLLM"
+    assert find(report, "backend vllm (active)", "cannot reach")[0] == "error"

@@ -55,5 +55,10 @@ class NvimEditor:
             lambda: self.nvim.exec_lua("require('local_copilot')._backend_state(...)", state, message, async_=True)
         )
 
+    def backend_ready(self, name: str) -> None:
+        self.nvim.async_call(lambda: self.nvim.exec_lua(
+            "vim.api.nvim_exec_autocmds('User', { pattern = 'LocalCopilotBackendReady', modeline = false, data = { backend = ... } })",
+            name, async_=True))
+
     def call_lua(self, code: str, *args: Any) -> None:
         self.nvim.async_call(lambda: self.nvim.exec_lua(code, *args, async_=True))

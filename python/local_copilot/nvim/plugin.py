@@ -6,6 +6,7 @@ an exception in a pynvim handler would print a stack trace into :messages.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -13,6 +14,7 @@ from typing import Any, TypeVar
 import msgspec
 import pynvim
 
+from ..backend_manager import BackendManager
 from ..config import Config, load_config
 from ..engine import Engine
 from ..errors import ConfigError
@@ -48,6 +50,7 @@ class LocalCopilotPlugin:
         self._editor: NvimEditor | None = None
         self.config: Config | None = None
         self.config_error: str | None = None
+        self._backends: BackendManager | None = None
 
     def _start(self) -> Engine:
         if self._engine is None:
@@ -55,7 +58,14 @@ class LocalCopilotPlugin:
             self._editor = NvimEditor(self.nvim)
             self._worker = Worker()
             self._engine = Engine(self._editor)
+            self._backends = BackendManager(self._editor.notify, self._use_config, self._editor.backend_ready)
         return self._engine
+
+    def _use_config(self, cfg: Config) -> None:
+        """A backend switch took effect (runs on the worker loop)."""
+        self.config = cfg
+        assert self._engine is not None
+        self._engine.configure(cfg)
 
     def _configure(self, raw: Any) -> None:
         engine = self._start()
@@ -97,6 +107,20 @@ class LocalCopilotPlugin:
                 return
             assert self._worker is not None
             self._worker.call(engine.alternatives, msgspec.convert(payload, Snapshot))
+        elif name == "backend":
+            self._start()
+            assert self._worker is not None and self._backends is not None
+            if self.config is None:
+                assert self._editor is not None
+                self._editor.notify(f"local-copilot: fix the options first: {self.config_error}", "error")
+                return
+            action, target = payload.get("action", ""), payload.get("name") or self.config.backend
+            if action == "switch":
+                self._worker.call(self._backends.switch, self.config, target)
+            elif action == "stop":
+                self._worker.call(self._backends.stop, target)
+            elif action == "restart":
+                self._worker.call(self._backends.restart, self.config, target)
         elif name == "chunk":
             engine = self._start()
             assert self._worker is not None
@@ -133,6 +157,12 @@ class LocalCopilotPlugin:
             }
         if name == "ping":
             return "pong"
+        if name == "backend_status":
+            return self._backend_status()
+        if name == "leaving":  # sync, so the servers are released before Neovim exits
+            if self._backends is not None and self._worker is not None:
+                self._worker.run(asyncio.to_thread(self._backends.close), timeout=5)
+            return True
         elif name == "health":
             return self._health(args[1] if len(args) > 1 else None)
         elif name == "stats":
@@ -186,3 +216,27 @@ class LocalCopilotPlugin:
             return [{"name": "python3 host", "items": [{"level": "error", "message": f"the health check failed: {exc!r}",
                                                         "advice": [f"see {log_path()}"]}]}]
         return msgspec.to_builtins(report.sections)
+
+    def _backend_status(self) -> dict[str, Any]:
+        engine = self._start()
+        cfg = self.config
+        if cfg is None:
+            return {"error": self.config_error or "no configuration yet"}
+        active = cfg.active
+        backend = engine.backend
+        template = getattr(backend, "template", None)
+        model = getattr(backend, "model", None)
+        summary = engine.stats.summary()["backends"].get(cfg.backend, {})
+        assert self._backends is not None
+        return {
+            "backend": cfg.backend,
+            "kind": active.kind,
+            "url": active.url,
+            "model": getattr(model, "id", "") or active.model or "(server decides)",
+            "template": getattr(template, "name", "") or active.fim_template or
+                        ("server-side (/infill)" if active.kind == "llama.cpp" else "detected on first request"),
+            "server": self._backends.server_state(cfg.backend),
+            "pending": self._backends.pending,
+            "latency": {k: summary.get(k) for k in ("n", "ttft_ms", "total_ms")},
+            "names": sorted(cfg.backends),
+        }

@@ -1,0 +1,155 @@
+"""`:LocalCopilotBackend`: switch backends, starting their servers when they are not running.
+
+The previous backend keeps answering while the new one loads; the switch happens when the new
+one passes its health check. Servers started here are supervised (crash restarts with
+backoff) and shared with other Neovim instances through the supervisor's lock files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import msgspec
+
+from .config import Config
+from .errors import LocalCopilotError
+from .log import log
+from .servers.auto import detect_backend
+from .servers.options import server_options
+from .servers.supervisor import ServerEvent, Supervisor
+
+__all__ = ["BackendManager"]
+
+Notify = Callable[[str, str], None]
+PROGRESS_EVERY_S = 3.0
+
+
+class BackendManager:
+    """Runs on the worker loop. `apply(cfg)` puts a config with another active backend in force."""
+
+    def __init__(self, notify: Notify, apply: Callable[[Config], None], ready: Callable[[str], None]) -> None:
+        self._notify = notify
+        self._apply = apply
+        self._ready = ready
+        self.supervisors: dict[str, Supervisor] = {}
+        self.pending: str | None = None  # a backend whose server is loading
+        self._task: asyncio.Task[None] | None = None
+
+    # -- commands ------------------------------------------------------------------------
+
+    def switch(self, cfg: Config, name: str) -> None:
+        if name == "auto":
+            choice = detect_backend(cfg.backends)
+            self._notify(f"local-copilot: auto chose {choice.backend}: {choice.reason}", "info")
+            name = choice.backend
+        if name not in cfg.backends:
+            self._notify(f"local-copilot: unknown backend {name!r}; choose one of: auto, "
+                         f"{', '.join(sorted(cfg.backends))}", "error")
+            return
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        self._task = asyncio.get_running_loop().create_task(self._switch(cfg, name))
+
+    async def _switch(self, cfg: Config, name: str) -> None:
+        target = msgspec.structs.replace(cfg, backend=name)
+        backend = cfg.backends[name]
+        if await _healthy(backend.url, backend.kind):
+            self._switched(target, name, "already running")
+            return
+        opts = server_options(backend)
+        if opts.recipe == "none":
+            self._notify(f"local-copilot: {name} does not answer at {backend.url} and has no launch recipe "
+                         "(server.recipe = 'none'); start it yourself", "error")
+            return
+        try:
+            sup = self.supervisors.get(name) or Supervisor(name, backend, opts, on_event=self._on_event)
+        except LocalCopilotError as exc:  # e.g. a remote URL: not ours to start
+            self._notify(f"local-copilot: {exc}", "error")
+            return
+        self.supervisors[name] = sup
+        self.pending = name
+        started = time.monotonic()
+        last = [0.0]
+
+        def progress(elapsed: float, line: str) -> None:
+            if elapsed - last[0] >= PROGRESS_EVERY_S:
+                last[0] = elapsed
+                tail = f": {line}" if line else ""
+                self._notify(f"local-copilot: starting {name}... {elapsed:.0f}s{tail}", "info")
+
+        self._notify(f"local-copilot: starting {name}; completions keep coming from {cfg.backend} "
+                     "until it is ready", "info")
+        try:
+            status = await sup.start_async(progress)
+        except LocalCopilotError as exc:
+            self._notify(f"local-copilot: {exc}", "error")
+            return
+        finally:
+            self.pending = None
+        sup.start_watch_thread()
+        took = time.monotonic() - started
+        self._switched(target, name, f"{status.state} after {took:.0f}s")
+
+    def _switched(self, cfg: Config, name: str, how: str) -> None:
+        self._apply(cfg)
+        self._notify(f"local-copilot: using {name} at {cfg.backends[name].url} ({how})", "info")
+        self._ready(name)
+
+    def stop(self, name: str) -> None:
+        sup = self.supervisors.get(name)
+        if sup is None:
+            self._notify(f"local-copilot: the server of {name} was not started by this Neovim; "
+                         "use `local-copilot stop` for one started from a terminal", "warn")
+            return
+        sup.close(release=False)
+        stopped = sup.stop()
+        self._notify(f"local-copilot: {'stopped' if stopped else 'nothing to stop for'} {name}", "info")
+
+    def restart(self, cfg: Config, name: str) -> None:
+        sup = self.supervisors.get(name)
+        if sup is None:
+            self.switch(cfg, name)
+            return
+
+        async def run() -> None:
+            try:
+                await asyncio.to_thread(sup.restart)
+            except LocalCopilotError as exc:
+                self._notify(f"local-copilot: {exc}", "error")
+                return
+            self._switched(msgspec.structs.replace(cfg, backend=name), name, "restarted")
+
+        self._task = asyncio.get_running_loop().create_task(run())
+
+    def server_state(self, name: str) -> dict[str, Any]:
+        sup = self.supervisors.get(name)
+        if sup is None:
+            return {"state": "loading" if self.pending == name else "not managed"}
+        st = sup.status()
+        return {"state": st.state, "pid": st.pid, "users": st.users, "log": st.log_path, "error": st.error}
+
+    def close(self) -> None:
+        """This Neovim leaves: release the servers (the last user out stops them)."""
+        for sup in self.supervisors.values():
+            try:
+                sup.close(release=True)
+            except Exception:  # leaving must not fail
+                log.exception("releasing %s", sup.name)
+
+    def _on_event(self, event: ServerEvent) -> None:
+        log.info("server %s: %s %s", event.backend, event.kind, event.message)
+        if event.kind in ("crashed", "restarting", "failed"):
+            self._notify(f"local-copilot: {event.message}", "error" if event.kind == "failed" else "warn")
+
+
+async def _healthy(url: str, kind: str) -> bool:
+    path = "/api/version" if kind == "ollama" else "/health"
+    try:
+        async with httpx.AsyncClient(timeout=1.0, trust_env=False) as client:
+            return (await client.get(url.rstrip("/") + path)).status_code == 200
+    except httpx.HTTPError:
+        return False

@@ -1,0 +1,86 @@
+""":LocalCopilotBackend in a real Neovim: it starts a real llama-server through the launch
+recipe, switches when it is ready, shows it, restarts it after kill -9, and stops it."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from local_copilot.servers.llama_cpp import free_port
+
+from ..helpers import wait_for
+from .nvim_session import lua, start_nvim, wait_ghost
+
+pytestmark = pytest.mark.integration
+
+
+def messages(nvim: Any) -> str:
+    return nvim.exec_lua("return vim.fn.execute('messages')")
+
+
+def healthy(url: str) -> bool:
+    try:
+        return httpx.get(url + "/health", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_switch_starts_the_server_then_restart_after_kill_and_stop(
+    models: dict[str, Path], llama_bin: str, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path
+) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = dict(nvim_env, LOCAL_COPILOT_LLAMA_SERVER=llama_bin)
+    nvim = start_nvim(nvim_bin, manifest, env, setup={
+        "debounce_ms": 0, "adaptive_debounce": False, "n_predict": 4,
+        "backends": {"tiny": {"kind": "llama.cpp", "url": url, "model": str(models["x"]),
+                              "server": {"context_tokens": 2048, "parallel": 1, "restart_backoff_s": 0.2}}},
+    })
+    try:
+        nvim.exec_lua("vim.g.ready = nil; vim.api.nvim_create_autocmd('User', { pattern = 'LocalCopilotBackendReady',"
+                      " callback = function(ev) vim.g.ready = ev.data.backend end })")
+        assert not healthy(url)
+        nvim.command("LocalCopilotBackend tiny")
+        wait_for(lambda: nvim.vars.get("ready") == "tiny", timeout=60, what="LocalCopilotBackendReady")
+        assert healthy(url)
+        assert "starting tiny" in messages(nvim) and "using tiny" in messages(nvim)
+
+        nvim.command(f"edit {tmp_path / 'a.py'}")
+        nvim.input("ia = ")
+        assert wait_ghost(nvim, lambda t: t == "xxxx") == "xxxx"
+
+        status = nvim.call("LocalCopilotCall", "backend_status")
+        assert status["backend"] == "tiny" and status["url"] == url
+        assert status["server"]["state"] == "ready"
+        pid = status["server"]["pid"]
+        nvim.command("LocalCopilotBackend")  # shows it
+        assert "backend   tiny (llama.cpp)" in messages(nvim)
+
+        os.kill(pid, signal.SIGKILL)  # the watch loop restarts it
+        wait_for(lambda: nvim.call("LocalCopilotCall", "backend_status")["server"].get("pid") not in (pid, None)
+                 and healthy(url), timeout=60, what="restarted server")
+        nvim.input("<Esc>")
+        nvim.input("ob = ")
+        assert wait_ghost(nvim, lambda t: t == "xxxx", timeout=30)  # completions resume
+
+        nvim.command("LocalCopilotBackend stop tiny")
+        wait_for(lambda: not healthy(url), timeout=30, what="server stopped")
+    finally:
+        nvim.close()
+
+
+def test_unknown_backend_names_the_choices(nvim_bin: str, manifest: Path, nvim_env: dict[str, str]) -> None:
+    nvim = start_nvim(nvim_bin, manifest, nvim_env, setup={})
+    try:
+        nvim.command("LocalCopilotBackend mystery")
+        text = wait_for(lambda: "unknown backend" in messages(nvim) and messages(nvim), what="error message")
+        assert "choose one of: auto, llama.cpp, ollama, openai, vllm" in text
+        assert "Traceback" not in text
+        assert "auto" in lua(nvim, "require('local_copilot.commands').backend_names()")
+    finally:
+        nvim.close()
