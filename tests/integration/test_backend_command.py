@@ -84,3 +84,47 @@ def test_unknown_backend_names_the_choices(nvim_bin: str, manifest: Path, nvim_e
         assert "auto" in lua(nvim, "require('local_copilot.commands').backend_names()")
     finally:
         nvim.close()
+
+
+VLLM_PYTHON = Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "python"
+
+
+@pytest.mark.vllm
+def test_switch_to_vllm_starts_it_and_completions_come_from_it(
+    phrase_server: Any, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path
+) -> None:
+    if not VLLM_PYTHON.exists():
+        pytest.skip("vLLM venv missing: run `make vllm` (make test does it)")
+    from local_copilot.devtools.tiny_model import write_hf_dir
+
+    model_dir = write_hf_dir(tmp_path / "tiny-hf", favor="x")
+    url = f"http://127.0.0.1:{free_port()}"
+    nvim = start_nvim(nvim_bin, manifest, nvim_env, setup={
+        "debounce_ms": 0, "adaptive_debounce": False, "n_predict": 4,
+        # completions come from llama.cpp (the phrase model) until vLLM is ready
+        "backend": "llama.cpp",
+        "backends": {
+            "llama.cpp": {"url": phrase_server.url},
+            "vllm": {"url": url, "model": "tiny-qwen2-fim", "server": {
+                "weights": str(model_dir), "python": str(VLLM_PYTHON), "dtype": "float32",
+                "context_tokens": 2048, "max_num_seqs": 4, "startup_timeout_s": 400,
+                "env": {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1"},
+            }},
+        },
+    })
+    try:
+        nvim.exec_lua("vim.api.nvim_create_autocmd('User', { pattern = 'LocalCopilotBackendReady',"
+                      " callback = function(ev) vim.g.ready = ev.data.backend end })")
+        nvim.command(f"edit {tmp_path / 'a.py'}")
+        nvim.command("LocalCopilotBackend vllm")
+        nvim.current.buffer[:] = ["def f():", "\t"]
+        nvim.command("call cursor(2, 1)")
+        nvim.input("A")
+        assert wait_ghost(nvim, lambda t: t.startswith("run")), "the previous backend serves meanwhile"
+        nvim.input("<Esc>")
+        wait_for(lambda: nvim.vars.get("ready") == "vllm", timeout=420, what="vLLM ready")
+        nvim.input("ox = ")
+        assert wait_ghost(nvim, lambda t: t == "xxxx", timeout=60) == "xxxx"
+        assert nvim.call("LocalCopilotCall", "backend_status")["template"] == "qwen"
+    finally:
+        nvim.close()

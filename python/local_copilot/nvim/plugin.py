@@ -157,6 +157,8 @@ class LocalCopilotPlugin:
             }
         if name == "ping":
             return "pong"
+        if name == "debug_state":  # tests and bench/: what is still running (0 when idle)
+            return self._debug_state()
         if name == "backend_status":
             return self._backend_status()
         if name == "leaving":  # sync, so the servers are released before Neovim exits
@@ -180,6 +182,23 @@ class LocalCopilotPlugin:
             return fn()
 
         return self._worker.run(call(), timeout)
+
+    def _debug_state(self) -> dict[str, Any]:
+        """Requests in flight and every live task on the worker loop (tests: nothing stuck)."""
+        engine = self._start()
+        assert self._worker is not None
+        loop = self._worker.loop
+
+        def state() -> dict[str, Any]:
+            return {
+                "tasks": sum(1 for t in engine._tasks.values() if not t.done()),
+                "speculative": sum(1 for t in engine._speculative.values() if not t.done()),
+                # minus the task running this very check
+                "loop_tasks": sum(1 for t in asyncio.all_tasks(loop) if not t.done()) - 1,
+            }
+
+        result: dict[str, Any] = self._on_worker(state)
+        return result
 
     def _stats(self) -> dict[str, Any]:
         engine = self._start()
