@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 
-.PHONY: all venv vllm test test-unit demo bench clean
+.PHONY: all venv vllm test test-unit demo bench eval clean
 
 all: test
 
@@ -39,6 +39,10 @@ demo: venv
 
 bench: venv
 	$(PY) bench/run.py
+
+# post-processing on real code: CPython's standard library with realistic model junk
+eval: venv
+	$(PY) bench/postprocess_eval.py
 
 clean:
 	rm -rf $(VENV) .cache

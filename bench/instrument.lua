@@ -1,0 +1,127 @@
+-- Benchmark instrumentation, loaded into the Neovim under test (bench/harness.py).
+-- Everything is timed inside Neovim with vim.uv.hrtime, so the bench client's RPC latency
+-- does not pollute the numbers:
+--   * keys are typed by a uv timer in this process (nvim_input), their times recorded;
+--   * ghost.show is wrapped: the time a plan for the current text is drawn (extmark placed);
+--   * the plugin's main-thread work is timed: every autocmd callback of the LocalCopilot
+--     group, trigger() (snapshot + notification, run by the debounce timer) and ghost.show
+--     (render plans from the host); nested calls are counted once.
+local api, hr = vim.api, vim.uv.hrtime
+local lc = require('local_copilot')
+local ghost = require('local_copilot.ghost')
+
+local B = {
+  recording = false,
+  keys = {}, -- hrtime when each key of the burst was fed
+  key_index = 0,
+  busy = {}, -- key index -> ns of plugin main-thread work since that key
+  calls = {}, -- key index -> number of plugin callbacks since that key
+  draws = {}, -- { t, tick, final } for each drawn plan during the burst
+  snap_ns = {}, -- trigger() durations (snapshot + notification)
+  last_snap = nil,
+  depth = 0,
+}
+_G.LCB = B
+
+B.by_name = {} -- name -> { n, ns }
+local function timed(fn, on_done, name)
+  return function(...)
+    if B.depth > 0 then return fn(...) end
+    B.depth = 1
+    local t0 = hr()
+    local res = { pcall(fn, ...) }
+    local dt = hr() - t0
+    B.depth = 0
+    if B.recording then
+      local k = B.key_index
+      B.busy[k] = (B.busy[k] or 0) + dt
+      B.calls[k] = (B.calls[k] or 0) + 1
+      local e = B.by_name[name or '?'] or { n = 0, ns = 0 }
+      e.n, e.ns = e.n + 1, e.ns + dt
+      B.by_name[name or '?'] = e
+    end
+    if on_done then on_done(dt, res, ...) end
+    if not res[1] then error(res[2], 0) end
+    return unpack(res, 2, table.maxn(res))
+  end
+end
+
+-- ghost.show: render plans from the Python host
+local show = ghost.show
+ghost.show = timed(show, function(_, res, plan)
+  if not B.recording or not res[2] then return end
+  if ghost.current and ghost.text() ~= '' and #api.nvim_buf_get_extmarks(plan.buf, ghost.ns, 0, -1, { limit = 1 }) > 0 then
+    B.draws[#B.draws + 1] = { t = hr(), tick = plan.tick, final = plan.final }
+  end
+end, 'ghost.show')
+
+-- trigger(): what the debounce timer runs (buf_enabled, snapshot, rpcnotify)
+lc.trigger = timed(lc.trigger, function(dt) B.snap_ns[#B.snap_ns + 1] = dt end, 'trigger')
+
+-- capture the last snapshot sent (the Python half of the snapshot+prompt cost is timed on it)
+local event = vim.fn.LocalCopilotEvent
+vim.fn.LocalCopilotEvent = function(name, payload)
+  if name == 'snapshot' and B.capture then B.last_snap = payload end
+  return event(name, payload)
+end
+
+-- every autocmd of the plugin's group, re-created with a timed callback
+local seen = {}
+for _, au in ipairs(api.nvim_get_autocmds({ group = 'LocalCopilot' })) do
+  if type(au.callback) == 'function' then
+    if not seen[au.id] then
+      seen[au.id] = true
+      pcall(api.nvim_del_autocmd, au.id)
+    end
+    api.nvim_create_autocmd(au.event, {
+      group = 'LocalCopilot', pattern = au.pattern, once = au.once, callback = timed(au.callback, nil, au.event),
+      desc = au.desc,
+    })
+  end
+end
+
+-- Type `keys` (a list of nvim_input strings) one every `interval_ms`, from a uv timer here.
+function B.burst(keys, interval_ms)
+  B.keys, B.busy, B.calls, B.draws, B.key_index, B.by_name = {}, {}, {}, {}, 0, {}
+  B.recording = true
+  B.done = false
+  local i = 0
+  local timer = vim.uv.new_timer()
+  timer:start(0, interval_ms, function()
+    i = i + 1
+    if i > #keys then
+      timer:stop()
+      timer:close()
+      B.done = true
+      return
+    end
+    B.key_index = i
+    B.keys[i] = hr()
+    api.nvim_input(keys[i])
+  end)
+end
+
+-- The burst's record, once typing is done; `tick` is the buffer's changedtick now.
+function B.result()
+  return {
+    keys = B.keys, busy = B.busy, by_name = B.by_name, calls = B.calls, draws = B.draws, done = B.done,
+    tick = api.nvim_buf_get_changedtick(0), status = lc.status(), mode = api.nvim_get_mode().mode,
+  }
+end
+
+function B.stop() B.recording = false end
+
+-- Time trigger() (snapshot + notification) `n` times at the cursor; returns ns per call.
+function B.time_trigger(n)
+  local out = {}
+  B.capture = true
+  for i = 1, n do
+    local t0 = hr()
+    lc.trigger()
+    out[i] = hr() - t0
+  end
+  B.capture = false
+  return out
+end
+
+return true
