@@ -172,10 +172,12 @@ def test_doctor_exit_codes(llama_server: LlamaServer, tmp_path: Path) -> None:
 def test_stats_window(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], llama_server: LlamaServer,
                       tmp_path: Path) -> None:
     nv = start_nvim(nvim_bin, manifest, nvim_env, setup={
-        "backends": {"llama.cpp": {"url": llama_server.url}}, "n_predict": 6, "debounce_ms": 0})
+        "backends": {"llama.cpp": {"url": llama_server.url}}, "n_predict": 6, "debounce_ms": 0,
+        # one suggestion shown and accepted: no prefetch, and no new request after the accept
+        "speculative": False, "auto_trigger": False})
     try:
         nv.command(f"edit {tmp_path / 'a.py'}")
-        nv.input("ivalue = ")
+        nv.input("ivalue = <Plug>(local-copilot-trigger)")
         wait_ghost(nv, lambda t: t == "xxxxxx")
         assert nv.exec_lua("return require('local_copilot').accept()") is True
         nv.input("<Esc>")
