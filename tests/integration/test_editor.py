@@ -238,3 +238,23 @@ def test_user_events_fire_on_suggestion_and_accept(open_nvim: Any, phrase_server
     lua(nvim, "require('local_copilot').accept()")
     wait_for(lambda: f"LocalCopilotAccept:{PHRASE}" in nvim.vars["events"])
     assert nvim.vars["events"][0] == f"LocalCopilotSuggestion:{PHRASE}"
+
+
+def test_works_in_several_windows_and_tabs(open_nvim: Any, phrase_server: Any, tmp_path: Path) -> None:
+    nvim = open_nvim(phrase_server.url, ["def f():", "\t"])
+    nvim.command(f"vsplit {tmp_path / 'two.py'}")
+    nvim.current.buffer[:] = ["def g():", "\t"]
+    at_end_of(nvim, 2)
+    wait_ghost(nvim, lambda t: t == PHRASE)
+    nvim.input("<Esc>")
+    nvim.command("wincmd p")  # back to the first window: its suggestion is its own
+    wait_for(lambda: not extmarks(nvim), what="nothing left in the other window's buffer")
+    at_end_of(nvim, 2)
+    wait_ghost(nvim, lambda t: t == PHRASE)
+    nvim.input("<Esc>")
+    nvim.command(f"tabnew {tmp_path / 'three.py'}")
+    nvim.current.buffer[:] = ["def h():", "\t"]
+    at_end_of(nvim, 2)
+    assert wait_ghost(nvim, lambda t: t == PHRASE)  # not only on the first tab
+    lua(nvim, "require('local_copilot').accept()")
+    wait_for(lambda: nvim.current.buffer[:] == ["def h():", "\trun(a, b)", "\tok"], what="accepted in the new tab")
