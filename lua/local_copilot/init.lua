@@ -157,7 +157,10 @@ local function debounce()
   local base = config.get('debounce_ms')
   if state.last_key then
     local gap = now - state.last_key
-    if gap < 1000 then
+    -- one keystroke runs on_change twice (CursorMovedI, then TextChangedI, in the same loop
+    -- turn): a gap under 5 ms is that second event, and counting it as a keystroke pulled the
+    -- estimate down by 30% per key (bench/run.py: 90 ms/key was estimated as ~37 ms)
+    if gap >= 5 and gap < 1000 then
       state.interval = state.interval and (0.7 * state.interval + 0.3 * gap) or gap
     end
   end

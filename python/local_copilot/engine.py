@@ -71,6 +71,7 @@ class Engine:
     PROMPT_OVERHEAD = 48
     ALTERNATIVES = 3
     ALT_TEMPERATURE = 0.8
+    PARTIAL_FRAME_S = 0.016  # streamed (partial) suggestions are drawn at most this often
 
     def __init__(self, editor: Editor, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.editor = editor
@@ -204,14 +205,35 @@ class Engine:
             return
         self.stats.count("requests")
         shown = ""
+        # At most one partial plan per frame (the first at once, the final always): a fast server
+        # streams ~1,000 tokens/s, and a plan per token cost Neovim a draw and the host an RPC
+        # per token (bench/run.py measured ~2 ms of Neovim main thread per keystroke from it).
+        loop = asyncio.get_running_loop()
+        last_draw = float("-inf")
+        pending: asyncio.TimerHandle | None = None
+
+        def draw() -> None:
+            nonlocal last_draw, pending
+            pending = None
+            last_draw = loop.time()
+            self.editor.show(self._plan(snap, [shown], final=False))
 
         def on_text(text: str) -> None:
-            nonlocal shown
-            if text != shown:
-                shown = text
-                self.editor.show(self._plan(snap, [text], final=False))
+            nonlocal shown, pending
+            if text == shown:
+                return
+            shown = text
+            wait = last_draw + self.PARTIAL_FRAME_S - loop.time()
+            if wait <= 0:
+                draw()
+            elif pending is None:
+                pending = loop.call_later(wait, draw)
 
-        final = await self._stream(prep, on_text)
+        try:
+            final = await self._stream(prep, on_text)
+        finally:
+            if pending is not None:
+                pending.cancel()
         if final is None:
             return
         self.cache.put(prep.key, final)

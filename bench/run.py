@@ -1,0 +1,425 @@
+"""`make bench`: every budget of DESIGN.md, measured against a real headless Neovim and the
+deterministic tiny llama-server, printed as a table and written to bench/results/*.json.
+
+What runs (see README, "Benchmarks"):
+
+* typing bursts: 8 keys at 90 ms/key, typed inside Neovim by a uv timer (nvim_input), text
+  that never matches the suggestion ("xxxx..."), then a pause until everything settles.
+  Measured per burst, all inside Neovim with vim.uv.hrtime (bench/instrument.lua):
+    (a) last key fed -> first drawn suggestion for that text (ghost.show placed the extmark)
+    (c) plugin main-thread time per key: autocmd callbacks, trigger() and ghost.show
+  and outside it:
+    (b) llama-server --metrics deltas: tokens predicted, prompt tokens evaluated (not cached),
+        against n_predict and one full prompt (/slots n_prompt_tokens of the last request)
+    (d) the Python host's utime+stime (/proc/PID/stat) per key, and its VmRSS
+  The bursts run once per settings profile: the defaults first, then the others listed.
+* (e) snapshot + prompt on a 1,000- vs a 100,000-line buffer: trigger() in Neovim (snapshot and
+  notification) plus build_context + fit_context in Python on the very snapshot Lua sent.
+* (f) `nvim --startuptime` with and without the plugin installed (pack/*/start + manifest).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import harness as H  # noqa: E402
+
+from local_copilot.budget import TokenEstimator, fit_context  # noqa: E402
+from local_copilot.context import build_context  # noqa: E402
+from local_copilot.snapshot import Snapshot  # noqa: E402
+
+import msgspec  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+INTERVAL_MS = 90
+KEYS_PER_BURST = 8
+N_PREDICT = 128  # the default; every profile uses it
+
+# Settings profiles for the typing bursts. The defaults come first: they are the verdict.
+PROFILES: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "no-debounce": {"debounce_ms": 0, "adaptive_debounce": False},
+    "no-debounce+no-speculative": {"debounce_ms": 0, "adaptive_debounce": False, "speculative": False},
+}
+
+# 8 keys each, code-like, never starting a run of "x" (the suggestion): no typed-through
+BURSTS = [
+    "total = ", "count + ", "return v", "self.nam", "if a > b", "for i in", "print(s)", "values[i",
+    "name = f", "await q.", "data = d", "yield it", "b = a[1]", "result =", "path / n", "lines[0]",
+    "args = p", "key in d", "not done", "size - 1", "obj.item", "raise Va", "level = ", "import o",
+]
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * p / 100
+    lo = int(k)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+# ------------------------------------------------------------------------------ the sample file
+
+
+def sample_source(n_lines: int) -> list[str]:
+    """Plausible Python, `n_lines` long (functions and a class, ~35 bytes per line)."""
+    out: list[str] = ["import os", "import sys", "from pathlib import Path", ""]
+    i = 0
+    while len(out) < n_lines:
+        out += [
+            f"def handle_{i}(request, config):",
+            f'    """Handle request number {i} with the given config."""',
+            "    items = [item for item in request.items if item.enabled]",
+            f"    limit = config.get('limit_{i}', {i % 50 + 10})",
+            "    for index, item in enumerate(items[:limit]):",
+            "        if item.name.startswith('_'):",
+            "            continue",
+            f"        request.log.append((index, item.name, {i}))",
+            "    return len(items)",
+            "",
+        ]
+        i += 1
+    return out[:n_lines]
+
+
+# ------------------------------------------------------------------------------ typing bursts
+
+
+class Burster:
+    def __init__(self, nvim: Any, server_url: str) -> None:
+        self.nvim = nvim
+        self.url = server_url
+
+    def server_idle(self) -> bool:
+        slots = H.httpx.get(self.url + "/slots", timeout=5, trust_env=False).json()
+        return not any(s.get("is_processing") for s in slots)
+
+    def settle(self, timeout: float = 20.0) -> None:
+        """Until nothing runs: the server idle on 3 polls in a row (a speculative request
+        starts right after a suggestion is drawn, so one idle poll is not enough)."""
+        deadline = time.monotonic() + timeout
+        idle = 0
+        while idle < 3:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the server did not go idle")
+            idle = idle + 1 if self.server_idle() else 0
+            time.sleep(0.03)
+
+    def ghost_for_current_text(self) -> bool:
+        return bool(self.nvim.exec_lua(
+            "local g = require('local_copilot.ghost')\n"
+            "return g.current ~= nil and g.current.tick == vim.api.nvim_buf_get_changedtick(0) and g.text() ~= ''"))
+
+    def new_line(self) -> None:
+        self.nvim.input("<CR>")
+        H.wait_for(self.ghost_for_current_text, timeout=20, what="a suggestion on the new line")
+        self.settle()
+
+    def burst(self, text: str, pid: int) -> dict[str, Any]:
+        nvim = self.nvim
+        self.new_line()
+        m0, cpu0 = H.metrics(self.url), H.proc_cpu_s(pid)
+        nvim.exec_lua("LCB.burst(...)", list(text), INTERVAL_MS)
+        H.wait_for(lambda: nvim.exec_lua("return LCB.done"), timeout=20, what="the burst typed")
+        H.wait_for(self.ghost_for_current_text, timeout=20, what="a suggestion after the burst")
+        self.settle()
+        cpu1, m1 = H.proc_cpu_s(pid), H.metrics(self.url)
+        res = nvim.exec_lua("return LCB.result()")
+        nvim.exec_lua("LCB.stop()")
+        slots = H.httpx.get(self.url + "/slots", timeout=5, trust_env=False).json()
+        keys = res["keys"]
+        last = keys[-1]
+        draws = [d for d in res["draws"] if d["tick"] == res["tick"] and d["t"] >= last]
+        latency = (draws[0]["t"] - last) / 1e6 if draws else None
+        busy = res["busy"]
+        if isinstance(busy, dict):  # a Lua table with holes arrives as a map
+            busy = [busy.get(i, busy.get(str(i), 0)) for i in range(1, KEYS_PER_BURST + 1)]
+        else:
+            busy = (list(busy) + [0] * KEYS_PER_BURST)[:KEYS_PER_BURST]
+        d = {k: m1.get(k, 0) - m0.get(k, 0) for k in m1}
+        return {
+            "text": text,
+            "keys_ms": [(k - keys[0]) / 1e6 for k in keys],
+            "latency_ms": latency,
+            "main_thread_ms_per_key": [b / 1e6 for b in busy],
+            "main_thread_by_callback_ms": {k: round(v["ns"] / 1e6, 3) for k, v in (res.get("by_name") or {}).items()},
+            "tokens_predicted": d.get("llamacpp:tokens_predicted_total", 0),
+            "prompt_tokens": d.get("llamacpp:prompt_tokens_total", 0),
+            "prompt_tokens_cached": d.get("llamacpp:prompt_tokens_cached_total", 0),
+            "full_prompt": max((s.get("n_prompt_tokens", 0) for s in slots), default=0),
+            "host_cpu_ms_per_key": (cpu1 - cpu0) * 1000 / KEYS_PER_BURST,
+        }
+
+
+def run_profile(name: str, opts: dict[str, Any], server: Any, env: dict[str, str], nvim_bin: str, manifest: Path,
+                workdir: Path, bursts: int, warmup: int) -> dict[str, Any]:
+    setup = {"backends": {"llama.cpp": {"url": server.url}}, **opts}
+    nvim = H.start_nvim(nvim_bin, manifest, env, setup)
+    try:
+        path = workdir / "sample.py"
+        path.write_text("\n".join(sample_source(400)) + "\n")
+        nvim.command(f"edit {path}")
+        nvim.command("call cursor(200, 1)")
+        nvim.input("A")
+        b = Burster(nvim, server.url)
+        H.wait_for(b.ghost_for_current_text, timeout=60, what="the first suggestion (host start)")
+        b.settle()
+        pid = H.host_pid(nvim)
+        samples: list[dict[str, Any]] = []
+        for i in range(warmup + bursts):
+            text = BURSTS[i % len(BURSTS)]
+            s = b.burst(text, pid)
+            if i >= warmup:
+                samples.append(s)
+            log(f"  {name} burst {i + 1 - warmup if i >= warmup else 'warm-up'}: "
+                f"{s['latency_ms'] if s['latency_ms'] is None else round(s['latency_ms'], 1)} ms, "
+                f"{s['tokens_predicted']:.0f} tokens, {s['prompt_tokens']:.0f} prompt tokens")
+        state = nvim.call("LocalCopilotCall", "debug_state")
+        rss_kb = H.proc_rss_kb(pid)
+        counters = nvim.call("LocalCopilotCall", "status")["stats"]["counters"]
+        messages = nvim.exec_lua("return vim.fn.execute('messages')")
+    finally:
+        nvim.close()
+    lat = [s["latency_ms"] for s in samples if s["latency_ms"] is not None]
+    per_key = [v for s in samples for v in s["main_thread_ms_per_key"]]
+    return {
+        "settings": {"debounce_ms": 20, "adaptive_debounce": True, "speculative": True, "n_predict": N_PREDICT, **opts},
+        "bursts": len(samples),
+        "missing_suggestions": sum(1 for s in samples if s["latency_ms"] is None),
+        "latency_ms": {"p50": pct(lat, 50), "p90": pct(lat, 90), "min": min(lat, default=float("nan")),
+                       "max": max(lat, default=float("nan"))},
+        "tokens_predicted_per_burst": statistics.median(s["tokens_predicted"] for s in samples),
+        "prompt_tokens_per_burst": statistics.median(s["prompt_tokens"] for s in samples),
+        "full_prompt_tokens": statistics.median(s["full_prompt"] for s in samples),
+        "main_thread_ms_per_key": {"p50": pct(per_key, 50), "p90": pct(per_key, 90),
+                                   "mean": statistics.fmean(per_key) if per_key else float("nan")},
+        "main_thread_by_callback_ms_per_key": _by_callback(samples),
+        "host_cpu_ms_per_key": {"p50": pct([s["host_cpu_ms_per_key"] for s in samples], 50),
+                                "mean": statistics.fmean(s["host_cpu_ms_per_key"] for s in samples)},
+        "host_rss_mb": rss_kb / 1024,
+        "host_counters": counters,
+        "host_state_after": state,
+        "errors_in_messages": [ln for ln in messages.splitlines() if "local-copilot" in ln or "Error" in ln],
+        "samples": samples,
+    }
+
+
+def _by_callback(samples: list[dict[str, Any]]) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for s in samples:
+        for k, v in s["main_thread_by_callback_ms"].items():
+            total[k] = total.get(k, 0.0) + v
+    keys = len(samples) * KEYS_PER_BURST or 1
+    return {k: round(v / keys, 4) for k, v in sorted(total.items())}
+
+
+# ------------------------------------------------------------------------------ (e) snapshot cost
+
+
+def snapshot_cost(server: Any, env: dict[str, str], nvim_bin: str, manifest: Path, workdir: Path,
+                  reps: int) -> dict[str, Any]:
+    """trigger() in Neovim + build_context/fit_context in Python, 1,000 vs 100,000 lines."""
+    setup = {"backends": {"llama.cpp": {"url": server.url}}, "auto_trigger": False}
+    nvim = H.start_nvim(nvim_bin, manifest, env, setup)
+    out: dict[str, Any] = {}
+    try:
+        # the plugin turns itself off above 1 MiB (config.lua max_file_bytes); 100,000 lines of
+        # real code are ~3.5 MB, so lift the limit here to measure the path that does the work
+        nvim.exec_lua("require('local_copilot.config').max_file_bytes = math.huge")
+        bufs = {}
+        for n in (1_000, 100_000):
+            path = workdir / f"big_{n}.py"
+            path.write_text("\n".join(sample_source(n)) + "\n")
+            nvim.command(f"edit {path}")
+            bufs[n] = nvim.current.buffer.number
+        nvim.command(f"buffer {bufs[1_000]}")
+        nvim.input("A")  # insert mode; starts the host on the first trigger below
+        nvim.exec_lua("LCB.time_trigger(1)")
+        H.wait_for(lambda: nvim.exec_lua("return vim.fn.exists('*LocalCopilotEvent') == 1"), timeout=60)
+        est = TokenEstimator()
+        budget = 4096 - N_PREDICT - 48 - 1024 // 3  # n_ctx - n_predict - overhead - extra share
+        lua_ns: dict[int, list[float]] = {1_000: [], 100_000: []}
+        py_ns: dict[int, list[float]] = {1_000: [], 100_000: []}
+        for _ in range(5):  # interleaved rounds: noise hits both sizes alike
+            for n in (1_000, 100_000):
+                nvim.command("stopinsert")
+                nvim.command(f"buffer {bufs[n]}")
+                nvim.command(f"call cursor({n // 2}, 1)")
+                nvim.input("A")
+                H.wait_for(lambda: nvim.api.get_mode()["mode"] == "i", timeout=10)
+                lua_ns[n] += nvim.exec_lua("return LCB.time_trigger(...)", reps // 5)
+                raw = nvim.exec_lua("return LCB.last_snap")
+                raw.pop("config", None)
+                for _ in range(reps // 5):
+                    t0 = time.perf_counter_ns()
+                    snap = msgspec.convert(raw, Snapshot)
+                    ctx = build_context(snap, lines_before=200, lines_after=60)
+                    fit_context(ctx, budget, est, first_row=snap.row - len(ctx.prev_lines))
+                    py_ns[n].append(time.perf_counter_ns() - t0)
+    finally:
+        nvim.close()
+    for n in (1_000, 100_000):
+        lua_us, py_us = statistics.median(lua_ns[n]) / 1000, statistics.median(py_ns[n]) / 1000
+        out[str(n)] = {"lua_snapshot_us": lua_us, "python_prompt_us": py_us, "total_us": lua_us + py_us}
+    out["ratio"] = out["100000"]["total_us"] / out["1000"]["total_us"]
+    return out
+
+
+# ------------------------------------------------------------------------------ (f) startup
+
+
+def startup_cost(nvim_bin: str, manifest: Path, workdir: Path, runs: int) -> dict[str, Any]:
+    """`nvim --startuptime` with the plugin installed as users do (a pack/*/start directory and
+    the :UpdateRemotePlugins manifest) and without it; interleaved runs, medians."""
+    base = workdir / "startup"
+    with_data, without_data = base / "with" / "data", base / "without" / "data"
+    pack = with_data / "nvim" / "site" / "pack" / "bench" / "start"
+    pack.mkdir(parents=True, exist_ok=True)
+    without_data.mkdir(parents=True, exist_ok=True)
+    link = pack / "local-copilot.nvim"
+    if not link.exists():
+        link.symlink_to(H.REPO, target_is_directory=True)
+    cfg = base / "config"
+    cfg.mkdir(parents=True, exist_ok=True)
+    times: dict[str, list[float]] = {"with": [], "without": []}
+    for i in range(runs * 2):
+        which = "with" if i % 2 == 0 else "without"
+        log_file = base / f"startup-{which}.log"
+        log_file.unlink(missing_ok=True)
+        env = dict(os.environ, XDG_CONFIG_HOME=str(cfg), XDG_DATA_HOME=str(with_data if which == "with" else without_data),
+                   XDG_STATE_HOME=str(base / "state"), NVIM_RPLUGIN_MANIFEST=str(manifest if which == "with" else base / "none.vim"))
+        subprocess.run([nvim_bin, "--headless", "-n", "-i", "NONE", "--cmd", f"let g:python3_host_prog = '{sys.executable}'",
+                        "--startuptime", str(log_file), "+qa!"], env=env, check=True, timeout=60, capture_output=True)
+        lines = [ln for ln in log_file.read_text().splitlines() if "NVIM STARTED" in ln]
+        times[which].append(float(lines[-1].split()[0]))
+    added = statistics.median(times["with"]) - statistics.median(times["without"])
+    # the plugin's own files, from a run with it installed
+    own = [ln for ln in (base / "startup-with.log").read_text().splitlines() if "local_copilot" in ln or "rplugin" in ln]
+    return {"runs": runs, "with_ms": statistics.median(times["with"]), "without_ms": statistics.median(times["without"]),
+            "added_ms": added, "plugin_lines": own}
+
+
+# ------------------------------------------------------------------------------ report
+
+
+def budgets(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+
+    def row(what: str, budget: str, value: str, ok: bool, profile: str = "") -> None:
+        rows.append({"budget": what, "limit": budget, "measured": value, "pass": ok, "profile": profile})
+
+    for name, p in doc["profiles"].items():
+        lat = p["latency_ms"]
+        row("last key -> ghost text (p50)", "<= 10 ms", f"{lat['p50']:.1f} ms", lat["p50"] <= 10, name)
+        row("last key -> ghost text (p90)", "<= 25 ms", f"{lat['p90']:.1f} ms", lat["p90"] <= 25, name)
+        tok = p["tokens_predicted_per_burst"]
+        row("tokens generated / burst", f"<= {1.5 * N_PREDICT:.0f} (1.5 x n_predict)",
+            f"{tok:.0f} ({tok / N_PREDICT:.2f} x)", tok <= 1.5 * N_PREDICT, name)
+        pr, full = p["prompt_tokens_per_burst"], p["full_prompt_tokens"]
+        row("prompt tokens evaluated / burst", f"<= {2 * full:.0f} (2 x {full:.0f})",
+            f"{pr:.0f} ({pr / full:.2f} x)" if full else f"{pr:.0f}", bool(full) and pr <= 2 * full, name)
+        mt = p["main_thread_ms_per_key"]
+        row("Neovim main thread / key (p50)", "<= 0.2 ms", f"{mt['p50']:.3f} ms (mean {mt['mean']:.3f})",
+            mt["p50"] <= 0.2, name)
+        cpu = p["host_cpu_ms_per_key"]
+        row("Python host CPU / key", "<= 1 ms", f"{cpu['mean']:.2f} ms (p50 of bursts {cpu['p50']:.2f})",
+            cpu["mean"] <= 1, name)
+        row("Python host RSS", "<= 80 MB", f"{p['host_rss_mb']:.1f} MB", p["host_rss_mb"] <= 80, name)
+    if "snapshot" in doc:
+        s = doc["snapshot"]
+        row("snapshot + prompt, 100k vs 1k lines", "<= 1.5 x",
+            f"{s['ratio']:.2f} x ({s['1000']['total_us']:.0f} -> {s['100000']['total_us']:.0f} us)", s["ratio"] <= 1.5)
+    if "startup" in doc:
+        st = doc["startup"]
+        row("added to nvim --startuptime", "<= 2 ms", f"{st['added_ms']:.2f} ms (median of {st['runs']})",
+            st["added_ms"] <= 2)
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = ("budget", "limit", "measured", "", "settings")
+    body = [(r["budget"], r["limit"], r["measured"], "PASS" if r["pass"] else "FAIL", r["profile"]) for r in rows]
+    widths = [max(len(str(x[i])) for x in [head, *body]) for i in range(len(head))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    lines = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
+    lines += [fmt.format(*b) for b in body]
+    return "\n".join(ln.rstrip() for ln in lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bursts", type=int, default=20, help="measured typing bursts per profile")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--profiles", default=",".join(PROFILES), help="comma-separated, from: " + ", ".join(PROFILES))
+    ap.add_argument("--reps", type=int, default=200, help="snapshot timings per buffer size")
+    ap.add_argument("--startup-runs", type=int, default=15)
+    ap.add_argument("--skip", default="", help="comma-separated parts to skip: bursts,snapshot,startup")
+    ap.add_argument("--out", type=Path, default=None, help="JSON file (default bench/results/bench-TIME.json)")
+    args = ap.parse_args(argv)
+    skip = set(filter(None, args.skip.split(",")))
+
+    nvim_bin = H.nvim_binary()
+    doc: dict[str, Any] = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                    "nvim": subprocess.run([nvim_bin, "--version"], capture_output=True, text=True).stdout.split("\n")[0]},
+        "typing": {"keys_per_burst": KEYS_PER_BURST, "interval_ms": INTERVAL_MS, "n_predict": N_PREDICT},
+        "profiles": {},
+    }
+    with tempfile.TemporaryDirectory(prefix="lc-bench-") as tmp:
+        workdir = Path(tmp)
+        manifest = H.make_manifest(nvim_bin, workdir)
+        env = H.nvim_env(workdir, manifest)
+        log("starting the tiny llama-server ...")
+        with H.tiny_server(workdir, extra=["--slots"]) as server:
+            if "bursts" not in skip:
+                for name in [p.strip() for p in args.profiles.split(",") if p.strip()]:
+                    log(f"typing bursts, settings: {name} {PROFILES[name]}")
+                    doc["profiles"][name] = run_profile(name, PROFILES[name], server, env, nvim_bin, manifest, workdir,
+                                                        args.bursts, args.warmup)
+            if "snapshot" not in skip:
+                log("snapshot + prompt cost, 1,000 vs 100,000 lines ...")
+                doc["snapshot"] = snapshot_cost(server, env, nvim_bin, manifest, workdir, args.reps)
+        if "startup" not in skip:
+            log("startup time ...")
+            doc["startup"] = startup_cost(nvim_bin, manifest, workdir, args.startup_runs)
+    doc["budgets"] = budgets(doc)
+    print(table(doc["budgets"]))
+    for name, p in doc["profiles"].items():
+        print(f"\n[{name}] main thread per key by callback (ms): {p['main_thread_by_callback_ms_per_key']}")
+        print(f"[{name}] host counters: {p['host_counters']}; after the bursts: {p['host_state_after']}")
+    if "snapshot" in doc:
+        s = doc["snapshot"]
+        print(f"\nsnapshot (us): 1k lines lua {s['1000']['lua_snapshot_us']:.0f} + python {s['1000']['python_prompt_us']:.0f};"
+              f" 100k lines lua {s['100000']['lua_snapshot_us']:.0f} + python {s['100000']['python_prompt_us']:.0f}")
+    if "startup" in doc:
+        st = doc["startup"]
+        print(f"startup (ms): with {st['with_ms']:.2f}, without {st['without_ms']:.2f}")
+    out = args.out or RESULTS / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1, default=str))
+    (out.parent / "latest.json").write_text(json.dumps(doc, indent=1, default=str)) if out.parent == RESULTS else None
+    print(f"\nwrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""One typing session, three backends: the real llama-server and the real vLLM (each behind a
+recording proxy, so the requests they received are asserted) and a FAKE Ollama (it cannot
+be installed here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..fakes.fake_ollama import QWEN_TEMPLATE, fake_ollama
+from ..fakes.recording_proxy import RecordingProxy
+from .nvim_session import start_nvim, wait_ghost
+
+pytestmark = pytest.mark.integration
+
+LINES = ["import os", "", "def main():", "\tpath = ", "\treturn path"]
+
+
+def session(nvim_bin: str, manifest: Path, env: dict[str, str], tmp_path: Path, setup: dict[str, Any],
+            expect: str) -> str:
+    """Type in a buffer; return the suggestion once it is complete."""
+    nvim = start_nvim(nvim_bin, manifest, env, setup={"debounce_ms": 0, "adaptive_debounce": False,
+                                                      "n_predict": 8, "speculative": False, **setup})
+    try:
+        nvim.command(f"edit {tmp_path / 'main.py'}")
+        nvim.current.buffer[:] = LINES
+        nvim.command("call cursor(4, 1)")
+        nvim.input("Aos.")
+        return wait_ghost(nvim, lambda t: t == expect, timeout=60)
+    finally:
+        nvim.close()
+
+
+def test_llama_cpp(llama_server: Any, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
+    proxy = RecordingProxy(llama_server.port)
+    try:
+        shown = session(nvim_bin, manifest, nvim_env, tmp_path, {"backends": {"llama.cpp": {"url": proxy.url}}}, "xxxxxxxx")
+        assert shown == "xxxxxxxx"
+        body = proxy.bodies("/infill")[-1]
+        assert body["input_prefix"] == "import os\n\ndef main():\n"
+        assert body["prompt"] == "\tpath = os."
+        assert body["input_suffix"] == "\n\treturn path"
+        assert body["n_predict"] == 8 and body["stream"] is True and body["cache_prompt"] is True
+        assert body["n_indent"] == 1 and body["t_max_predict_ms"] == 500
+    finally:
+        proxy.close()
+
+
+@pytest.mark.vllm
+def test_vllm(vllm_server: str, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
+    proxy = RecordingProxy(int(vllm_server.rsplit(":", 1)[1]))
+    try:
+        shown = session(nvim_bin, manifest, nvim_env, tmp_path,
+                        {"backend": "vllm", "backends": {"vllm": {"url": proxy.url}}}, "xxxxxxxx")
+        assert shown == "xxxxxxxx"
+        body = proxy.bodies("/v1/completions")[-1]
+        assert body["prompt"] == ("<|fim_prefix|>import os\n\ndef main():\n\tpath = os.<|fim_suffix|>"
+                                  "\n\treturn path<|fim_middle|>")
+        assert body["model"] == "tiny-qwen2-fim" and body["max_tokens"] == 8 and "suffix" not in body
+        assert body["stop"] == ["<|endoftext|>", "<|im_end|>", "<|fim_prefix|>", "<|fim_middle|>"]
+        # the Qwen stop tokens, as ids of the served tokenizer (the tiny vocab, not Qwen's 151643...)
+        assert body["stop_token_ids"] == [262, 264, 265, 266, 267, 268, 269, 270]
+        assert body["skip_special_tokens"] is False and body["temperature"] == 0.1
+    finally:
+        proxy.close()
+
+
+def test_ollama_fake(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
+    server = fake_ollama({"qwen2.5-coder:1.5b-base": {"family": "qwen2", "template": QWEN_TEMPLATE,
+                                                      "capabilities": ["completion", "insert"]}}, ["xx", "xx"])
+    try:
+        shown = session(nvim_bin, manifest, nvim_env, tmp_path, {
+            "backend": "ollama", "backends": {"ollama": {"url": server.url, "model": "qwen2.5-coder:1.5b-base"}}}, "xxxx")
+        assert shown == "xxxx"
+        body = [b for p, b in server.requests if p == "/api/generate"][-1]
+        assert body["raw"] is True and body["prompt"].startswith("<|fim_prefix|>import os")
+        assert body["prompt"].endswith("\tpath = os.<|fim_suffix|>\n\treturn path<|fim_middle|>")
+        assert body["options"]["num_predict"] == 8 and "<|fim_pad|>" in body["options"]["stop"]
+        assert body["keep_alive"]
+    finally:
+        server.close()
