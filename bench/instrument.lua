@@ -82,7 +82,7 @@ end
 
 -- Type `keys` (a list of nvim_input strings) one every `interval_ms`, from a uv timer here.
 function B.burst(keys, interval_ms)
-  B.keys, B.busy, B.calls, B.draws, B.key_index, B.by_name = {}, {}, {}, {}, 0, {}
+  B.keys, B.busy, B.calls, B.draws, B.key_index, B.by_name, B.snap_ns = {}, {}, {}, {}, 0, {}, {}
   B.recording = true
   B.done = false
   local i = 0
@@ -104,7 +104,7 @@ end
 -- The burst's record, once typing is done; `tick` is the buffer's changedtick now.
 function B.result()
   return {
-    keys = B.keys, busy = B.busy, by_name = B.by_name, calls = B.calls, draws = B.draws, done = B.done,
+    keys = B.keys, busy = B.busy, by_name = B.by_name, trigger_ns = B.snap_ns, calls = B.calls, draws = B.draws, done = B.done,
     tick = api.nvim_buf_get_changedtick(0), status = lc.status(), mode = api.nvim_get_mode().mode,
   }
 end

@@ -133,6 +133,18 @@ class Burster:
         H.wait_for(self.ghost_for_current_text, timeout=20, what="a suggestion on the new line")
         self.settle()
 
+    def single_key(self, key: str) -> float | None:
+        """One key typed after a pause (nothing running): key fed -> suggestion drawn, ms."""
+        nvim = self.nvim
+        nvim.exec_lua("LCB.burst(...)", [key], INTERVAL_MS)
+        H.wait_for(lambda: nvim.exec_lua("return LCB.done"), timeout=20, what="the key typed")
+        H.wait_for(self.ghost_for_current_text, timeout=20, what="a suggestion after the key")
+        res = nvim.exec_lua("return LCB.result()")
+        nvim.exec_lua("LCB.stop()")
+        self.settle()
+        draws = [d for d in res["draws"] if d["tick"] == res["tick"] and d["t"] >= res["keys"][-1]]
+        return (draws[0]["t"] - res["keys"][-1]) / 1e6 if draws else None
+
     def burst(self, text: str, pid: int) -> dict[str, Any]:
         nvim = self.nvim
         self.new_line()
@@ -155,11 +167,14 @@ class Burster:
         else:
             busy = (list(busy) + [0] * KEYS_PER_BURST)[:KEYS_PER_BURST]
         d = {k: m1.get(k, 0) - m0.get(k, 0) for k in m1}
+        after_pause = self.single_key(" ")
         return {
+            "after_pause_latency_ms": after_pause,
             "text": text,
             "keys_ms": [(k - keys[0]) / 1e6 for k in keys],
             "latency_ms": latency,
             "main_thread_ms_per_key": [b / 1e6 for b in busy],
+            "trigger_us": [t / 1000 for t in res.get("trigger_ns") or []],
             "main_thread_by_callback_ms": {k: round(v["ns"] / 1e6, 3) for k, v in (res.get("by_name") or {}).items()},
             "tokens_predicted": d.get("llamacpp:tokens_predicted_total", 0),
             "prompt_tokens": d.get("llamacpp:prompt_tokens_total", 0),
@@ -206,12 +221,16 @@ def run_profile(name: str, opts: dict[str, Any], server: Any, env: dict[str, str
         "missing_suggestions": sum(1 for s in samples if s["latency_ms"] is None),
         "latency_ms": {"p50": pct(lat, 50), "p90": pct(lat, 90), "min": min(lat, default=float("nan")),
                        "max": max(lat, default=float("nan"))},
+        "after_pause_latency_ms": {"p50": pct([s["after_pause_latency_ms"] for s in samples
+                                               if s["after_pause_latency_ms"] is not None], 50)},
         "tokens_predicted_per_burst": statistics.median(s["tokens_predicted"] for s in samples),
         "prompt_tokens_per_burst": statistics.median(s["prompt_tokens"] for s in samples),
         "full_prompt_tokens": statistics.median(s["full_prompt"] for s in samples),
         "main_thread_ms_per_key": {"p50": pct(per_key, 50), "p90": pct(per_key, 90),
                                    "mean": statistics.fmean(per_key) if per_key else float("nan")},
         "main_thread_by_callback_ms_per_key": _by_callback(samples),
+        "trigger_us": {"p50": pct([t for s in samples for t in s["trigger_us"]], 50),
+                       "p90": pct([t for s in samples for t in s["trigger_us"]], 90)},
         "host_cpu_ms_per_key": {"p50": pct([s["host_cpu_ms_per_key"] for s in samples], 50),
                                 "mean": statistics.fmean(s["host_cpu_ms_per_key"] for s in samples)},
         "host_rss_mb": rss_kb / 1024,
@@ -404,7 +423,9 @@ def main(argv: list[str] | None = None) -> int:
     doc["budgets"] = budgets(doc)
     print(table(doc["budgets"]))
     for name, p in doc["profiles"].items():
-        print(f"\n[{name}] main thread per key by callback (ms): {p['main_thread_by_callback_ms_per_key']}")
+        print(f"\n[{name}] main thread per key by callback (ms): {p['main_thread_by_callback_ms_per_key']};"
+              f" one trigger() p50 {p['trigger_us']['p50']:.0f} us, p90 {p['trigger_us']['p90']:.0f} us")
+        print(f"[{name}] one key typed after a pause -> ghost text: p50 {p['after_pause_latency_ms']['p50']:.1f} ms")
         print(f"[{name}] host counters: {p['host_counters']}; after the bursts: {p['host_state_after']}")
     if "snapshot" in doc:
         s = doc["snapshot"]

@@ -57,18 +57,26 @@ class BackendManager:
     async def _switch(self, cfg: Config, name: str) -> None:
         target = msgspec.structs.replace(cfg, backend=name)
         backend = cfg.backends[name]
+        opts = server_options(backend)
+        sup: Supervisor | None = self.supervisors.get(name)
+        if sup is None and opts.recipe != "none":
+            try:
+                sup = Supervisor(name, backend, opts, on_event=self._on_event)
+            except LocalCopilotError:
+                sup = None  # a remote URL: not ours to start or share
         if await _healthy(backend.url, backend.kind):
+            if sup is not None:
+                # a server another Neovim started: count us as a user so it outlives them
+                status = await asyncio.to_thread(sup.attach)
+                if status.state in ("ready", "starting") and status.pid is not None:
+                    self.supervisors[name] = sup
+                    sup.start_watch_thread()
             self._switched(target, name, "already running")
             return
-        opts = server_options(backend)
-        if opts.recipe == "none":
-            self._notify(f"local-copilot: {name} does not answer at {backend.url} and has no launch recipe "
-                         "(server.recipe = 'none'); start it yourself", "error")
-            return
-        try:
-            sup = self.supervisors.get(name) or Supervisor(name, backend, opts, on_event=self._on_event)
-        except LocalCopilotError as exc:  # e.g. a remote URL: not ours to start
-            self._notify(f"local-copilot: {exc}", "error")
+        if sup is None:
+            how = "has no launch recipe (server.recipe = 'none')" if opts.recipe == "none" else "is not on this machine"
+            self._notify(f"local-copilot: {name} does not answer at {backend.url} and {how}; start it yourself",
+                         "error")
             return
         self.supervisors[name] = sup
         self.pending = name

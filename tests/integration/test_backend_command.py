@@ -74,6 +74,43 @@ def test_switch_starts_the_server_then_restart_after_kill_and_stop(
         nvim.close()
 
 
+def test_two_neovims_share_one_server_which_stops_when_the_last_leaves(
+    models: dict[str, Path], llama_bin: str, nvim_bin: str, manifest: Path, nvim_env: dict[str, str]
+) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    env = dict(nvim_env, LOCAL_COPILOT_LLAMA_SERVER=llama_bin)
+    setup = {"n_predict": 4, "backends": {"tiny": {"kind": "llama.cpp", "url": url, "model": str(models["x"]),
+                                                     "server": {"context_tokens": 2048, "parallel": 1}}}}
+    first = start_nvim(nvim_bin, manifest, env, setup=setup)
+    second = start_nvim(nvim_bin, manifest, env, setup=setup)
+    try:
+        pids = []
+        for nvim in (first, second):
+            nvim.exec_lua("vim.api.nvim_create_autocmd('User', { pattern = 'LocalCopilotBackendReady',"
+                          " callback = function() vim.g.ready = true end })")
+            nvim.command("LocalCopilotBackend tiny")
+            wait_for(lambda nv=nvim: nv.vars.get("ready"), timeout=60, what="ready")
+            pids.append(nvim.call("LocalCopilotCall", "backend_status")["server"]["pid"])
+        assert pids[0] == pids[1]  # the second attached to the first one's server
+        assert second.call("LocalCopilotCall", "backend_status")["server"]["users"] == 2
+        first.command("LocalCopilotBackend restart tiny")
+        wait_for(lambda: second.call("LocalCopilotCall", "backend_status")["server"].get("pid") not in (pids[0], None)
+                 and healthy(url), timeout=60, what="restarted for both")
+        first.close()
+        assert healthy(url)  # the other Neovim still uses it
+        # the last user leaves: the server stops (keep_alive_s = 0)
+        second.exec_lua("vim.schedule(function() vim.cmd('qall!') end)")
+    except Exception:
+        first.close()
+        raise
+    finally:
+        try:
+            second.close()
+        except Exception:
+            pass
+    wait_for(lambda: not healthy(url), timeout=30, what="server stopped after the last Neovim left")
+
+
 def test_unknown_backend_names_the_choices(nvim_bin: str, manifest: Path, nvim_env: dict[str, str]) -> None:
     nvim = start_nvim(nvim_bin, manifest, nvim_env, setup={})
     try:
