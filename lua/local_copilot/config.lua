@@ -8,6 +8,7 @@ M.defaults = {
   adaptive_debounce = true,
   hide_during_completion = true,
   request_during_completion = false,
+  reuse = true,
   filetypes = {},
   keymaps = {},
   context = { lines_before = 200, lines_after = 60, prefix_share = 0.75, extra_tokens = 1024 },

@@ -143,6 +143,12 @@ function M.set_hidden(hidden)
   if still_valid(cur) then draw(cur) end
 end
 
+-- True when the editor still matches the drawn suggestion (nothing to do after an event).
+function M.unchanged()
+  local cur = M.current
+  return cur ~= nil and still_valid(cur)
+end
+
 -- After an edit: if the user typed (or partly accepted) exactly what the suggestion starts
 -- with, keep showing the rest at the new cursor and return true: no request is needed.
 function M.typed_through()
@@ -201,7 +207,11 @@ local function insert(n)
     local row = cur.row + #lines - 1
     local col = (#lines == 1) and (cur.col + #last) or #last
     api.nvim_win_set_cursor(0, { row + 1, col })
-    if #piece == #text then M.clear(cur.buf) end -- a partial accept keeps the rest shown
+    if #piece == #text then
+      M.clear(cur.buf)
+    else
+      M.typed_through() -- a partial accept keeps the rest shown, trimmed, at the new cursor
+    end
     api.nvim_exec_autocmds('User', { pattern = 'LocalCopilotAccept', modeline = false, data = { text = piece } })
   end
   -- inside an <expr> mapping the buffer is locked (E565): do the edit right after it

@@ -182,7 +182,8 @@ end
 
 local function on_change()
   if ghost.current then
-    if ghost.typed_through() then
+    if ghost.unchanged() then return end -- e.g. the CursorMovedI after a partial accept
+    if config.get('reuse') and ghost.typed_through() then
       tell('typed_through', 0)
       return
     end

@@ -74,6 +74,9 @@ class Config(_Base):
     t_max_predict_ms: PositiveInt = 500
     debounce_ms: NonNegInt = 20
     max_lines: PositiveInt = 16
+    # reuse suggestions: trim while the user types what is shown, and answer a spot seen
+    # before from the cache; false sends a request for every change (to measure the saving)
+    reuse: bool = True
     # after a suggestion is shown, compute the next one as if it were accepted (cache only);
     # None = on for servers on this machine, off for shared ones (it doubles their load)
     speculative: bool | None = None

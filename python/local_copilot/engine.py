@@ -197,7 +197,7 @@ class Engine:
         except (BackendError, ConfigError) as exc:
             self._failed(exc)
             return
-        cached = self.cache.get(prep.key)
+        cached = self.cache.get(prep.key) if self.config and self.config.reuse else None
         if cached is not None:
             self.stats.count("cache_hits")
             self.editor.show(self._plan(snap, [cached], final=True, cached=True))
