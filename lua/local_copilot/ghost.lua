@@ -112,6 +112,11 @@ function M.show(plan)
   end
   local index = plan.index + 1 -- Python counts from 0
   if M.pending_cycle and #items > 1 then
+    -- step away from what is on screen now, wherever it sits among the new candidates
+    local shown = M.current and M.text(M.current)
+    for i, item in ipairs(items) do
+      if item.text == shown then index = i end
+    end
     index = ((index - 1 + M.pending_cycle) % #items) + 1
     M.pending_cycle = nil
   end

@@ -184,7 +184,12 @@ local function on_change()
   if ghost.current then
     if ghost.unchanged() then return end -- e.g. the CursorMovedI after a partial accept
     if config.get('reuse') and ghost.typed_through() then
-      tell('typed_through', 0)
+      -- the host caches the trimmed suggestion for this spot: backspace and retype reuse it
+      if host_running() then
+        local snap = snapshot(api.nvim_get_current_buf())
+        snap.text = ghost.text()
+        tell('typed_through', snap)
+      end
       return
     end
     ghost.clear()

@@ -142,8 +142,13 @@ class Engine:
     def note_accept(self, kind: str) -> None:
         self.stats.count(f"accepts_{kind}")
 
-    def note_typed_through(self) -> None:
+    def note_typed_through(self, snap: Snapshot, text: str) -> None:
+        """The user typed part of the shown suggestion; the rest is the answer for this spot."""
         self.stats.count("typed_through")
+        if self.config is not None and text:
+            ctx = build_context(snap, lines_before=self.config.context.lines_before,
+                                lines_after=self.config.context.lines_after)
+            self.cache.put(context_key(ctx), text)
 
     async def close(self) -> None:
         self.cancel_all()

@@ -6,10 +6,18 @@ payloads; the backends decode each payload with a msgspec Decoder created once.
 
 from __future__ import annotations
 
-__all__ = ["SSEParser", "NDJSONParser", "MAX_EVENT_BYTES"]
+from .errors import ProtocolError
+
+__all__ = ["SSEParser", "NDJSONParser", "MAX_EVENT_BYTES", "StreamLineTooLong"]
 
 # one event larger than this is not a completion chunk; refuse it instead of buffering forever
 MAX_EVENT_BYTES = 4 * 1024 * 1024
+
+
+class StreamLineTooLong(ProtocolError, ValueError):
+    """A ProtocolError, so the engine reports it like any bad stream (one notification, the
+    backend marked down); a plain ValueError went the "internal error" way instead
+    (tests/integration/test_faults.py, one 10 MB chunk)."""
 
 
 class _LineBuffer:
@@ -20,7 +28,7 @@ class _LineBuffer:
         self._buf += data
         if b"\n" not in data:
             if len(self._buf) > MAX_EVENT_BYTES:
-                raise ValueError(f"stream line longer than {MAX_EVENT_BYTES} bytes")
+                raise StreamLineTooLong(f"the server sent a stream line longer than {MAX_EVENT_BYTES} bytes")
             return []
         *complete, rest = self._buf.split(b"\n")
         self._buf = bytearray(rest)

@@ -46,13 +46,16 @@ def llama(stream: list[Step], n_ctx: int = 4096) -> Script:
 
 
 class FakeServer:
-    def __init__(self, script: Script) -> None:
+    def __init__(self, script: Script, *, port: int = 0) -> None:
         self.script = script
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self.disconnects = 0
+        # seconds of silence before the status line (a server that accepted but hangs)
+        self.first_byte_delay = 0.0
         self.loop = asyncio.new_event_loop()
         sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # take over a port just released
+        sock.bind(("127.0.0.1", port))
         self.port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self._sock = sock
@@ -88,6 +91,8 @@ class FakeServer:
                 body["_headers"] = headers
                 self.requests.append((path, body))
                 status, steps = self.script(path, body)
+                if self.first_byte_delay:
+                    await asyncio.sleep(self.first_byte_delay)
                 ctype = "application/x-ndjson" if path.startswith("/api/") else "text/event-stream"
                 writer.write(
                     f"HTTP/1.1 {status} X\r\ncontent-type: {ctype}\r\ntransfer-encoding: chunked\r\n\r\n".encode()

@@ -136,7 +136,11 @@ class LocalCopilotPlugin:
         elif name == "accepted":
             self._start().note_accept(str(payload))
         elif name == "typed_through":
-            self._start().note_typed_through()
+            engine = self._start()
+            if isinstance(payload, dict) and self.config is not None:
+                text = str(payload.pop("text", ""))
+                assert self._worker is not None
+                self._worker.call(engine.note_typed_through, msgspec.convert(payload, Snapshot), text)
         elif name == "shown":
             self._start().stats.count("shown")
         elif name == "hello":
