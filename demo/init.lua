@@ -14,6 +14,7 @@ require('local_copilot').setup({
     url = env.LOCAL_COPILOT_DEMO_URL,
     -- the infill sampler ends a suggestion when the model is unsure; noise always is
     samplers = tiny and { 'top_k', 'top_p', 'temperature' } or nil,
+    temperature = tiny and 1.0 or nil, -- noise should at least look varied
   } },
   keymaps = { accept = '<Tab>', dismiss = '<C-]>' },
   n_predict = 48,
