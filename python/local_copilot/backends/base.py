@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 import httpx
 import msgspec
 
 from ..config import BackendConfig
-from ..errors import ServerError, ServerUnavailable
+from ..errors import ProtocolError, ServerError, ServerUnavailable
 from ..fim_templates import ExtraChunk
 
-__all__ = ["Backend", "Chunk", "FimRequest", "raise_for_status", "auth_headers", "connect_errors"]
+__all__ = ["Backend", "Chunk", "FimRequest", "HttpBackend", "raise_for_status", "auth_headers", "connect_errors"]
 
 
 class FimRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -93,3 +93,59 @@ async def raise_for_status(name: str, response: httpx.Response) -> None:
     if response.status_code == 503:
         raise ServerUnavailable(f"{name}: server not ready (503: {message or 'loading'})")
     raise ServerError(f"{name}: HTTP {response.status_code}: {message}", status=response.status_code)
+
+
+T = TypeVar("T")
+
+
+class _Parser(Protocol):
+    def feed(self, data: bytes) -> list[bytes]: ...
+
+    def close(self) -> list[bytes]: ...
+
+
+class HttpBackend:
+    """What every dialect shares: auth, error translation, probes and the streamed payloads."""
+
+    def __init__(self, name: str, cfg: BackendConfig, client: httpx.AsyncClient) -> None:
+        self.name = name
+        self.cfg = cfg
+        self.client = client
+        self.base = cfg.url.rstrip("/")
+
+    def forget(self) -> None:
+        """The server went away: what was probed may differ when it comes back."""
+
+    def _unreachable(self, exc: Exception) -> ServerUnavailable:
+        self.forget()
+        if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
+            return ServerUnavailable(f"{self.name}: no answer from {self.cfg.url} in time")
+        return ServerUnavailable(f"{self.name}: cannot reach {self.cfg.url} ({exc.__class__.__name__})")
+
+    async def fetch(self, method: str, path: str, decoder: msgspec.json.Decoder[T], *, json: Any = None) -> T:
+        """One small JSON request (a probe), decoded strictly."""
+        try:
+            resp = await self.client.request(method, self.base + path, json=json, headers=auth_headers(self.cfg))
+        except (*connect_errors, httpx.TimeoutException) as exc:
+            raise self._unreachable(exc) from exc
+        await raise_for_status(self.name, resp)
+        try:
+            return decoder.decode(resp.content)
+        except msgspec.DecodeError as exc:
+            raise ProtocolError(f"{self.name}: {path} answered something else ({exc})") from None
+
+    async def payloads(self, path: str, body: dict[str, Any], parser: _Parser) -> AsyncIterator[bytes]:
+        """The stream's payloads (SSE data or NDJSON lines); closing this closes the stream."""
+        try:
+            async with self.client.stream("POST", self.base + path, json=body,
+                                          headers=auth_headers(self.cfg)) as response:
+                await raise_for_status(self.name, response)
+                async for data in response.aiter_raw():
+                    for payload in parser.feed(data):
+                        yield payload
+                for payload in parser.close():
+                    yield payload
+        except (*connect_errors, httpx.TimeoutException) as exc:
+            raise self._unreachable(exc) from exc
+        except ValueError as exc:  # a line too long for the parser
+            raise ProtocolError(f"{self.name}: {exc}") from None

@@ -12,9 +12,9 @@ import httpx
 import msgspec
 
 from ..config import BackendConfig
-from ..errors import ProtocolError, ServerUnavailable
+from ..errors import ProtocolError
 from ..streaming import SSEParser
-from .base import Chunk, FimRequest, auth_headers, connect_errors, raise_for_status
+from .base import Chunk, FimRequest, HttpBackend
 
 __all__ = ["LlamaCppBackend"]
 
@@ -42,26 +42,17 @@ _decoder = msgspec.json.Decoder(_InfillChunk)
 _props_decoder = msgspec.json.Decoder(_Props)
 
 
-class LlamaCppBackend:
+class LlamaCppBackend(HttpBackend):
     def __init__(self, name: str, cfg: BackendConfig, client: httpx.AsyncClient) -> None:
-        self.name = name
-        self.cfg = cfg
-        self.client = client
-        self.base = cfg.url.rstrip("/")
-        self.url = self.base + "/infill"
+        super().__init__(name, cfg, client)
         self.props: _Props | None = None
+
+    def forget(self) -> None:
+        self.props = None  # a restarted server may have other slots
 
     async def probe(self) -> _Props:
         """`/props`: the per-slot context (`-c` split over `--parallel` slots) and the model."""
-        try:
-            resp = await self.client.get(self.base + "/props", headers=auth_headers(self.cfg))
-        except connect_errors as exc:
-            raise ServerUnavailable(f"{self.name}: cannot reach {self.cfg.url} ({exc.__class__.__name__})") from exc
-        await raise_for_status(self.name, resp)
-        try:
-            return _props_decoder.decode(resp.content)
-        except msgspec.DecodeError as exc:
-            raise ProtocolError(f"{self.name}: /props answered something else ({exc})") from None
+        return await self.fetch("GET", "/props", _props_decoder)
 
     supports_n = False
     # /infill renders the prompt server-side and ends at the model's own EOG tokens
@@ -93,25 +84,11 @@ class LlamaCppBackend:
         return body
 
     async def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
-        parser = SSEParser()
-        try:
-            async with self.client.stream(
-                "POST", self.url, json=self.body(req), headers=auth_headers(self.cfg)
-            ) as response:
-                await raise_for_status(self.name, response)
-                async for data in response.aiter_raw():
-                    for payload in parser.feed(data):
-                        chunk = self._decode(payload)
-                        yield chunk
-                        if chunk.done:
-                            return
-                for payload in parser.close():
-                    yield self._decode(payload)
-        except connect_errors as exc:
-            self.props = None  # a restarted server may have other slots
-            raise ServerUnavailable(f"{self.name}: cannot reach {self.cfg.url} ({exc.__class__.__name__})") from exc
-        except httpx.TimeoutException as exc:
-            raise ServerUnavailable(f"{self.name}: no answer from {self.cfg.url} in time") from exc
+        async for payload in self.payloads("/infill", self.body(req), SSEParser()):
+            chunk = self._decode(payload)
+            yield chunk
+            if chunk.done:
+                return
 
     def _decode(self, payload: bytes) -> Chunk:
         try:

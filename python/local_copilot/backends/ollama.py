@@ -15,10 +15,10 @@ import httpx
 import msgspec
 
 from ..config import BackendConfig
-from ..errors import ConfigError, ProtocolError, ServerUnavailable
+from ..errors import ConfigError, ProtocolError, ServerError
 from ..fim_templates import FimTemplate
 from ..streaming import NDJSONParser
-from .base import Chunk, FimRequest, auth_headers, connect_errors, raise_for_status
+from .base import Chunk, FimRequest, HttpBackend
 from .probe import ModelInfo, resolve_template
 
 __all__ = ["OllamaBackend"]
@@ -51,12 +51,9 @@ class _Show(msgspec.Struct):
 _show_decoder = msgspec.json.Decoder(_Show)
 
 
-class OllamaBackend:
+class OllamaBackend(HttpBackend):
     def __init__(self, name: str, cfg: BackendConfig, client: httpx.AsyncClient) -> None:
-        self.name = name
-        self.cfg = cfg
-        self.client = client
-        self.base = cfg.url.rstrip("/")
+        super().__init__(name, cfg, client)
         self.model: ModelInfo | None = None
         self.template: FimTemplate | None = None
         self.use_suffix = False
@@ -66,17 +63,12 @@ class OllamaBackend:
         if not self.cfg.model:
             raise ConfigError(f"set backends[{self.name!r}].model to an Ollama model name, e.g. 'qwen2.5-coder:1.5b-base'")
         try:
-            resp = await self.client.post(self.base + "/api/show", json={"model": self.cfg.model},
-                                          headers=auth_headers(self.cfg))
-        except connect_errors as exc:
-            raise ServerUnavailable(f"{self.name}: cannot reach {self.cfg.url} ({exc.__class__.__name__})") from exc
-        if resp.status_code == 404:
-            raise ProtocolError(f"{self.name}: model {self.cfg.model!r} is not pulled; run `ollama pull {self.cfg.model}`")
-        await raise_for_status(self.name, resp)
-        try:
-            show = _show_decoder.decode(resp.content)
-        except msgspec.DecodeError as exc:
-            raise ProtocolError(f"{self.name}: /api/show answered something else ({exc})") from None
+            show = await self.fetch("POST", "/api/show", _show_decoder, json={"model": self.cfg.model})
+        except ServerError as exc:
+            if exc.status == 404:
+                raise ProtocolError(f"{self.name}: model {self.cfg.model!r} is not pulled; "
+                                    f"run `ollama pull {self.cfg.model}`") from None
+            raise
         n_ctx = next((int(v) for k, v in show.model_info.items() if k.endswith(".context_length")), None)
         self._insert = "insert" in show.capabilities or ".Suffix" in show.template
         return ModelInfo(id=self.cfg.model, owned_by="ollama", n_ctx=n_ctx, family=show.details.family)
@@ -121,27 +113,16 @@ class OllamaBackend:
             body["suffix"] = req.suffix
         return body
 
+    def forget(self) -> None:
+        self.model = None
+
     async def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
-        try:
-            template = await self.ensure_ready()
-            parser = NDJSONParser()
-            async with self.client.stream(
-                "POST", self.base + "/api/generate", json=self.body(req, template), headers=auth_headers(self.cfg)
-            ) as response:
-                await raise_for_status(self.name, response)
-                async for data in response.aiter_raw():
-                    for line in parser.feed(data):
-                        chunk = self._decode(line)
-                        yield chunk
-                        if chunk.done:
-                            return
-                for line in parser.close():
-                    yield self._decode(line)
-        except connect_errors as exc:
-            self.model = None
-            raise ServerUnavailable(f"{self.name}: cannot reach {self.cfg.url} ({exc.__class__.__name__})") from exc
-        except httpx.TimeoutException as exc:
-            raise ServerUnavailable(f"{self.name}: no answer from {self.cfg.url} in time") from exc
+        template = await self.ensure_ready()
+        async for line in self.payloads("/api/generate", self.body(req, template), NDJSONParser()):
+            chunk = self._decode(line)
+            yield chunk
+            if chunk.done:
+                return
 
     def _decode(self, line: bytes) -> Chunk:
         try:

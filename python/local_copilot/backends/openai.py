@@ -14,10 +14,10 @@ import httpx
 import msgspec
 
 from ..config import BackendConfig
-from ..errors import ProtocolError, ServerUnavailable
+from ..errors import ProtocolError
 from ..fim_templates import FimTemplate
 from ..streaming import SSEParser
-from .base import Chunk, FimRequest, auth_headers, connect_errors, raise_for_status
+from .base import Chunk, FimRequest, HttpBackend, auth_headers
 from .probe import ModelInfo, resolve_template
 
 __all__ = ["OpenAIBackend"]
@@ -61,27 +61,16 @@ class _Tokens(msgspec.Struct):
     tokens: list[int] = []
 
 
-class OpenAIBackend:
+class OpenAIBackend(HttpBackend):
     def __init__(self, name: str, cfg: BackendConfig, client: httpx.AsyncClient) -> None:
-        self.name = name
-        self.cfg = cfg
-        self.client = client
-        self.base = cfg.url.rstrip("/")
+        super().__init__(name, cfg, client)
         self.model: ModelInfo | None = None
         self.template: FimTemplate | None = None
         self.stop_token_ids: list[int] = []
 
     async def probe(self) -> ModelInfo:
         """Ask `/v1/models` which model runs (and its context length, on vLLM)."""
-        try:
-            resp = await self.client.get(self.base + "/v1/models", headers=auth_headers(self.cfg))
-        except connect_errors as exc:
-            raise ServerUnavailable(f"{self.name}: cannot reach {self.cfg.url} ({exc.__class__.__name__})") from exc
-        await raise_for_status(self.name, resp)
-        try:
-            models = _models_decoder.decode(resp.content).data
-        except msgspec.DecodeError as exc:
-            raise ProtocolError(f"{self.name}: /v1/models answered something else ({exc})") from None
+        models = (await self.fetch("GET", "/v1/models", _models_decoder)).data
         if self.cfg.model:
             chosen = next((m for m in models if m.id == self.cfg.model), None)
             if chosen is None:
@@ -160,28 +149,16 @@ class OpenAIBackend:
             body["t_max_predict_ms"] = req.t_max_predict_ms
         return body
 
+    def forget(self) -> None:
+        self.template = None  # the server may come back with another model
+
     async def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
-        try:
-            template = await self.ensure_ready()
-            parser = SSEParser()
-            async with self.client.stream(
-                "POST", self.base + "/v1/completions", json=self.body(req, template), headers=auth_headers(self.cfg)
-            ) as response:
-                await raise_for_status(self.name, response)
-                async for data in response.aiter_raw():
-                    for payload in parser.feed(data):
-                        if payload == b"[DONE]":
-                            yield Chunk(text="", done=True)
-                            return
-                        yield self._decode(payload)
-                for payload in parser.close():
-                    if payload != b"[DONE]":
-                        yield self._decode(payload)
-        except connect_errors as exc:
-            self.template = None  # the server may come back with another model
-            raise ServerUnavailable(f"{self.name}: cannot reach {self.cfg.url} ({exc.__class__.__name__})") from exc
-        except httpx.TimeoutException as exc:
-            raise ServerUnavailable(f"{self.name}: no answer from {self.cfg.url} in time") from exc
+        template = await self.ensure_ready()
+        async for payload in self.payloads("/v1/completions", self.body(req, template), SSEParser()):
+            if payload == b"[DONE]":
+                yield Chunk(text="", done=True)
+                return
+            yield self._decode(payload)
 
     # one request with `n` candidates; llama.cpp and Ollama get one request per candidate
     supports_n = True
