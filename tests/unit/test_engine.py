@@ -39,19 +39,6 @@ async def wait_until(pred: Any, timeout: float = 5.0) -> None:
         await asyncio.sleep(0.01)
 
 
-@pytest.fixture()
-def fake() -> Any:
-    servers: list[FakeServer] = []
-
-    def make(script: Any) -> FakeServer:
-        servers.append(FakeServer(script))
-        return servers[-1]
-
-    yield make
-    for s in servers:
-        s.close()
-
-
 async def test_streamed_tokens_are_shown_before_the_stream_ends(fake: Any) -> None:
     server = fake(llama(infill_stream(["a", "b", "c"], delay=0.15)))
     editor = RecordingEditor()
