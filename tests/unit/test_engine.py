@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import pytest
 
 from local_copilot.config import load_config
 from local_copilot.engine import Engine
 from local_copilot.render import RenderPlan
 from local_copilot.snapshot import Snapshot
 
-from ..fakes.fake_server import FakeServer, infill_stream, llama
+from ..fakes.fake_server import infill_stream, llama
 
 
 class RecordingEditor:
