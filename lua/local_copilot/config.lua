@@ -27,17 +27,25 @@ M.max_file_bytes = 1024 * 1024
 M.user = {}
 M.version = 0
 
+local merged = {} -- key -> value with the defaults filled in; rebuilt by set()
+
 function M.set(opts)
   M.user = opts or {}
   M.version = M.version + 1
+  merged = {}
 end
 
+-- Called on every keystroke: merge once per setup(), not per call.
 function M.get(key)
-  local v = M.user[key]
-  if v == nil then return M.defaults[key] end
-  if type(v) == 'table' and type(M.defaults[key]) == 'table' and not vim.islist(M.defaults[key]) then
-    return vim.tbl_deep_extend('force', M.defaults[key], v)
+  local v = merged[key]
+  if v ~= nil then return v end
+  v = M.user[key]
+  if v == nil then
+    v = M.defaults[key]
+  elseif type(v) == 'table' and type(M.defaults[key]) == 'table' and not vim.islist(M.defaults[key]) then
+    v = vim.tbl_deep_extend('force', M.defaults[key], v)
   end
+  merged[key] = v
   return v
 end
 
