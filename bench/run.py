@@ -40,6 +40,7 @@ from local_copilot.budget import TokenEstimator, fit_context  # noqa: E402
 from local_copilot.context import build_context  # noqa: E402
 from local_copilot.snapshot import Snapshot  # noqa: E402
 
+import httpx  # noqa: E402
 import msgspec  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -109,7 +110,7 @@ class Burster:
         self.url = server_url
 
     def server_idle(self) -> bool:
-        slots = H.httpx.get(self.url + "/slots", timeout=5, trust_env=False).json()
+        slots = httpx.get(self.url + "/slots", timeout=5, trust_env=False).json()
         return not any(s.get("is_processing") for s in slots)
 
     def settle(self, timeout: float = 20.0) -> None:
@@ -156,7 +157,7 @@ class Burster:
         cpu1, m1 = H.proc_cpu_s(pid), H.metrics(self.url)
         res = nvim.exec_lua("return LCB.result()")
         nvim.exec_lua("LCB.stop()")
-        slots = H.httpx.get(self.url + "/slots", timeout=5, trust_env=False).json()
+        slots = httpx.get(self.url + "/slots", timeout=5, trust_env=False).json()
         keys = res["keys"]
         last = keys[-1]
         draws = [d for d in res["draws"] if d["tick"] == res["tick"] and d["t"] >= last]
@@ -233,6 +234,9 @@ def run_profile(name: str, opts: dict[str, Any], server: Any, env: dict[str, str
                        "p90": pct([t for s in samples for t in s["trigger_us"]], 90)},
         "host_cpu_ms_per_key": {"p50": pct([s["host_cpu_ms_per_key"] for s in samples], 50),
                                 "mean": statistics.fmean(s["host_cpu_ms_per_key"] for s in samples)},
+        # what the CPU goes with: streamed tokens (the server's count, one SSE event each)
+        "host_cpu_us_per_token": 1000 * sum(s["host_cpu_ms_per_key"] * KEYS_PER_BURST for s in samples)
+        / max(1.0, sum(s["tokens_predicted"] for s in samples)),
         "host_rss_mb": rss_kb / 1024,
         "host_counters": counters,
         "host_state_after": state,
@@ -392,6 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--startup-runs", type=int, default=15)
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: bursts,snapshot,startup")
     ap.add_argument("--out", type=Path, default=None, help="JSON file (default bench/results/bench-TIME.json)")
+    ap.add_argument("--strict", action="store_true", help="exit 1 when a budget is missed (default: report only)")
     args = ap.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
 
@@ -412,19 +417,34 @@ def main(argv: list[str] | None = None) -> int:
             if "bursts" not in skip:
                 for name in [p.strip() for p in args.profiles.split(",") if p.strip()]:
                     log(f"typing bursts, settings: {name} {PROFILES[name]}")
-                    doc["profiles"][name] = run_profile(name, PROFILES[name], server, env, nvim_bin, manifest, workdir,
-                                                        args.bursts, args.warmup)
+                    try:
+                        doc["profiles"][name] = run_profile(name, PROFILES[name], server, env, nvim_bin, manifest,
+                                                            workdir, args.bursts, args.warmup)
+                    except Exception as exc:  # report it and measure the rest
+                        doc.setdefault("errors", []).append(f"profile {name}: {exc!r}")
+                        log(f"  {name} failed: {exc!r}")
             if "snapshot" not in skip:
                 log("snapshot + prompt cost, 1,000 vs 100,000 lines ...")
-                doc["snapshot"] = snapshot_cost(server, env, nvim_bin, manifest, workdir, args.reps)
+                try:
+                    doc["snapshot"] = snapshot_cost(server, env, nvim_bin, manifest, workdir, args.reps)
+                except Exception as exc:
+                    doc.setdefault("errors", []).append(f"snapshot: {exc!r}")
+                    log(f"  snapshot failed: {exc!r}")
         if "startup" not in skip:
             log("startup time ...")
-            doc["startup"] = startup_cost(nvim_bin, manifest, workdir, args.startup_runs)
+            try:
+                doc["startup"] = startup_cost(nvim_bin, manifest, workdir, args.startup_runs)
+            except Exception as exc:
+                doc.setdefault("errors", []).append(f"startup: {exc!r}")
+                log(f"  startup failed: {exc!r}")
     doc["budgets"] = budgets(doc)
     print(table(doc["budgets"]))
+    for err in doc.get("errors", []):
+        print(f"NOT MEASURED: {err}")
     for name, p in doc["profiles"].items():
         print(f"\n[{name}] main thread per key by callback (ms): {p['main_thread_by_callback_ms_per_key']};"
               f" one trigger() p50 {p['trigger_us']['p50']:.0f} us, p90 {p['trigger_us']['p90']:.0f} us")
+        print(f"[{name}] host CPU per token the server streamed: {p['host_cpu_us_per_token']:.0f} us")
         print(f"[{name}] one key typed after a pause -> ghost text: p50 {p['after_pause_latency_ms']['p50']:.1f} ms")
         print(f"[{name}] host counters: {p['host_counters']}; after the bursts: {p['host_state_after']}")
     if "snapshot" in doc:
@@ -437,9 +457,13 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or RESULTS / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1, default=str))
-    (out.parent / "latest.json").write_text(json.dumps(doc, indent=1, default=str)) if out.parent == RESULTS else None
+    if out.parent == RESULTS:
+        (RESULTS / "latest.json").write_text(json.dumps(doc, indent=1, default=str))
     print(f"\nwrote {out}")
-    return 0
+    failed = [r["budget"] + (f" [{r['profile']}]" if r["profile"] else "") for r in doc["budgets"] if not r["pass"]]
+    if failed:
+        print(f"{len(failed)} budget(s) missed")
+    return 1 if (args.strict and failed) or doc.get("errors") else 0
 
 
 if __name__ == "__main__":

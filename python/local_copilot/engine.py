@@ -21,7 +21,7 @@ from .budget import TokenEstimator, fit_context
 from .cache import SuggestionCache, context_key
 from .config import Config
 from .context import FimContext, build_context
-from .errors import BackendError, ConfigError
+from .errors import BackendError, ConfigError, ServerError
 from .log import log
 from .notify import EpisodeNotifier
 from .postprocess import PostContext, process
@@ -240,6 +240,8 @@ class Engine:
             if pending is not None:
                 pending.cancel()
         if final is None:
+            if last_draw > float("-inf"):  # a stream that broke half-way: its partial text is not to be accepted
+                self.editor.show(self._plan(snap, [""], final=True))
             return
         self.cache.put(prep.key, final)
         self.editor.show(self._plan(snap, [final], final=True))
@@ -253,10 +255,17 @@ class Engine:
         started = time.perf_counter()
         first_token: float | None = None
         stream = self.backend.complete(req)
+        # A server that ignores n_predict (or a broken proxy) can stream forever; every backend
+        # sends about one token per chunk, so past n_predict chunks (plus slack) stop reading:
+        # closing the stream stops the server, and the text so far is the suggestion
+        # (tests/integration/test_faults.py, endless stream).
+        max_chunks = req.n_predict + 16
+        chunks = 0
         try:
             async for chunk in stream:
-                if chunk.prompt_tokens:
-                    prompt = req.prefix + req.middle + req.suffix
+                chunks += 1
+                if chunk.prompt_tokens and self.backend.counts_full_prompt:
+                    prompt = req.prefix + req.middle + req.suffix + "".join(c.text for c in req.extra)
                     self.estimator.observe(len(prompt.encode("utf-8", "surrogateescape")), chunk.prompt_tokens)
                 if chunk.text and first_token is None:
                     first_token = time.perf_counter()
@@ -264,7 +273,7 @@ class Engine:
                 result = process(raw, prep.pctx, final=False)
                 if callable(on_text):
                     on_text(result.text)
-                if chunk.done or result.done:
+                if chunk.done or result.done or chunks >= max_chunks:
                     break
         except asyncio.CancelledError:
             raise
@@ -380,6 +389,9 @@ class Engine:
 
     def _failed(self, exc: Exception) -> None:
         self.stats.count("errors")
+        if isinstance(exc, ServerError) and exc.status == 400 and "context" in str(exc):
+            # the prompt did not fit after all: count tokens more pessimistically from now on
+            self.estimator.bytes_per_token = max(1.0, self.estimator.bytes_per_token * 0.7)
         log.warning("%s", exc)
         self.notifier.failure(type(exc).__name__, f"local-copilot: {exc}")
         self.editor.backend_state("down", str(exc))

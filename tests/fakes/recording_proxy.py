@@ -17,6 +17,7 @@ class RecordingProxy:
     def __init__(self, upstream_port: int) -> None:
         self.upstream_port = upstream_port
         self.requests: list[tuple[str, dict[str, Any]]] = []
+        self.headers: list[tuple[str, dict[str, str]]] = []  # (path, lower-cased headers) per request
         self.loop = asyncio.new_event_loop()
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
@@ -53,6 +54,7 @@ class RecordingProxy:
         length = next((int(ln.split(":", 1)[1]) for ln in lines if ln.lower().startswith("content-length:")), 0)
         body = await reader.readexactly(length) if length else b""
         self.requests.append((path, json.loads(body) if body else {}))
+        self.headers.append((path, {k.strip().lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines[1:] if ":" in ln)}))
         kept = [ln for ln in lines[1:] if ln and not ln.lower().startswith("connection:")]
         up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream_port)
         up_w.write(("\r\n".join([lines[0], *kept, "Connection: close"]) + "\r\n\r\n").encode("latin-1") + body)
@@ -68,6 +70,15 @@ class RecordingProxy:
             writer.close()
 
     def close(self) -> None:
-        self.loop.call_soon_threadsafe(self._server.close)
+        async def shutdown() -> None:
+            # end the handlers still relaying (a stream the client left open) before the loop
+            # stops, or their cleanup runs later on a closed loop
+            self._server.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(5)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(2)

@@ -213,7 +213,6 @@ def test_fake_server_fault(fault: str, session: Callable[..., Session]) -> None:
             # the failure was seen and handled: the statusline says so
             wait_for(lambda: lua(s.nvim, "require('local_copilot').status()") == "backend down",
                      what="status 'backend down'")
-            assert suggestion(s.nvim) is None
         s.assert_responsive()
         s.assert_buffer_untouched()
         s.assert_messages_clean()

@@ -99,3 +99,18 @@ async def test_http_error_message_comes_from_the_server(fake: Any) -> None:
     await wait_until(lambda: editor.notes)
     assert "HTTP 501: Infill is not supported by this model" in editor.notes[0][0]
     await engine.close()
+
+
+async def test_a_stream_broken_half_way_takes_its_partial_text_back(fake: Any) -> None:
+    steps = infill_stream(["a", "b"])[:2] + [b"data: {not json}\n\n"]
+    server = fake(llama(steps))
+    editor = RecordingEditor()
+    engine = Engine(editor)
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}}))
+    engine.submit(snap(1))
+    await wait_until(lambda: editor.notes)
+    await wait_until(lambda: any(p.final for p in editor.plans))
+    assert any(p.text for p in editor.plans if not p.final)  # something was on screen
+    assert [p.text for p in editor.plans if p.final] == [""]  # and is gone: nothing to accept
+    assert "malformed stream chunk" in editor.notes[0][0]
+    await engine.close()

@@ -49,6 +49,10 @@ class Backend(Protocol):
     stop_strings: tuple[str, ...]
     # whether one request can return several candidates (FimRequest.n)
     supports_n: bool
+    # whether the prompt token count the server reports is of the whole prompt we sent;
+    # servers that cut the prompt first (llama.cpp /infill, Ollama's num_ctx) under-count it,
+    # and calibrating on that would make every later prompt too big
+    counts_full_prompt: bool
 
     async def context_limit(self) -> int | None:
         """Tokens one request may use (per-slot context), or None when the server won't say."""

@@ -54,6 +54,7 @@ class LlamaCppBackend(HttpBackend):
         """`/props`: the per-slot context (`-c` split over `--parallel` slots) and the model."""
         return await self.fetch("GET", "/props", _props_decoder)
 
+    counts_full_prompt = False
     supports_n = False
     # /infill renders the prompt server-side and ends at the model's own EOG tokens
     stop_strings: tuple[str, ...] = ()

@@ -73,6 +73,7 @@ class OllamaBackend(HttpBackend):
         self._insert = "insert" in show.capabilities or ".Suffix" in show.template
         return ModelInfo(id=self.cfg.model, owned_by="ollama", n_ctx=n_ctx, family=show.details.family)
 
+    counts_full_prompt = False
     supports_n = False
 
     @property

@@ -161,6 +161,7 @@ class OpenAIBackend(HttpBackend):
             yield self._decode(payload)
 
     # one request with `n` candidates; llama.cpp and Ollama get one request per candidate
+    counts_full_prompt = True
     supports_n = True
 
     def _decode(self, payload: bytes) -> Chunk:

@@ -199,6 +199,7 @@ class LocalCopilotPlugin:
                 "speculative": sum(1 for t in engine._speculative.values() if not t.done()),
                 # minus the task running this very check
                 "loop_tasks": sum(1 for t in asyncio.all_tasks(loop) if not t.done()) - 1,
+                "bytes_per_token": engine.estimator.bytes_per_token,
             }
 
         result: dict[str, Any] = self._on_worker(state)

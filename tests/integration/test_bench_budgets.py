@@ -1,0 +1,42 @@
+"""`make bench` (bench/run.py) as a real process, tiny settings: every budget of DESIGN.md gets a
+row with a measured value, and the JSON has the numbers. Passing budgets is not asserted here
+(this is a smoke test of the harness; the numbers are for bench/results/)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .nvim_session import REPO
+
+pytestmark = pytest.mark.integration
+
+ROWS = [
+    "last key -> ghost text (p50)", "last key -> ghost text (p90)", "tokens generated / burst",
+    "prompt tokens evaluated / burst", "Neovim main thread / key (p50)", "Python host CPU / key", "Python host RSS",
+    "snapshot + prompt, 100k vs 1k lines", "added to nvim --startuptime",
+]
+
+
+def test_bench_measures_every_budget(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    res = subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), "--profiles", "defaults", "--bursts", "2",
+                          "--warmup", "0", "--reps", "20", "--startup-runs", "2", "--out", str(out)],
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "NOT MEASURED" not in res.stdout, res.stdout
+    for row in ROWS:
+        line = next((ln for ln in res.stdout.splitlines() if ln.startswith(row)), None)
+        assert line and ("PASS" in line or "FAIL" in line), f"{row!r} missing:\n{res.stdout}"
+    doc = json.loads(out.read_text())
+    p = doc["profiles"]["defaults"]
+    assert p["bursts"] == 2 and p["missing_suggestions"] == 0
+    assert p["latency_ms"]["p50"] > 0 and p["tokens_predicted_per_burst"] > 0 and p["full_prompt_tokens"] > 0
+    assert 0 < p["host_rss_mb"] < 1000 and p["host_cpu_ms_per_key"]["mean"] > 0
+    assert p["host_state_after"]["tasks"] == 0
+    assert doc["snapshot"]["ratio"] > 0 and doc["startup"]["runs"] == 2
+    assert {b["budget"] for b in doc["budgets"]} == set(ROWS)

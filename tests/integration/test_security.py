@@ -1,0 +1,263 @@
+"""Security properties of DESIGN.md ("Behaviour under faults and bad input"), in a real Neovim:
+
+* buffer text and completions are not in the log at the default level;
+* secret files (.env, id_rsa, *.pem) never reach the server: a recording proxy in front of the
+  real llama-server sees every request while they are typed in, yanked from, jumped around in
+  and switched away from;
+* servers the plugin starts listen on 127.0.0.1 only (/proc/net/tcp and tcp6);
+* a non-loopback plain-http endpoint draws a :checkhealth warning; no packet goes there (a
+  guard in the host's sitecustomize refuses every non-loopback connect and writes it down);
+* API keys come only from the environment: `api_key` in the options is rejected without being
+  echoed, the key in `api_key_env` reaches the server as a Bearer header and appears neither in
+  the log (even at debug level) nor in :messages nor in :checkhealth.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from local_copilot.servers.llama_cpp import LlamaServer, free_port
+
+from ..fakes.fake_server import FakeServer, infill_stream, llama
+from ..fakes.recording_proxy import RecordingProxy
+from ..helpers import wait_for
+from .nvim_session import lua, start_nvim, wait_ghost
+
+pytestmark = pytest.mark.integration
+
+
+def messages(nvim: Any) -> str:
+    return nvim.exec_lua("return vim.fn.execute('messages')")
+
+
+def log_text(nvim_env: dict[str, str]) -> str:
+    path = Path(nvim_env["LOCAL_COPILOT_LOG_DIR"]) / "local_copilot.log"
+    return path.read_text() if path.exists() else ""
+
+
+@pytest.fixture()
+def proxy(llama_server: LlamaServer) -> Iterator[RecordingProxy]:
+    p = RecordingProxy(llama_server.port)
+    yield p
+    p.close()
+
+
+@pytest.fixture()
+def open_nvim(nvim_bin: str, manifest: Path, nvim_env: dict[str, str]) -> Iterator[Any]:
+    opened: list[Any] = []
+
+    def make(setup: dict[str, Any], env: dict[str, str] | None = None) -> Any:
+        nv = start_nvim(nvim_bin, manifest, env or nvim_env, setup=setup)
+        opened.append(nv)
+        return nv
+
+    yield make
+    for nv in opened:
+        nv.close()
+
+
+def test_buffer_text_and_completions_are_not_logged_at_the_default_level(
+        open_nvim: Any, nvim_env: dict[str, str], tmp_path: Path) -> None:
+    typed, completion = "typedmarker5d2e", "cmplmarker91ab"
+    fake = FakeServer(llama(infill_stream(["cmpl", "marker", "91ab"])))
+    try:
+        nvim = open_nvim({"backends": {"llama.cpp": {"url": fake.url}}, "debounce_ms": 0, "adaptive_debounce": False})
+        nvim.command(f"edit {tmp_path / 'code.py'}")
+        nvim.current.buffer[:] = ["def f():", "    "]
+        nvim.command("call cursor(2, 1)")
+        nvim.input("A" + typed + " = ")
+        assert wait_ghost(nvim, lambda t: t == completion)
+        lua(nvim, "require('local_copilot').accept()")
+        wait_for(lambda: nvim.current.buffer[1] == f"    {typed} = {completion}", what="accepted")
+        # now errors, so the log has lines at the default level (warn) to look through
+        fake.script = lambda path, body: (500, [b'{"error":{"code":500,"message":"boom","type":"server_error"}}'])
+        nvim.input(" + ")
+        wait_for(lambda: "HTTP 500: boom" in log_text(nvim_env), what="a warning in the log")
+        text = log_text(nvim_env)
+        assert typed not in text and completion not in text and "def f()" not in text, text
+        assert nvim.call("LocalCopilotCall", "status")["log"] == str(Path(nvim_env["LOCAL_COPILOT_LOG_DIR"]) / "local_copilot.log")
+    finally:
+        fake.close()
+
+
+SECRETS = {
+    ".env": "SECRET_ENV_TOKEN=envmarker4c1d",
+    "id_rsa": "-----BEGIN OPENSSH PRIVATE KEY----- rsamarker7e2a",
+    "server.pem": "-----BEGIN CERTIFICATE----- pemmarker03bf",
+}
+
+
+def test_secret_files_are_never_sent(proxy: RecordingProxy, open_nvim: Any, tmp_path: Path) -> None:
+    for name, line in SECRETS.items():
+        (tmp_path / name).write_text("\n".join([line] + [f"{line} line {i}" for i in range(100)]) + "\n")
+    visible = tmp_path / "helpers.py"
+    visible.write_text("".join(f"def visiblemarker_{i}(a):\n    return a + {i}\n" for i in range(60)))
+    main = tmp_path / "main.py"
+    nvim = open_nvim({"backends": {"llama.cpp": {"url": proxy.url}}, "debounce_ms": 0, "adaptive_debounce": False})
+    nvim.command("set hidden")
+    nvim.command(f"edit {main}")
+    nvim.current.buffer[:] = ["def main():", "    "]
+    nvim.command("call cursor(2, 1)")
+    nvim.input("A")
+    wait_ghost(nvim)  # the host runs, requests flow through the proxy
+    nvim.input("<Esc>")
+    for name in [*SECRETS, "helpers.py"]:
+        nvim.command(f"edit {tmp_path / name}")  # BufEnter / BufLeave send chunks of visited buffers
+        nvim.input("50G")  # a jump of more than 32 lines is remembered too
+        wait_for(lambda: nvim.current.window.cursor[0] == 50, what="the jump")
+        nvim.input("yy")  # and yanks
+        wait_for(lambda: nvim.call("getreg", '"').startswith(nvim.current.buffer[49]), what="the yank")
+        nvim.input("A more typing here")  # typing in it: TextChangedI, CursorMovedI
+        wait_for(lambda: nvim.current.buffer[49].endswith("more typing here"), what="the typing")
+        nvim.input("<Plug>(local-copilot-trigger)<Esc>gg")  # asking for a suggestion on purpose
+        wait_for(lambda: nvim.api.get_mode()["mode"] == "n" and nvim.current.window.cursor[0] == 1)
+        nvim.command("write")  # BufWritePost sends a chunk of ordinary buffers
+        if name in SECRETS:
+            assert lua(nvim, "require('local_copilot').status()") == "disabled", name
+    nvim.command(f"edit {main}")
+    nvim.command("call cursor(2, 1)")
+    n = len(proxy.bodies("/infill"))
+    nvim.input("Avalue = ")
+    wait_for(lambda: len(proxy.bodies("/infill")) > n, what="a request from main.py")
+    wait_ghost(nvim)
+    # the ring works (a visited ordinary buffer is sent as input_extra), so absence means something
+    wait_for(lambda: "visiblemarker_" in json.dumps(proxy.requests), what="the visited buffer sent as context")
+    sent = json.dumps(proxy.requests) + json.dumps(proxy.headers)
+    for name, line in SECRETS.items():
+        marker = line.split()[-1][-10:]
+        assert marker not in sent, f"{name} leaked"
+    for name in SECRETS:
+        assert name not in sent, f"{name}'s path leaked"
+
+
+def listeners(port: int) -> list[str]:
+    """Local addresses listening on `port`, from /proc/net/tcp and /proc/net/tcp6 (state 0A)."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            fields = row.split()
+            addr, hexport = fields[1].rsplit(":", 1)
+            if int(hexport, 16) == port and fields[3] == "0A":
+                found.append(addr)
+    return found
+
+
+LOOPBACK_HEX = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1, ::1
+
+
+def test_servers_the_plugin_starts_listen_on_loopback_only(open_nvim: Any, nvim_env: dict[str, str],
+                                                          models: dict[str, Path], llama_bin: str,
+                                                          tmp_path: Path) -> None:
+    port = free_port()
+    env = dict(nvim_env, LOCAL_COPILOT_LLAMA_SERVER=llama_bin)
+    # "localhost" in the url: the recipe still binds the loopback address, not every interface
+    nvim = open_nvim({"debounce_ms": 0, "adaptive_debounce": False, "n_predict": 4, "backends": {
+        "tiny": {"kind": "llama.cpp", "url": f"http://localhost:{port}", "model": str(models["x"]),
+                 "server": {"context_tokens": 2048, "parallel": 1}}}}, env)
+    nvim.exec_lua("vim.g.ready = nil; vim.api.nvim_create_autocmd('User', { pattern = 'LocalCopilotBackendReady',"
+                  " callback = function(ev) vim.g.ready = ev.data.backend end })")
+    nvim.command("LocalCopilotBackend tiny")
+    try:
+        wait_for(lambda: nvim.vars.get("ready") == "tiny", timeout=60, what="LocalCopilotBackendReady")
+        addrs = wait_for(lambda: listeners(port), what=f"a listener on port {port}")
+        assert set(addrs) <= LOOPBACK_HEX, f"listening on {addrs}, not only on loopback"
+        nvim.command(f"edit {tmp_path / 'a.py'}")
+        nvim.input("ia = ")
+        assert wait_ghost(nvim, lambda t: t == "xxxx")  # and it serves completions
+    finally:
+        nvim.command("LocalCopilotBackend stop tiny")
+    wait_for(lambda: not listeners(port), timeout=30, what="the server stopped")
+
+
+GUARD = textwrap.dedent('''
+    """Test-only network guard (tests/integration/test_security.py): refuse every connect that
+    is not to this machine, and write it down, so no packet goes to a non-loopback address."""
+    import errno, os, socket
+
+    _LOG = os.environ["LC_NET_GUARD_LOG"]
+
+    def _local(address):
+        if not isinstance(address, tuple):
+            return True  # unix sockets
+        host = str(address[0])
+        return host.startswith("127.") or host in ("::1", "localhost")
+
+    def _note(what):
+        with open(_LOG, "a") as f:
+            f.write(what + "\\n")
+
+    _connect, _connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def connect(self, address):
+        if not _local(address):
+            _note("blocked " + repr(address))
+            raise ConnectionRefusedError(errno.ECONNREFUSED, "refused by the test's network guard")
+        return _connect(self, address)
+
+    def connect_ex(self, address):
+        if not _local(address):
+            _note("blocked " + repr(address))
+            return errno.ECONNREFUSED
+        return _connect_ex(self, address)
+
+    socket.socket.connect, socket.socket.connect_ex = connect, connect_ex
+    _note("loaded")
+''')
+
+
+def test_a_non_loopback_http_endpoint_draws_a_checkhealth_warning(open_nvim: Any, nvim_env: dict[str, str],
+                                                                  tmp_path: Path) -> None:
+    guard_dir = tmp_path / "guard"
+    guard_dir.mkdir()
+    (guard_dir / "sitecustomize.py").write_text(GUARD)
+    guard_log = tmp_path / "guard.log"
+    env = dict(nvim_env, LC_NET_GUARD_LOG=str(guard_log),
+               PYTHONPATH=str(guard_dir) + (":" + nvim_env["PYTHONPATH"] if nvim_env.get("PYTHONPATH") else ""))
+    url = "http://10.1.2.3:8000"
+    nvim = open_nvim({"backend": "remote", "backends": {"remote": {"kind": "openai", "url": url}}}, env)
+    nvim.command("checkhealth local_copilot")
+    lines = list(nvim.current.buffer[:])
+    warning = [ln for ln in lines if "WARNING" in ln and url in ln]
+    assert warning, "\n".join(lines)
+    assert "unencrypted" in warning[0] or "plain http" in warning[0], warning[0]
+    notes = guard_log.read_text().splitlines()
+    assert notes and notes[0] == "loaded", notes  # the host ran behind the guard
+    # whatever the check tried, it was refused in-process: nothing left this machine
+    assert all(n == "loaded" or n.startswith("blocked ('10.1.2.3'") for n in notes), notes
+    print("connections the health check attempted (all refused by the guard):", notes[1:])
+
+
+def test_api_keys_come_only_from_the_environment(proxy: RecordingProxy, open_nvim: Any, nvim_env: dict[str, str],
+                                                 tmp_path: Path) -> None:
+    key = "sk-testkey-0f3e9a7b51"
+    # a key written into the options is rejected, and the message does not repeat it
+    nvim = open_nvim({"backends": {"llama.cpp": {"url": proxy.url, "api_key": key}}})
+    nvim.command(f"edit {tmp_path / 'a.py'}")
+    nvim.input("ia = ")
+    text = wait_for(lambda: "unknown field" in messages(nvim) and messages(nvim), what="the bad option reported")
+    assert "api_key" in text and key not in text, text
+    assert proxy.requests == []  # nothing was sent with options that were rejected
+
+    # the key named by api_key_env, from the environment, goes to the server as a Bearer header
+    env = dict(nvim_env, LC_TEST_API_KEY=key)
+    nvim = open_nvim({"backends": {"llama.cpp": {"url": proxy.url, "api_key_env": "LC_TEST_API_KEY"}},
+                      "log_level": "debug", "debounce_ms": 0, "adaptive_debounce": False}, env)
+    nvim.command(f"edit {tmp_path / 'b.py'}")
+    nvim.input("ib = ")
+    wait_ghost(nvim)
+    infill = [h for p, h in proxy.headers if p == "/infill"]
+    assert infill and all(h.get("authorization") == f"Bearer {key}" for h in infill), infill
+    nvim.command("checkhealth local_copilot")
+    health = "\n".join(nvim.current.buffer[:])
+    assert "LC_TEST_API_KEY is set" in health, health
+    assert key not in health
+    assert key not in messages(nvim)
+    log = log_text(nvim_env)
+    assert log, "the debug log is empty: nothing was checked"
+    assert key not in log
