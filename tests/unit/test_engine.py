@@ -18,12 +18,16 @@ class RecordingEditor:
     def __init__(self) -> None:
         self.plans: list[RenderPlan] = []
         self.notes: list[tuple[str, str]] = []
+        self.states: list[str] = []
 
     def show(self, plan: RenderPlan) -> None:
         self.plans.append(plan)
 
     def notify(self, message: str, level: str) -> None:
         self.notes.append((message, level))
+
+    def backend_state(self, state: str, message: str) -> None:
+        self.states.append(state)
 
 
 def snap(seq: int, line: str = "x = ", buf: int = 1) -> Snapshot:
@@ -86,6 +90,7 @@ async def test_server_down_gives_one_notification_per_episode() -> None:
     assert "cannot reach http://127.0.0.1:9" in message and level == "warn"
     assert "Traceback" not in message
     assert editor.plans == []
+    assert editor.states == ["down", "down", "down"]  # status() says 'backend down'
     await engine.close()
 
 
