@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -20,6 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "python"))
 
 from local_copilot.devtools.nvim_bin import nvim_binary as find_nvim  # noqa: E402
+from local_copilot.devtools.rplugin import RegistrationError, register_rplugin  # noqa: E402
 from local_copilot.devtools.tiny_model import write_gguf  # noqa: E402
 from local_copilot.servers.llama_cpp import LlamaServer, find_llama_server  # noqa: E402
 
@@ -65,19 +65,10 @@ def metrics(url: str) -> dict[str, float]:
 
 def make_manifest(nvim_bin: str, workdir: Path) -> Path:
     """Register the remote plugin the way a user does: :UpdateRemotePlugins into a temp manifest."""
-    path = workdir / "rplugin.vim"
-    env = dict(os.environ, NVIM_RPLUGIN_MANIFEST=str(path))
-    subprocess.run(
-        [nvim_bin, "--clean", "--headless", "-n",
-         "--cmd", f"set rtp^={REPO}",
-         "--cmd", f"let g:python3_host_prog = '{sys.executable}'",
-         "-c", f"let g:loaded_remote_plugins = '{path}'",
-         "-c", "UpdateRemotePlugins", "-c", "qa!"],
-        env=env, check=True, timeout=60, capture_output=True,
-    )
-    if "LocalCopilotEvent" not in path.read_text():
-        raise SystemExit(f":UpdateRemotePlugins did not register the plugin:\n{path.read_text()}")
-    return path
+    try:
+        return register_rplugin(nvim_bin, workdir / "rplugin.vim")
+    except RegistrationError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def nvim_env(workdir: Path, manifest: Path) -> dict[str, str]:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "python"))
 
 from local_copilot.devtools.nvim_bin import nvim_binary as find_nvim  # noqa: E402
+from local_copilot.devtools.rplugin import register_rplugin  # noqa: E402
 from local_copilot.devtools.tiny_model import write_gguf  # noqa: E402
 from local_copilot.servers.llama_cpp import LlamaServer, find_llama_server  # noqa: E402
 
@@ -117,21 +117,7 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def manifest(nvim_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Register the remote plugin the way a user does: :UpdateRemotePlugins."""
-    path = tmp_path_factory.mktemp("rplugin") / "rplugin.vim"
-    env = dict(os.environ, NVIM_RPLUGIN_MANIFEST=str(path))
-    subprocess.run(
-        [nvim_bin, "--clean", "--headless", "-n",
-         "--cmd", f"set rtp^={REPO}",
-         "--cmd", f"let g:python3_host_prog = '{sys.executable}'",
-         # with --clean, g:loaded_remote_plugins stays a placeholder path; it is where
-         # :UpdateRemotePlugins writes, so point it at our manifest once startup is done
-         "-c", f"let g:loaded_remote_plugins = '{path}'",
-         "-c", "UpdateRemotePlugins", "-c", "qa!"],
-        env=env, check=True, timeout=60, capture_output=True,
-    )
-    text = path.read_text()
-    assert "LocalCopilotEvent" in text, text
-    return path
+    return register_rplugin(nvim_bin, tmp_path_factory.mktemp("rplugin") / "rplugin.vim")
 
 
 @pytest.fixture()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..servers.llama_cpp import LlamaServer, find_llama_server, free_port
 from .nvim_bin import nvim_binary
+from .rplugin import RegistrationError, register_rplugin
 from .tiny_model import write_gguf
 
 REPO = Path(__file__).resolve().parents[3]
@@ -23,17 +24,10 @@ CACHE = REPO / ".cache" / "demo"
 
 
 def register_plugin(nvim: str) -> Path:
-    manifest = CACHE / "rplugin.vim"
-    proc = subprocess.run(
-        [nvim, "--clean", "--headless", "-n", "--cmd", f"set rtp^={REPO}",
-         "--cmd", f"let g:python3_host_prog = '{sys.executable}'",
-         "-c", f"let g:loaded_remote_plugins = '{manifest}'",
-         "-c", "UpdateRemotePlugins", "-c", "qa!"],
-        env=dict(os.environ, NVIM_RPLUGIN_MANIFEST=str(manifest)), capture_output=True, text=True, timeout=120,
-    )
-    if "LocalCopilotEvent" not in (manifest.read_text() if manifest.exists() else ""):
-        raise SystemExit(f"demo: :UpdateRemotePlugins did not register the plugin:\n{proc.stdout}{proc.stderr}")
-    return manifest
+    try:
+        return register_rplugin(nvim, CACHE / "rplugin.vim")
+    except RegistrationError as exc:
+        raise SystemExit(f"demo: {exc}") from None
 
 
 def start_preset(binary: str, log: Path, timeout: float) -> LlamaServer | None:
