@@ -63,6 +63,10 @@ class FimTemplate:
     special_tokens: tuple[str, ...]
     # True when `extra` chunks are rendered (repo-level / multi-file form); others ignore them
     repo_level: bool
+    # the marker tokens the layout writes (a server's vocab must have each as one token)
+    markers: tuple[str, ...]
+    # suffix-first forms (SPM, Codestral): the prefix is the prompt's last part
+    prefix_last: bool
     _layout: _Layout = field(repr=False, compare=False)
 
     def render(
@@ -73,12 +77,21 @@ class FimTemplate:
         extra: Sequence[ExtraChunk] = (),
         path: str = "",
         repo: str = "",
+        middle: str = "",
     ) -> str:
         """The prompt text. Without a repo-level form, `extra`, `path` and `repo` are ignored:
         splicing other files into a format that has no separator for them would read as part of
-        the current file."""
+        the current file.
+
+        `middle` is the start of the middle the model is to continue (the cursor line up to the
+        cursor): it goes after the middle marker, at the very end of the prompt, so typing on
+        one line only appends to the prompt and the server's prompt cache keeps the prefix and
+        the suffix (re-evaluating the suffix on every keystroke cost ~20 ms; bench/run.py).
+        Suffix-first forms end with the prefix anyway, so there it just extends the prefix."""
         chunks = tuple(extra) if self.repo_level else ()
-        return self._layout(prefix, suffix, chunks, path or DEFAULT_PATH, repo or DEFAULT_REPO)
+        if self.prefix_last:
+            return self._layout(prefix + middle, suffix, chunks, path or DEFAULT_PATH, repo or DEFAULT_REPO)
+        return self._layout(prefix, suffix, chunks, path or DEFAULT_PATH, repo or DEFAULT_REPO) + middle
 
 
 def _chunk_name(chunk: ExtraChunk) -> str:
@@ -148,9 +161,10 @@ def _make(
     stop_token_ids: tuple[int, ...] = (),
     *,
     repo_level: bool = False,
+    prefix_last: bool = False,
 ) -> FimTemplate:
     special = tuple(dict.fromkeys(markers + stop))  # ordered, no duplicates
-    return FimTemplate(name, description, stop, stop_token_ids, special, repo_level, layout)
+    return FimTemplate(name, description, stop, stop_token_ids, special, repo_level, markers, prefix_last, layout)
 
 
 _QWEN_STOP = (
@@ -180,7 +194,7 @@ _TEMPLATES: dict[str, FimTemplate] = {
         _make("codellama", "CodeLlama 7B/13B (PSM)", _codellama, _LLAMA_FIM, ("<EOT>", "</s>"), (32010, 2)),
         _make(
             "codellama-spm", "CodeLlama 7B/13B (SPM: suffix first)", _codellama_spm,
-            _LLAMA_FIM, ("<EOT>", "</s>"), (32010, 2),
+            _LLAMA_FIM, ("<EOT>", "</s>"), (32010, 2), prefix_last=True,
         ),
         _make(
             "starcoder", "StarCoder / StarCoderBase / Granite Code / Stable Code (PSM)",
@@ -193,7 +207,7 @@ _TEMPLATES: dict[str, FimTemplate] = {
         ),
         _make(
             "codestral", "Codestral (suffix first, no middle token)", _codestral,
-            ("[SUFFIX]", "[PREFIX]"), ("</s>", "[PREFIX]", "[SUFFIX]"),
+            ("[SUFFIX]", "[PREFIX]"), ("</s>", "[PREFIX]", "[SUFFIX]"), prefix_last=True,
         ),
         _make(
             "codegemma", "CodeGemma 2B/7B (PSM; multi-file form with extra chunks)", _codegemma,

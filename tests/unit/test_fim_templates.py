@@ -326,3 +326,14 @@ def test_template_tokens_detect_their_family(name: str) -> None:
 def test_golden_dir_has_no_strays() -> None:
     if GOLDEN_DIR.is_dir():
         assert {p.stem for p in GOLDEN_DIR.glob("*.json")} <= set(GOLDEN_CASES)
+
+
+def test_the_start_of_the_middle_goes_last_so_typing_only_appends_to_the_prompt() -> None:
+    qwen = ft.get_template("qwen")
+    one = qwen.render("a = 1\n", "\nb = 2", middle="pri")
+    two = qwen.render("a = 1\n", "\nb = 2", middle="prin")
+    assert one == "<|fim_prefix|>a = 1\n<|fim_suffix|>\nb = 2<|fim_middle|>pri"
+    assert two.startswith(one)
+    # suffix-first forms end with the prefix: there the middle simply extends it
+    assert ft.get_template("codestral").render("a\n", "b", middle="pri") == "[SUFFIX]b[PREFIX]a\npri"
+    assert ft.get_template("codellama-spm").render("", "b", middle="x") == "<PRE> <SUF>b <MID> x"

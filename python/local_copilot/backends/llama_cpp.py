@@ -1,4 +1,13 @@
-"""llama.cpp `llama-server` `/infill`: server-side FIM from the model's own tokens.
+"""llama.cpp `llama-server`: `/completion` with a prompt rendered here, or `/infill`.
+
+Which FIM template the served model speaks is read from its own vocabulary: one `/tokenize`
+call tells which templates' markers are single tokens there (the configured `fim_template`
+wins). With a template the prompt is rendered client-side and the cursor line's text goes
+after the middle marker, so typing only appends to the prompt and llama-server's prompt cache
+keeps everything before it; `/infill` puts that text before the suffix, and the server
+re-evaluated the whole suffix on every keystroke (~20 ms per key with a 300-token suffix on
+the tiny model; bench/run.py). A vocabulary with no known markers falls back to `/infill`,
+which builds the prompt from the model's own FIM tokens.
 
 SSE without `[DONE]`; the final chunk has `stop: true` and `timings`.
 """
@@ -12,7 +21,8 @@ import httpx
 import msgspec
 
 from ..config import BackendConfig
-from ..errors import ProtocolError
+from ..errors import ProtocolError, ServerError
+from ..fim_templates import FimTemplate, detect_family, get_template, names
 from ..streaming import SSEParser
 from .base import Chunk, FimRequest, HttpBackend
 
@@ -38,38 +48,100 @@ class _Props(msgspec.Struct):
     model_alias: str = ""
 
 
+class _Piece(msgspec.Struct):
+    piece: Any = ""
+
+
+class _Pieces(msgspec.Struct):
+    tokens: list[_Piece] = []
+
+
 _decoder = msgspec.json.Decoder(_InfillChunk)
 _props_decoder = msgspec.json.Decoder(_Props)
+_pieces_decoder = msgspec.json.Decoder(_Pieces)
+
+# Which template to try first when several fit a vocabulary: a StarCoder2 vocab also has
+# StarCoder's <fim_*> markers, and the PSM form of CodeLlama is the one it was mostly trained on.
+_PREFERENCE = ("qwen", "deepseek", "starcoder2", "starcoder", "codegemma", "codellama", "codestral")
 
 
 class LlamaCppBackend(HttpBackend):
     def __init__(self, name: str, cfg: BackendConfig, client: httpx.AsyncClient) -> None:
         super().__init__(name, cfg, client)
         self.props: _Props | None = None
+        self.template: FimTemplate | None = None
+        self._resolved = False  # template looked up (None after that = /infill)
 
     def forget(self) -> None:
-        self.props = None  # a restarted server may have other slots
+        self.props = None  # a restarted server may have other slots, or another model
+        self.template = None
+        self._resolved = False
 
     async def probe(self) -> _Props:
         """`/props`: the per-slot context (`-c` split over `--parallel` slots) and the model."""
         return await self.fetch("GET", "/props", _props_decoder)
 
-    counts_full_prompt = False
     supports_n = False
-    # /infill renders the prompt server-side and ends at the model's own EOG tokens
-    stop_strings: tuple[str, ...] = ()
+
+    @property
+    def counts_full_prompt(self) -> bool:
+        # /completion counts the prompt we rendered; /infill counts what is left after its cuts
+        return self.template is not None
+
+    @property
+    def stop_strings(self) -> tuple[str, ...]:
+        # /infill renders the prompt server-side and ends at the model's own EOG tokens
+        return self.template.special_tokens if self.template else ()
+
+    @property
+    def endpoint(self) -> str:
+        return "/completion" if self.template is not None else "/infill"
 
     async def context_limit(self) -> int | None:
-        if self.props is None:
-            self.props = await self.probe()
+        await self.ensure_ready()
+        assert self.props is not None
         return self.props.default_generation_settings.n_ctx or None
 
+    async def ensure_ready(self) -> FimTemplate | None:
+        if self.props is None:
+            self.props = await self.probe()
+        if not self._resolved:
+            self.template = await self._resolve_template(self.props)
+            self._resolved = True
+        return self.template
+
+    async def _resolve_template(self, props: _Props) -> FimTemplate | None:
+        """The configured template, else the first whose markers are single tokens in the served
+        model's vocabulary (the model's name decides the order); None: use /infill."""
+        if self.cfg.fim_template:
+            return get_template(self.cfg.fim_template)
+        candidates = [get_template(n) for n in dict.fromkeys(_PREFERENCE + tuple(names()))]
+        wanted = sorted({m for t in candidates for m in t.markers})
+        try:
+            found = await self.fetch("POST", "/tokenize", _pieces_decoder,
+                                     json={"content": "\n".join(wanted), "with_pieces": True})
+        except (ServerError, ProtocolError):
+            return None  # an old or proxied server without /tokenize: /infill still works
+        # sentencepiece vocabs spell CodeLlama's markers "▁<PRE>"
+        single = {p.piece.strip().lstrip("\u2581") for p in found.tokens if isinstance(p.piece, str)}
+        named = [detect_family(n) for n in (props.model_alias, props.model_path.rsplit("/", 1)[-1]) if n]
+        order = [get_template(n) for n in dict.fromkeys([n for n in named if n] + [t.name for t in candidates])]
+        return next((t for t in order if all(m in single for m in t.markers)), None)
+
     def body(self, req: FimRequest) -> dict[str, Any]:
-        body = {
-            "input_prefix": req.prefix,
-            "input_suffix": req.suffix,
-            "prompt": req.middle,
-            "input_extra": [{"filename": c.filename, "text": c.text} for c in req.extra],
+        if self.template is not None:
+            body: dict[str, Any] = {
+                "prompt": self.template.render(req.prefix, req.suffix, middle=req.middle, path=req.path,
+                                               extra=req.extra),
+            }
+        else:
+            body = {
+                "input_prefix": req.prefix,
+                "input_suffix": req.suffix,
+                "prompt": req.middle,
+                "input_extra": [{"filename": c.filename, "text": c.text} for c in req.extra],
+            }
+        body.update({
             "n_predict": req.n_predict,
             "n_indent": req.n_indent,
             "t_max_predict_ms": req.t_max_predict_ms,
@@ -79,13 +151,14 @@ class LlamaCppBackend(HttpBackend):
             "top_p": self.cfg.top_p,
             "top_k": 40,
             "samplers": self.cfg.samplers,
-        }
+        })
         if req.seed is not None:
             body["seed"] = req.seed
         return body
 
     async def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
-        async for payload in self.payloads("/infill", self.body(req), SSEParser()):
+        await self.ensure_ready()
+        async for payload in self.payloads(self.endpoint, self.body(req), SSEParser()):
             chunk = self._decode(payload)
             yield chunk
             if chunk.done:

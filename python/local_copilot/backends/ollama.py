@@ -107,7 +107,7 @@ class OllamaBackend(HttpBackend):
         body: dict[str, Any] = {"model": self.cfg.model, "stream": True, "keep_alive": KEEP_ALIVE, "options": options}
         if template is not None:
             body["raw"] = True
-            body["prompt"] = template.render(req.prefix + req.middle, req.suffix, path=req.path, extra=req.extra)
+            body["prompt"] = template.render(req.prefix, req.suffix, middle=req.middle, path=req.path, extra=req.extra)
             options["stop"] = list(template.stop)
         else:
             body["prompt"] = req.prefix + req.middle

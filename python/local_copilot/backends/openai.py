@@ -123,7 +123,7 @@ class OpenAIBackend(HttpBackend):
         assert self.model is not None
         body: dict[str, Any] = {
             "model": self.model.id,
-            "prompt": template.render(req.prefix + req.middle, req.suffix, path=req.path, extra=req.extra),
+            "prompt": template.render(req.prefix, req.suffix, middle=req.middle, path=req.path, extra=req.extra),
             "max_tokens": req.n_predict,
             "temperature": self.cfg.temperature if req.temperature is None else req.temperature,
             "top_p": self.cfg.top_p,
