@@ -184,6 +184,12 @@ local function on_change()
   if ghost.current then
     if ghost.unchanged() then return end -- e.g. the CursorMovedI after a partial accept
     if config.get('reuse') and ghost.typed_through() then
+      if not ghost.current.final then
+        -- only the first part was fetched (or it is still streaming): the rest is asked for
+        -- at the new spot; the trimmed text stays on screen until the answer replaces it
+        if config.get('auto_trigger') then schedule_request() end
+        return
+      end
       -- the host caches the trimmed suggestion for this spot: backspace and retype reuse it
       if host_running() then
         local snap = snapshot(api.nvim_get_current_buf())

@@ -22,7 +22,9 @@ CUT_STEP = 8  # lines; the prefix's first line moves only in steps of this many 
 class TokenEstimator:
     """Bytes per token, learned from what the server says it evaluated."""
 
-    def __init__(self, bytes_per_token: float = 2.5, floor: float = 1.5, ceiling: float = 5.0) -> None:
+    # floor 1.0: byte-level vocabularies without many merges (and the tiny test model) give
+    # ~1.4 bytes per token on code; at a floor of 1.5 such prompts could never be made to fit
+    def __init__(self, bytes_per_token: float = 2.5, floor: float = 1.0, ceiling: float = 5.0) -> None:
         self.bytes_per_token = bytes_per_token
         self._floor, self._ceiling = floor, ceiling
 
@@ -36,6 +38,14 @@ class TokenEstimator:
         # lean to the smaller (safer) ratio: overestimating tokens only costs context
         blended = 0.7 * self.bytes_per_token + 0.3 * seen
         self.bytes_per_token = max(self._floor, min(self._ceiling, min(blended, seen * 1.1)))
+
+    def overflowed(self, prompt_bytes: int, prompt_tokens: int | None) -> None:
+        """The server refused a prompt as too long; with its own count, take that ratio (less a
+        margin) at once, else count more pessimistically."""
+        if prompt_tokens and prompt_bytes > 0:
+            self.bytes_per_token = max(self._floor, min(self.bytes_per_token, prompt_bytes / prompt_tokens * 0.95))
+        else:
+            self.bytes_per_token = max(self._floor, self.bytes_per_token * 0.7)
 
 
 def fit_context(ctx: FimContext, budget: int, est: TokenEstimator, *, first_row: int,

@@ -34,21 +34,27 @@ def context_key(ctx: FimContext) -> str:
 class SuggestionCache:
     def __init__(self, size: int = 256) -> None:
         self.size = size
-        self._items: OrderedDict[str, str] = OrderedDict()
+        # key -> (text, partial): a partial text is the quick first part of a suggestion whose
+        # rest was not fetched yet (the engine continues it when it is shown again)
+        self._items: OrderedDict[str, tuple[str, bool]] = OrderedDict()
         self.hits = 0
         self.misses = 0
 
     def get(self, key: str) -> str | None:
-        text = self._items.get(key)
-        if text is None:
+        item = self._items.get(key)
+        if item is None:
             self.misses += 1
             return None
         self._items.move_to_end(key)
         self.hits += 1
-        return text
+        return item[0]
 
-    def put(self, key: str, text: str) -> None:
-        self._items[key] = text
+    def is_partial(self, key: str) -> bool:
+        item = self._items.get(key)
+        return item is not None and item[1]
+
+    def put(self, key: str, text: str, *, partial: bool = False) -> None:
+        self._items[key] = (text, partial)
         self._items.move_to_end(key)
         while len(self._items) > self.size:
             self._items.popitem(last=False)

@@ -3,18 +3,25 @@
 Everything here runs on the worker's asyncio loop (see worker.py); the editor is reached only
 through the `Editor` port, whose Neovim implementation hops to pynvim's thread.
 
-Per snapshot: the cache may answer at once; otherwise one streaming request whose text goes
-through the post-processor on every chunk. Once a suggestion is complete, a speculative
-request computes the next one as if it were accepted, so Tab-then-wait costs nothing.
+Per snapshot: the cache may answer at once; otherwise a streaming request whose text goes
+through the post-processor on every chunk. Right after a keystroke only the first
+`n_predict_first` tokens are asked for: they are on screen within milliseconds, and while the
+user keeps typing each keystroke's request stops by itself instead of generating until the
+next key cancels it. Once typing pauses the same prompt plus that text is continued up to
+`n_predict` (the prompt cache makes the continuation cost no prompt evaluation). Once a
+suggestion is complete, a speculative request computes the first part of the next one as if
+it were accepted, so Tab-then-wait costs nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 import httpx
+import msgspec
 
 from .backends import Backend, FimRequest, make_backend
 from .budget import TokenEstimator, fit_context
@@ -59,6 +66,62 @@ def accepted_snapshot(snap: Snapshot, text: str) -> Snapshot:
     )
 
 
+class _PromptTooLong(Exception):
+    """The server refused the prompt as too long; the estimator was recalibrated, retry once."""
+
+
+class _Outcome:
+    """One finished stream: the post-processed text, the raw model text, and whether the
+    model was cut off by the token limit (so there is more to fetch)."""
+
+    __slots__ = ("text", "raw", "truncated")
+
+    def __init__(self, text: str, raw: str, truncated: bool) -> None:
+        self.text, self.raw, self.truncated = text, raw, truncated
+
+
+class _Drawer:
+    """Partial suggestions to the editor, at most one plan per frame (the first at once).
+
+    A fast server streams ~1,000 tokens/s, and a plan per token cost Neovim a draw and the host
+    an RPC per token (bench/run.py measured ~2 ms of Neovim main thread per keystroke from it)."""
+
+    def __init__(self, engine: Engine, snap: Snapshot) -> None:
+        self.engine, self.snap = engine, snap
+        self.loop = asyncio.get_running_loop()
+        self.shown = ""
+        self.drawn = False
+        self._last = float("-inf")
+        self._pending: asyncio.TimerHandle | None = None
+
+    def _draw(self) -> None:
+        self._pending = None
+        self._last = self.loop.time()
+        self.drawn = True
+        self.engine.editor.show(self.engine._plan(self.snap, [self.shown], final=False))
+
+    def on_text(self, text: str) -> None:
+        if text == self.shown:
+            return
+        self.shown = text
+        wait = self._last + self.engine.PARTIAL_FRAME_S - self.loop.time()
+        if wait <= 0:
+            self._draw()
+        elif self._pending is None:
+            self._pending = self.loop.call_later(wait, self._draw)
+
+    def flush(self) -> None:
+        """Draw what is pending now (the last text of a stream that is done)."""
+        if self._pending is not None:
+            self._pending.cancel()
+            self._draw()
+
+    def stop(self) -> None:
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None
+
+
 class _Prepared:
     """A snapshot turned into what a request needs."""
 
@@ -72,6 +135,10 @@ class Engine:
     ALTERNATIVES = 3
     ALT_TEMPERATURE = 0.8
     PARTIAL_FRAME_S = 0.016  # streamed (partial) suggestions are drawn at most this often
+    # how long the user must stop typing before a first part is continued: 1.5 typing
+    # intervals (a slower key is a pause), within these bounds
+    PAUSE_MIN_S = 0.04
+    PAUSE_MAX_S = 0.3
 
     def __init__(self, editor: Editor, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.editor = editor
@@ -82,6 +149,8 @@ class Engine:
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._speculative: dict[int, asyncio.Task[None]] = {}
         self._last: dict[int, tuple[Snapshot, str]] = {}  # buf -> last finished snapshot and text
+        # buf -> (loop time of the last snapshot, smoothed interval between snapshots or None)
+        self._typing: dict[int, tuple[float, float | None]] = {}
         self.notifier = EpisodeNotifier(editor.notify)
         self.estimator = TokenEstimator()
         self.cache = SuggestionCache()
@@ -111,7 +180,14 @@ class Engine:
         self.cancel(snap.buf)
         if self.backend is None or self.config is None:
             return
-        self._tasks[snap.buf] = asyncio.get_running_loop().create_task(self._run(snap))
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        last, interval = self._typing.get(snap.buf, (float("-inf"), None))
+        gap = now - last
+        if gap < 1.0:
+            interval = gap if interval is None else 0.7 * interval + 0.3 * gap
+        self._typing[snap.buf] = (now, interval)
+        self._tasks[snap.buf] = loop.create_task(self._run(snap))
 
     def alternatives(self, snap: Snapshot) -> None:
         """Fetch more candidates for the spot of `snap` (next/prev when only one is known)."""
@@ -195,63 +271,87 @@ class Engine:
         return RenderPlan(buf=snap.buf, tick=snap.tick, row=snap.row, col=snap.col, seq=snap.seq,
                           items=[candidate(t) for t in texts], index=index, final=final, cached=cached)
 
-    async def _run(self, snap: Snapshot) -> None:
-        assert self.backend is not None
-        try:
-            prep = await self._prepare(snap)
-        except (BackendError, ConfigError) as exc:
-            self._failed(exc)
-            return
-        cached = self.cache.get(prep.key) if self.config and self.config.reuse else None
-        if cached is not None:
-            self.stats.count("cache_hits")
-            self.editor.show(self._plan(snap, [cached], final=True, cached=True))
-            self._finished(snap, cached)
-            return
-        self.stats.count("requests")
-        shown = ""
-        # At most one partial plan per frame (the first at once, the final always): a fast server
-        # streams ~1,000 tokens/s, and a plan per token cost Neovim a draw and the host an RPC
-        # per token (bench/run.py measured ~2 ms of Neovim main thread per keystroke from it).
+    def _first_n(self) -> int:
+        """Tokens the first request after a keystroke asks for (all of n_predict when off)."""
+        assert self.config is not None
+        first = self.config.n_predict_first
+        return first if 0 < first < self.config.n_predict else self.config.n_predict
+
+    async def _paused(self, buf: int) -> None:
+        """Return once the user has stopped typing in `buf` for a bit (cancelled if they type)."""
         loop = asyncio.get_running_loop()
-        last_draw = float("-inf")
-        pending: asyncio.TimerHandle | None = None
+        last, interval = self._typing.get(buf, (float("-inf"), None))
+        pause = self.PAUSE_MIN_S if interval is None else min(self.PAUSE_MAX_S, max(self.PAUSE_MIN_S, 1.5 * interval))
+        wait = last + pause - loop.time()
+        if wait > 0:
+            await asyncio.sleep(wait)
 
-        def draw() -> None:
-            nonlocal last_draw, pending
-            pending = None
-            last_draw = loop.time()
-            self.editor.show(self._plan(snap, [shown], final=False))
-
-        def on_text(text: str) -> None:
-            nonlocal shown, pending
-            if text == shown:
-                return
-            shown = text
-            wait = last_draw + self.PARTIAL_FRAME_S - loop.time()
-            if wait <= 0:
-                draw()
-            elif pending is None:
-                pending = loop.call_later(wait, draw)
-
+    async def _run(self, snap: Snapshot) -> None:
+        assert self.backend is not None and self.config is not None
+        drawer = _Drawer(self, snap)
         try:
-            final = await self._stream(prep, on_text)
+            await self._suggest(snap, drawer)
         finally:
-            if pending is not None:
-                pending.cancel()
-        if final is None:
-            if last_draw > float("-inf"):  # a stream that broke half-way: its partial text is not to be accepted
+            drawer.stop()
+
+    async def _suggest(self, snap: Snapshot, drawer: _Drawer) -> None:
+        assert self.config is not None
+        for attempt in (1, 2):
+            try:
+                prep = await self._prepare(snap)
+            except (BackendError, ConfigError) as exc:
+                self._failed(exc)
+                return
+            cached = self.cache.get(prep.key) if self.config.reuse else None
+            if cached is not None:
+                self.stats.count("cache_hits")
+                if not self.cache.is_partial(prep.key):
+                    self.editor.show(self._plan(snap, [cached], final=True, cached=True))
+                    self._finished(snap, cached)
+                    return
+                # the quick first part (typically prefetched as if accepted): show it, go on
+                drawer.on_text(cached)
+                drawer.flush()
+                out: _Outcome | None = _Outcome(cached, cached, True)
+                break
+            self.stats.count("requests")
+            first = self._first_n()
+            req = prep.req if first == prep.req.n_predict else _with(prep.req, n_predict=first)
+            try:
+                out = await self._stream(prep, drawer.on_text, req, retry_overflow=attempt == 1)
+            except _PromptTooLong:
+                continue  # the estimator now knows the server's count: fit again
+            break
+        else:
+            return
+        if out is not None and out.truncated and prep.req.n_predict > self._first_n():
+            if not cached:
+                self.cache.put(prep.key, out.text, partial=True)
+            drawer.on_text(out.text)
+            drawer.flush()
+            await self._paused(snap.buf)
+            # the same prompt plus what the model wrote: only those tokens are new to the server
+            more = _with(prep.req, middle=prep.req.middle + out.raw, n_predict=prep.req.n_predict - self._first_n())
+            self.stats.count("continuations")
+            out = await self._stream(prep, drawer.on_text, more, base_raw=out.raw)
+        if out is None:
+            if drawer.drawn:  # a stream that broke half-way: its partial text is not to be accepted
                 self.editor.show(self._plan(snap, [""], final=True))
             return
-        self.cache.put(prep.key, final)
-        self.editor.show(self._plan(snap, [final], final=True))
-        self._finished(snap, final)
+        self.cache.put(prep.key, out.text)
+        self.editor.show(self._plan(snap, [out.text], final=True))
+        self._finished(snap, out.text)
 
-    async def _stream(self, prep: _Prepared, on_text: object = None, req: FimRequest | None = None) -> str | None:
-        """Run one streaming request through the post-processor; None when it failed."""
+    async def _stream(self, prep: _Prepared, on_text: Callable[[str], None] | None = None,
+                      req: FimRequest | None = None, *, base_raw: str = "",
+                      retry_overflow: bool = False) -> _Outcome | None:
+        """Run one streaming request through the post-processor; None when it failed.
+
+        `base_raw` is model text a continuation request carries in its prompt: the stream's
+        text is appended to it before post-processing."""
         assert self.backend is not None
         req = req or prep.req
-        raw = ""
+        raw = base_raw
         started = time.perf_counter()
         first_token: float | None = None
         stream = self.backend.complete(req)
@@ -261,23 +361,33 @@ class Engine:
         # (tests/integration/test_faults.py, endless stream).
         max_chunks = req.n_predict + 16
         chunks = 0
+        generated: float | None = None  # tokens, as the server counts them
+        ended = False  # the post-processor found the suggestion complete
         try:
             async for chunk in stream:
-                chunks += 1
+                if chunk.text:
+                    chunks += 1
+                if chunk.timings and "predicted_n" in chunk.timings:
+                    generated = chunk.timings["predicted_n"]
                 if chunk.prompt_tokens and self.backend.counts_full_prompt:
-                    prompt = req.prefix + req.middle + req.suffix + "".join(c.text for c in req.extra)
-                    self.estimator.observe(len(prompt.encode("utf-8", "surrogateescape")), chunk.prompt_tokens)
+                    self.estimator.observe(_prompt_bytes(req), chunk.prompt_tokens)
                 if chunk.text and first_token is None:
                     first_token = time.perf_counter()
                 raw += chunk.text
                 result = process(raw, prep.pctx, final=False)
-                if callable(on_text):
+                if on_text is not None:
                     on_text(result.text)
+                if result.done:
+                    ended = True
                 if chunk.done or result.done or chunks >= max_chunks:
                     break
         except asyncio.CancelledError:
             raise
         except (BackendError, ConfigError) as exc:
+            if isinstance(exc, ServerError) and exc.context_overflow and retry_overflow:
+                self.estimator.overflowed(_prompt_bytes(req), exc.prompt_tokens)
+                log.info("prompt too long for the server (%s); fitting it again", exc)
+                raise _PromptTooLong() from None
             self._failed(exc)
             return None
         except Exception:  # a bug must not reach :messages as a stack trace
@@ -290,9 +400,10 @@ class Engine:
         done = time.perf_counter()
         self._succeeded()
         final = process(raw, prep.pctx, final=True).text
-        self.stats.latency(self.backend.name, (first_token or done) - started, done - started, len(raw))
+        self.stats.latency(self.backend.name, (first_token or done) - started, done - started, len(raw) - len(base_raw))
         log.debug("completion done in %.1f ms: %d chars", (done - started) * 1000, len(final))
-        return final
+        truncated = not ended and (generated if generated is not None else chunks) >= req.n_predict
+        return _Outcome(final, raw, truncated)
 
     def _finished(self, snap: Snapshot, text: str) -> None:
         self._last[snap.buf] = (snap, text)
@@ -310,9 +421,12 @@ class Engine:
         if self.cache.get(prep.key) is not None:
             return
         self.stats.count("speculative")
-        final = await self._stream(prep)
-        if final is not None:
-            self.cache.put(prep.key, final)
+        # only the quick first part: it is shown at once after accept, and continued from
+        # there once the user pauses (a whole n_predict here doubled the tokens per burst)
+        first = self._first_n()
+        out = await self._stream(prep, req=prep.req if first == prep.req.n_predict else _with(prep.req, n_predict=first))
+        if out is not None:
+            self.cache.put(prep.key, out.text, partial=out.truncated and first < prep.req.n_predict)
 
     async def _run_alternatives(self, snap: Snapshot) -> None:
         assert self.backend is not None
@@ -342,11 +456,11 @@ class Engine:
                     if text and text not in texts:
                         texts.append(text)
             else:
-                text = await self._stream(prep, req=req)
-                if text is None:
+                out = await self._stream(prep, req=req)
+                if out is None:
                     return
-                if text and text not in texts:
-                    texts.append(text)
+                if out.text and out.text not in texts:
+                    texts.append(out.text)
         self.editor.show(self._plan(snap, texts, final=True))
 
     async def _stream_many(self, prep: _Prepared, req: FimRequest) -> list[str]:
@@ -389,9 +503,9 @@ class Engine:
 
     def _failed(self, exc: Exception) -> None:
         self.stats.count("errors")
-        if isinstance(exc, ServerError) and exc.status == 400 and "context" in str(exc):
-            # the prompt did not fit after all: count tokens more pessimistically from now on
-            self.estimator.bytes_per_token = max(1.0, self.estimator.bytes_per_token * 0.7)
+        if isinstance(exc, ServerError) and exc.context_overflow:
+            # the prompt did not fit even after fitting it again: count more pessimistically
+            self.estimator.overflowed(0, None)
         log.warning("%s", exc)
         self.notifier.failure(type(exc).__name__, f"local-copilot: {exc}")
         self.editor.backend_state("down", str(exc))
@@ -404,3 +518,12 @@ class Engine:
 
 def _fields(req: FimRequest) -> dict[str, object]:
     return {f: getattr(req, f) for f in req.__struct_fields__}
+
+
+def _with(req: FimRequest, **changes: object) -> FimRequest:
+    return msgspec.structs.replace(req, **changes)
+
+
+def _prompt_bytes(req: FimRequest) -> int:
+    prompt = req.prefix + req.middle + req.suffix + "".join(c.text for c in req.extra)
+    return len(prompt.encode("utf-8", "surrogateescape"))

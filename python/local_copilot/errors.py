@@ -39,9 +39,15 @@ class ServerUnavailable(BackendError):
 
 
 class ServerError(BackendError):
-    def __init__(self, message: str, *, status: int = 0) -> None:
+    def __init__(self, message: str, *, status: int = 0, prompt_tokens: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+        # llama.cpp's "exceeds the available context size" error says how long the prompt was
+        self.prompt_tokens = prompt_tokens
+
+    @property
+    def context_overflow(self) -> bool:
+        return self.status == 400 and ("context" in str(self) or self.prompt_tokens is not None)
 
 
 class ProtocolError(BackendError):

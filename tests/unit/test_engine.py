@@ -56,7 +56,10 @@ async def test_streamed_tokens_are_shown_before_the_stream_ends(fake: Any) -> No
     assert path == "/infill"
     assert body["input_prefix"] == "" and body["prompt"] == "x = " and body["input_suffix"] == "\ny = 2"
     assert body["stream"] is True and body["cache_prompt"] is True
-    assert body["n_predict"] == 128 and body["t_max_predict_ms"] == 500
+    # right after a keystroke only the first part is asked for (n_predict_first); the model
+    # ended before it (3 tokens), so that is the whole suggestion and nothing is continued
+    assert body["n_predict"] == 8 and body["t_max_predict_ms"] == 500
+    assert len([r for r in server.requests if r[0] == "/infill"]) == 1
     await engine.close()
 
 

@@ -24,7 +24,9 @@ async def test_partial_plans_are_limited_to_one_per_frame(fake: Any) -> None:
     server = fake(lambda path, body: (200, llama_props()) if path == "/props" else (200, infill_stream(tokens, delay=0.002)))
     editor = RecordingEditor()
     engine = Engine(editor)
-    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "speculative": False}))
+    # one request of n_predict (the fake ignores n_predict; staged requests have their own test)
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "speculative": False,
+                                  "n_predict_first": 0}))
     engine.submit(snap(1))
     await wait_until(lambda: any(p.final for p in editor.plans))
     partial = [p for p in editor.plans if not p.final]
@@ -48,7 +50,7 @@ async def test_a_stream_past_n_predict_is_cut_and_its_text_kept(fake: Any) -> No
     editor = RecordingEditor()
     engine = Engine(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "speculative": False,
-                                  "n_predict": 20}))
+                                  "n_predict": 20, "n_predict_first": 0}))
     engine.submit(snap(1))
     await wait_until(lambda: any(p.final for p in editor.plans))
     final = editor.plans[-1].text

@@ -75,13 +75,17 @@ def auth_headers(cfg: BackendConfig) -> dict[str, str]:
 connect_errors = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError)
 
 
-def error_message(body: bytes) -> str:
-    """The server's own message from {"error": {"message": ...}} or {"error": "..."}."""
+def _error_object(body: bytes) -> Any:
     try:
         doc = msgspec.json.decode(body)
     except msgspec.DecodeError:
-        doc = None
-    err = doc.get("error") if isinstance(doc, dict) else None
+        return None
+    return doc.get("error") if isinstance(doc, dict) else None
+
+
+def error_message(body: bytes) -> str:
+    """The server's own message from {"error": {"message": ...}} or {"error": "..."}."""
+    err = _error_object(body)
     if isinstance(err, str):
         return err
     if isinstance(err, dict) and isinstance(err.get("message"), str):
@@ -96,7 +100,10 @@ async def raise_for_status(name: str, response: httpx.Response) -> None:
     message = error_message(body)
     if response.status_code == 503:
         raise ServerUnavailable(f"{name}: server not ready (503: {message or 'loading'})")
-    raise ServerError(f"{name}: HTTP {response.status_code}: {message}", status=response.status_code)
+    err = _error_object(body)
+    counted = err.get("n_prompt_tokens") if isinstance(err, dict) else None
+    raise ServerError(f"{name}: HTTP {response.status_code}: {message}", status=response.status_code,
+                      prompt_tokens=counted if isinstance(counted, int) and counted > 0 else None)
 
 
 T = TypeVar("T")

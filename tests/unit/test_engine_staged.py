@@ -1,0 +1,141 @@
+"""Staged requests against a FAKE llama.cpp server that honours n_predict (exact timing):
+the first `n_predict_first` tokens right after a keystroke, the rest once typing pauses, and a
+prompt the server refused as too long fitted again from the server's own token count."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from local_copilot.config import load_config
+from local_copilot.engine import Engine
+
+from ..fakes.fake_server import Step, infill_stream, llama_props
+from .test_engine import RecordingEditor, snap, wait_until
+
+
+def honouring(total: int, delay: float = 0.0):
+    """/infill answers min(n_predict, what is left of `total` tokens after the prompt's own
+    "t"s): a model that would write "t" * total."""
+
+    def script(path: str, body: dict[str, Any]) -> tuple[int, list[Step]]:
+        if path == "/props":
+            return 200, llama_props()
+        written = body["prompt"].count("t")
+        n = min(body["n_predict"], total - written)
+        steps = infill_stream(["t"] * n, delay=delay)
+        # the server's count of generated tokens, as llama.cpp reports it
+        steps[-1] = b"data: " + json.dumps({"content": "", "stop": True, "timings": {"predicted_n": n}}).encode() + b"\n\n"
+        return 200, steps
+
+    return script
+
+
+def infills(server: Any) -> list[dict[str, Any]]:
+    return [b for p, b in server.requests if p == "/infill"]
+
+
+async def test_first_part_at_once_then_the_rest_continues_the_same_prompt(fake: Any) -> None:
+    server = fake(honouring(30))
+    editor = RecordingEditor()
+    engine = Engine(editor)
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "speculative": False,
+                                  "n_predict": 64, "n_predict_first": 8}))
+    engine.submit(snap(1))
+    await wait_until(lambda: any(p.final for p in editor.plans))
+    first, more = infills(server)
+    assert first["n_predict"] == 8 and first["prompt"] == "x = "
+    # the continuation: the same prompt plus the text so far, for the tokens left
+    assert more["n_predict"] == 56 and more["prompt"] == "x = " + "t" * 8
+    assert more["input_prefix"] == first["input_prefix"] and more["input_suffix"] == first["input_suffix"]
+    texts = [p.text for p in editor.plans]
+    assert "t" * 8 in texts and not editor.plans[texts.index("t" * 8)].final  # first part shown, not final
+    assert editor.plans[-1].final and editor.plans[-1].text == "t" * 30
+    assert engine.stats.counters["continuations"] == 1
+    await engine.close()
+
+
+async def test_typing_on_cancels_the_continuation_and_each_key_asks_only_for_the_first_part(fake: Any) -> None:
+    server = fake(honouring(100))
+    editor = RecordingEditor()
+    engine = Engine(editor)
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "speculative": False,
+                                  "n_predict": 64, "n_predict_first": 8}))
+    line = "x = "
+    for seq in range(1, 6):  # five keys, 30 ms apart: faster than the pause the engine waits for
+        line += "a"
+        engine.submit(snap(seq, line))
+        await asyncio.sleep(0.03)
+    await wait_until(lambda: any(p.final and p.seq == 5 for p in editor.plans))
+    bodies = infills(server)
+    # a first part per key (a key whose request was cancelled before it was sent has none),
+    # and one continuation: for the last key only
+    asked = [b["n_predict"] for b in bodies]
+    assert asked[-1] == 56 and set(asked[:-1]) == {8} and 1 <= len(asked) - 1 <= 5
+    assert bodies[-1]["prompt"] == line + "t" * 8
+    await engine.close()
+
+
+async def test_a_model_that_stops_early_gets_no_continuation(fake: Any) -> None:
+    server = fake(honouring(5))
+    editor = RecordingEditor()
+    engine = Engine(editor)
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "speculative": False}))
+    engine.submit(snap(1))
+    await wait_until(lambda: any(p.final for p in editor.plans))
+    await asyncio.sleep(0.4)  # longer than any pause the engine waits for
+    assert len(infills(server)) == 1 and editor.plans[-1].text == "ttttt"
+    await engine.close()
+
+
+async def test_speculative_prefetch_is_the_first_part_and_is_continued_after_accept(fake: Any) -> None:
+    server = fake(honouring(1000))
+    editor = RecordingEditor()
+    engine = Engine(editor)
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "speculative": True,
+                                  "n_predict": 64, "n_predict_first": 8}))
+    engine.submit(snap(1))
+    await wait_until(lambda: engine.stats.counters.get("speculative") and len(infills(server)) == 3)
+    await wait_until(lambda: engine._speculative[1].done())
+    spec = infills(server)[2]
+    accepted = snap(2, "x = " + "t" * 64)
+    assert spec["n_predict"] == 8 and spec["prompt"] == accepted.line  # as if accepted
+    # the user accepts: the prefetched first part is shown at once, the rest is fetched from there
+    engine.submit(accepted)
+    await wait_until(lambda: any(p.final and p.seq == 2 for p in editor.plans))
+    assert engine.stats.counters["cache_hits"] == 1
+    shown = [p for p in editor.plans if p.seq == 2]
+    assert shown[0].text == "t" * 8 and not shown[0].final
+    more = infills(server)[3]
+    assert more["n_predict"] == 56 and more["prompt"] == accepted.line + "t" * 8
+    assert shown[-1].final and shown[-1].text == "t" * 64
+    await engine.close()
+
+
+async def test_a_prompt_the_server_refuses_as_too_long_is_fitted_again_from_its_count(fake: Any) -> None:
+    calls: list[int] = []
+
+    def script(path: str, body: dict[str, Any]) -> tuple[int, list[Step]]:
+        if path == "/props":
+            return 200, llama_props(n_ctx=1024)
+        size = len(body["input_prefix"]) + len(body["prompt"]) + len(body["input_suffix"])
+        calls.append(size)
+        if size > 1000:  # a vocabulary of ~1 byte per token: the default estimate is too kind
+            err = {"error": {"code": 400, "message": f"request ({size} tokens) exceeds the available context size (1024 tokens), try increasing it",
+                             "type": "exceed_context_size_error", "n_prompt_tokens": size, "n_ctx": 1024}}
+            return 400, [json.dumps(err).encode()]
+        return 200, infill_stream(["ok"])
+
+    server = fake(script)
+    editor = RecordingEditor()
+    engine = Engine(editor)
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "speculative": False}))
+    lines = [f"line_{i:04d} = {i}" for i in range(400)]  # ~6 KB above the cursor
+    from local_copilot.snapshot import Snapshot
+
+    engine.submit(Snapshot(buf=1, tick=1, row=399, col=len(lines[-1]), first=0, lines=lines, seq=1))
+    await wait_until(lambda: any(p.final for p in editor.plans))
+    assert len(calls) == 2 and calls[0] > 1000 >= calls[1]
+    assert editor.plans[-1].text == "ok" and not editor.notes  # no error shown for the retry
+    await engine.close()
