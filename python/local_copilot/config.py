@@ -73,7 +73,7 @@ class Config(_Base):
     # right after a keystroke ask for this many tokens only (shown within milliseconds, and a
     # request made stale by the next key has already stopped); the rest up to n_predict is
     # fetched once typing pauses. 0 (or >= n_predict): one request of n_predict tokens
-    n_predict_first: NonNegInt = 8
+    n_predict_first: NonNegInt = 6
     # server-side cap on generation time once a newline was produced (llama.cpp t_max_predict_ms)
     t_max_predict_ms: PositiveInt = 500
     debounce_ms: NonNegInt = 0

@@ -135,9 +135,9 @@ class Engine:
     ALTERNATIVES = 3
     ALT_TEMPERATURE = 0.8
     PARTIAL_FRAME_S = 0.016  # streamed (partial) suggestions are drawn at most this often
-    # how long the user must stop typing before a first part is continued: 1.5 typing
+    # how long the user must stop typing before a first part is continued: 2 typing
     # intervals (a slower key is a pause), within these bounds
-    PAUSE_MIN_S = 0.04
+    PAUSE_MIN_S = 0.06
     PAUSE_MAX_S = 0.3
 
     def __init__(self, editor: Editor, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
@@ -166,6 +166,8 @@ class Engine:
         timeout = httpx.Timeout(active.timeout_ms / 1000, connect=2.0)
         if self._client is not None:
             asyncio.get_running_loop().create_task(self._client.aclose())
+        if self.backend is not None:
+            self.backend.close()
         # one long-lived client: keep-alive to the server, closed streams cancel generation
         self._client = httpx.AsyncClient(timeout=timeout, transport=self._transport, trust_env=False)
         self.backend = make_backend(cfg.backend, active, self._client)
@@ -228,6 +230,8 @@ class Engine:
 
     async def close(self) -> None:
         self.cancel_all()
+        if self.backend is not None:
+            self.backend.close()
         if self._client is not None:
             await self._client.aclose()
 
@@ -281,7 +285,7 @@ class Engine:
         """Return once the user has stopped typing in `buf` for a bit (cancelled if they type)."""
         loop = asyncio.get_running_loop()
         last, interval = self._typing.get(buf, (float("-inf"), None))
-        pause = self.PAUSE_MIN_S if interval is None else min(self.PAUSE_MAX_S, max(self.PAUSE_MIN_S, 1.5 * interval))
+        pause = self.PAUSE_MIN_S if interval is None else min(self.PAUSE_MAX_S, max(self.PAUSE_MIN_S, 2 * interval))
         wait = last + pause - loop.time()
         if wait > 0:
             await asyncio.sleep(wait)
@@ -374,6 +378,8 @@ class Engine:
                 if chunk.text and first_token is None:
                     first_token = time.perf_counter()
                 raw += chunk.text
+                if chunk.more and not chunk.done and chunks < max_chunks:
+                    continue  # the rest of this network read comes at once: process it all together
                 result = process(raw, prep.pctx, final=False)
                 if on_text is not None:
                     on_text(result.text)

@@ -58,8 +58,9 @@ async def test_streamed_tokens_are_shown_before_the_stream_ends(fake: Any) -> No
     assert body["stream"] is True and body["cache_prompt"] is True
     # right after a keystroke only the first part is asked for (n_predict_first); the model
     # ended before it (3 tokens), so that is the whole suggestion and nothing is continued
-    assert body["n_predict"] == 8 and body["t_max_predict_ms"] == 500
-    assert len([r for r in server.requests if r[0] == "/infill"]) == 1
+    assert body["n_predict"] == 6 and body["t_max_predict_ms"] == 500
+    # (a speculative request for the text after "abc" may follow: it asks for a first part too)
+    assert [b["n_predict"] for p, b in server.requests if p == "/infill"] in ([6], [6, 6])
     await engine.close()
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Protocol, TypeVar
 
 import httpx
@@ -12,6 +14,7 @@ import msgspec
 from ..config import BackendConfig
 from ..errors import ProtocolError, ServerError, ServerUnavailable
 from ..fim_templates import ExtraChunk
+from ..http_stream import StreamClient, StreamResponse, TransportError
 
 __all__ = ["Backend", "Chunk", "FimRequest", "HttpBackend", "raise_for_status", "auth_headers", "connect_errors"]
 
@@ -41,6 +44,16 @@ class Chunk(msgspec.Struct, frozen=True, kw_only=True):
     prompt_tokens: int | None = None
     # which candidate this text belongs to when n > 1
     index: int = 0
+    # more chunks from the same network read follow at once (post-process after the last)
+    more: bool = False
+
+
+def batched(decode: Callable[[bytes], Chunk], batch: list[bytes]) -> Iterator[Chunk]:
+    """The payloads of one network read decoded in order, all but the last marked `more`."""
+    last = len(batch) - 1
+    for i, payload in enumerate(batch):
+        chunk = decode(payload)
+        yield msgspec.structs.replace(chunk, more=True) if i < last else chunk
 
 
 class Backend(Protocol):
@@ -60,6 +73,10 @@ class Backend(Protocol):
 
     def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
         """Stream the completion; closing the iterator closes the HTTP stream (cancel)."""
+        ...
+
+    def close(self) -> None:
+        """Drop kept connections (the backend is being replaced or the host stops)."""
         ...
 
 
@@ -93,16 +110,23 @@ def error_message(body: bytes) -> str:
     return body[:200].decode("utf-8", "replace").strip()
 
 
-async def raise_for_status(name: str, response: httpx.Response) -> None:
-    if response.status_code == 200:
-        return
-    body = await response.aread()
+async def raise_for_status(name: str, response: httpx.Response | StreamResponse) -> None:
+    if isinstance(response, StreamResponse):
+        status = response.status
+        if status == 200:
+            return
+        body = await response.read()
+    else:
+        status = response.status_code
+        if status == 200:
+            return
+        body = await response.aread()
     message = error_message(body)
-    if response.status_code == 503:
+    if status == 503:
         raise ServerUnavailable(f"{name}: server not ready (503: {message or 'loading'})")
     err = _error_object(body)
     counted = err.get("n_prompt_tokens") if isinstance(err, dict) else None
-    raise ServerError(f"{name}: HTTP {response.status_code}: {message}", status=response.status_code,
+    raise ServerError(f"{name}: HTTP {status}: {message}", status=status,
                       prompt_tokens=counted if isinstance(counted, int) and counted > 0 else None)
 
 
@@ -118,18 +142,28 @@ class _Parser(Protocol):
 class HttpBackend:
     """What every dialect shares: auth, error translation, probes and the streamed payloads."""
 
+    # after a read that delivered stream events, wait this long before the next read: the
+    # first token is drawn at once, later ones arrive in batches (one post-processing pass and
+    # at most one draw per batch instead of one per token; bench/run.py, host CPU per key)
+    READ_PACE_S = 0.008
+
     def __init__(self, name: str, cfg: BackendConfig, client: httpx.AsyncClient) -> None:
         self.name = name
         self.cfg = cfg
-        self.client = client
+        self.client = client  # probes (small JSON requests)
+        self.streams = StreamClient(timeout=cfg.timeout_ms / 1000)  # the completion streams
         self.base = cfg.url.rstrip("/")
+
+    def close(self) -> None:
+        self.streams.close()
 
     def forget(self) -> None:
         """The server went away: what was probed may differ when it comes back."""
 
     def _unreachable(self, exc: Exception) -> ServerUnavailable:
         self.forget()
-        if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
+        if type(exc).__name__ == "ReadTimeout" or (isinstance(exc, httpx.TimeoutException)
+                                                   and not isinstance(exc, httpx.ConnectTimeout)):
             return ServerUnavailable(f"{self.name}: no answer from {self.cfg.url} in time")
         return ServerUnavailable(f"{self.name}: cannot reach {self.cfg.url} ({exc.__class__.__name__})")
 
@@ -145,18 +179,47 @@ class HttpBackend:
         except msgspec.DecodeError as exc:
             raise ProtocolError(f"{self.name}: {path} answered something else ({exc})") from None
 
-    async def payloads(self, path: str, body: dict[str, Any], parser: _Parser) -> AsyncIterator[bytes]:
-        """The stream's payloads (SSE data or NDJSON lines); closing this closes the stream."""
+    async def payloads(self, path: str, body: dict[str, Any], parser: _Parser,
+                       last: Callable[[bytes], bool] | None = None) -> AsyncIterator[list[bytes]]:
+        """The stream's payloads (SSE data or NDJSON lines), a list per network read; closing
+        this closes the stream, which tells the server to stop.
+
+        `last` recognises the server's final payload: the rest of the body (the chunked
+        terminator) is read before that batch is handed over, so the connection is kept for
+        the next request instead of closed as a cancel."""
         try:
-            async with self.client.stream("POST", self.base + path, json=body,
-                                          headers=auth_headers(self.cfg)) as response:
+            async with await self.streams.post(self.base + path, _encode(body), auth_headers(self.cfg)) as response:
                 await raise_for_status(self.name, response)
-                async for data in response.aiter_raw():
-                    for payload in parser.feed(data):
-                        yield payload
-                for payload in parser.close():
-                    yield payload
-        except (*connect_errors, httpx.TimeoutException) as exc:
+                body_left = response.iter_raw()
+                async for data in body_left:
+                    batch = parser.feed(data)
+                    if not batch:
+                        continue
+                    if last is not None and last(batch[-1]):
+                        try:
+                            async with asyncio.timeout(0.5):
+                                async for _ in body_left:
+                                    pass
+                        except (TimeoutError, TransportError):
+                            pass  # the connection is just not kept
+                        yield batch
+                        return
+                    yield batch
+                    await asyncio.sleep(self.READ_PACE_S)
+                batch = parser.close()
+                if batch:
+                    yield batch
+        except TransportError as exc:
             raise self._unreachable(exc) from exc
         except ValueError as exc:  # a line too long for the parser
             raise ProtocolError(f"{self.name}: {exc}") from None
+
+
+_encoder = msgspec.json.Encoder()
+
+
+def _encode(body: dict[str, Any]) -> bytes:
+    try:
+        return _encoder.encode(body)
+    except UnicodeEncodeError:  # invalid UTF-8 in the buffer (pynvim's surrogateescape): \u-escape it
+        return json.dumps(body).encode("ascii")

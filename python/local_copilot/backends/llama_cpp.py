@@ -24,7 +24,13 @@ from ..config import BackendConfig
 from ..errors import ProtocolError, ServerError
 from ..fim_templates import FimTemplate, detect_family, get_template, names
 from ..streaming import SSEParser
-from .base import Chunk, FimRequest, HttpBackend
+from .base import Chunk, FimRequest, HttpBackend, batched
+
+
+def _final(payload: bytes) -> bool:
+    # the final SSE event has "stop": true (quotes inside content are escaped, so no false match)
+    return b'"stop":true' in payload or b'"stop": true' in payload
+
 
 __all__ = ["LlamaCppBackend"]
 
@@ -158,11 +164,11 @@ class LlamaCppBackend(HttpBackend):
 
     async def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
         await self.ensure_ready()
-        async for payload in self.payloads(self.endpoint, self.body(req), SSEParser()):
-            chunk = self._decode(payload)
-            yield chunk
-            if chunk.done:
-                return
+        async for batch in self.payloads(self.endpoint, self.body(req), SSEParser(), last=_final):
+            for chunk in batched(self._decode, batch):
+                yield chunk
+                if chunk.done:
+                    return
 
     def _decode(self, payload: bytes) -> Chunk:
         try:

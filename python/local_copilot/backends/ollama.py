@@ -18,8 +18,14 @@ from ..config import BackendConfig
 from ..errors import ConfigError, ProtocolError, ServerError
 from ..fim_templates import FimTemplate
 from ..streaming import NDJSONParser
-from .base import Chunk, FimRequest, HttpBackend
+from .base import Chunk, FimRequest, HttpBackend, batched
 from .probe import ModelInfo, resolve_template
+
+
+def _final(payload: bytes) -> bool:
+    # the last NDJSON line has "done": true (quotes inside text are escaped)
+    return b'"done":true' in payload or b'"done": true' in payload
+
 
 __all__ = ["OllamaBackend"]
 
@@ -119,11 +125,11 @@ class OllamaBackend(HttpBackend):
 
     async def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
         template = await self.ensure_ready()
-        async for line in self.payloads("/api/generate", self.body(req, template), NDJSONParser()):
-            chunk = self._decode(line)
-            yield chunk
-            if chunk.done:
-                return
+        async for batch in self.payloads("/api/generate", self.body(req, template), NDJSONParser(), last=_final):
+            for chunk in batched(self._decode, batch):
+                yield chunk
+                if chunk.done:
+                    return
 
     def _decode(self, line: bytes) -> Chunk:
         try:

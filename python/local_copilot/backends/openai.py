@@ -17,8 +17,14 @@ from ..config import BackendConfig
 from ..errors import ProtocolError
 from ..fim_templates import FimTemplate
 from ..streaming import SSEParser
-from .base import Chunk, FimRequest, HttpBackend, auth_headers
+from .base import Chunk, FimRequest, HttpBackend, auth_headers, batched
 from .probe import ModelInfo, resolve_template
+
+
+def _final(payload: bytes) -> bool:
+    # OpenAI streams end with a [DONE] event
+    return payload == b"[DONE]"
+
 
 __all__ = ["OpenAIBackend"]
 
@@ -154,17 +160,19 @@ class OpenAIBackend(HttpBackend):
 
     async def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
         template = await self.ensure_ready()
-        async for payload in self.payloads("/v1/completions", self.body(req, template), SSEParser()):
-            if payload == b"[DONE]":
-                yield Chunk(text="", done=True)
-                return
-            yield self._decode(payload)
+        async for batch in self.payloads("/v1/completions", self.body(req, template), SSEParser(), last=_final):
+            for chunk in batched(self._decode, batch):
+                yield chunk
+                if chunk.done:
+                    return
 
     # one request with `n` candidates; llama.cpp and Ollama get one request per candidate
     counts_full_prompt = True
     supports_n = True
 
     def _decode(self, payload: bytes) -> Chunk:
+        if payload == b"[DONE]":
+            return Chunk(text="", done=True)
         try:
             msg = _decoder.decode(payload)
         except (msgspec.DecodeError, ValueError) as exc:

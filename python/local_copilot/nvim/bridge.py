@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 import pynvim
 
+from ..log import log
 from ..render import RenderPlan
 
 __all__ = ["NvimEditor"]
@@ -25,6 +26,11 @@ class NvimEditor:
         self._lock = threading.Lock()
         self._pending: dict[int, RenderPlan] = {}
         self._queued = False
+        # pynvim's public async_call formats the caller's stack on every call (for its error
+        # message): ~100 us of host CPU per render plan (bench/run.py, py-spy). Plans take the
+        # session's thread-safe hop directly; _flush catches its own errors.
+        session = getattr(nvim, "_session", None)
+        self._hop = getattr(session, "threadsafe_call", None) or nvim.async_call
 
     def show(self, plan: RenderPlan) -> None:
         with self._lock:
@@ -32,17 +38,20 @@ class NvimEditor:
             if self._queued:
                 return
             self._queued = True
-        self.nvim.async_call(self._flush)
+        self._hop(self._flush)
 
     def _flush(self) -> None:
         with self._lock:
             plans = list(self._pending.values())
             self._pending.clear()
             self._queued = False
-        for plan in plans:
-            self.nvim.exec_lua(
-                "require('local_copilot.ghost').show(...)", msgspec.to_builtins(plan), async_=True
-            )
+        try:
+            for plan in plans:
+                self.nvim.exec_lua(
+                    "require('local_copilot.ghost').show(...)", msgspec.to_builtins(plan), async_=True
+                )
+        except Exception:  # Neovim went away; nothing to draw on
+            log.debug("render plan not delivered", exc_info=True)
 
     def notify(self, message: str, level: str) -> None:
         self.nvim.async_call(self._notify_now, message, level)
