@@ -7,6 +7,11 @@ layers of async generators per read; the host spent ~1 ms of CPU per streamed to
 the request, parses the status line and headers, and hands back the body as each read
 delivers it (chunked or not). Probes, health checks and everything else keep httpx.
 
+Plain http uses a non-blocking socket read with `loop.sock_recv` only when the caller asks
+for data: between the caller's (paced) reads the kernel buffers the server's events, and one
+read takes them all. asyncio's stream transports read every TCP segment as it arrives, one
+event-loop wakeup per token whatever the caller does. https goes through asyncio streams.
+
 Closing a stream before its end closes the connection: that is how a server learns the
 completion is no longer wanted. A connection whose response was read to the end is kept for
 the next request.
@@ -15,6 +20,7 @@ the next request.
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 from collections.abc import AsyncIterator
 from types import TracebackType
@@ -53,7 +59,75 @@ class RemoteProtocolError(TransportError):
     """The server closed the connection mid-response or sent something that is not HTTP."""
 
 
-_Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+class _Conn:
+    """One connection: `recv()` returns what has arrived (b"" at EOF), waiting only if nothing
+    has. `pending` holds bytes read past the current response's head."""
+
+    def __init__(self) -> None:
+        self.pending = bytearray()
+
+    async def send(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    async def recv(self) -> bytes:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+    def reusable(self) -> bool:
+        raise NotImplementedError
+
+
+class _SocketConn(_Conn):
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__()
+        self.sock = sock
+        self.loop = asyncio.get_running_loop()
+
+    async def send(self, data: bytes) -> None:
+        await self.loop.sock_sendall(self.sock, data)
+
+    async def recv(self) -> bytes:
+        return await self.loop.sock_recv(self.sock, READ_SIZE)
+
+    def abort(self) -> None:
+        try:
+            # RST at once (not a graceful FIN): the server's next write fails, generation stops
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        except OSError:
+            pass
+        self.sock.close()
+
+    def reusable(self) -> bool:
+        if self.sock.fileno() < 0:
+            return False
+        try:  # a kept connection the server closed meanwhile reads as EOF (or has stray bytes)
+            self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            return False
+        except BlockingIOError:
+            return True  # nothing to read: still open and idle
+        except OSError:
+            return False
+
+
+class _TlsConn(_Conn):
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        super().__init__()
+        self.reader, self.writer = reader, writer
+
+    async def send(self, data: bytes) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def recv(self) -> bytes:
+        return await self.reader.read(READ_SIZE)
+
+    def abort(self) -> None:
+        self.writer.transport.abort()
+
+    def reusable(self) -> bool:
+        return not self.reader.at_eof() and not self.writer.is_closing()
 
 
 class _Dechunker:
@@ -122,10 +196,14 @@ class StreamResponse:
         self._length = int(length) if length and length.isdigit() else None
         self._keep_alive = headers.get("connection", "").lower() != "close"
 
-    async def _read(self, n: int = READ_SIZE) -> bytes:
+    async def _read(self) -> bytes:
+        conn = self._conn
+        if conn.pending:
+            data, conn.pending = bytes(conn.pending), bytearray()
+            return data
         try:
             async with asyncio.timeout(self._timeout):
-                return await self._conn[0].read(n)
+                return await conn.recv()
         except TimeoutError:
             raise ReadTimeout(f"no data in {self._timeout:g} s") from None
         except (ConnectionError, OSError) as exc:
@@ -145,12 +223,17 @@ class StreamResponse:
                 out = decoder.feed(buf)
                 if out:
                     yield out
+            if buf:  # bytes past the terminator: the connection's state is unclear
+                self._keep_alive = False
         elif self._length is not None:
             left = self._length
             while left > 0:
-                data = await self._read(min(left, READ_SIZE))
+                data = await self._read()
                 if not data:
                     raise RemoteProtocolError("the server closed the connection mid-response")
+                if len(data) > left:  # bytes past this response are not ours
+                    self._keep_alive = False
+                    data = data[:left]
                 left -= len(data)
                 yield data
         else:  # the body ends when the server closes the connection
@@ -166,10 +249,10 @@ class StreamResponse:
         if self._conn is None:
             return
         conn, self._conn = self._conn, None  # type: ignore[assignment]
-        if self._complete and self._keep_alive:
+        if self._complete and self._keep_alive and not conn.pending:
             self._client._release(self._key, conn)
         else:
-            conn[1].transport.abort()  # at once: the server stops generating
+            conn.abort()  # at once: the server stops generating
 
     async def __aenter__(self) -> StreamResponse:
         return self
@@ -186,13 +269,23 @@ class StreamClient:
         self.connect_timeout = connect_timeout
         self._idle: dict[tuple[str, int, bool], list[_Conn]] = {}
         self._ssl: ssl.SSLContext | None = None
+        self._addrs: dict[tuple[str, int], tuple[int, tuple[object, ...]]] = {}
 
     def _release(self, key: tuple[str, int, bool], conn: _Conn) -> None:
         idle = self._idle.setdefault(key, [])
-        if len(idle) < 2 and not conn[0].at_eof():
+        if len(idle) < 2:
             idle.append(conn)
         else:
-            conn[1].transport.abort()
+            conn.abort()
+
+    async def _address(self, host: str, port: int) -> tuple[int, tuple[object, ...]]:
+        """Resolved once per host (getaddrinfo runs in a thread: not per request)."""
+        found = self._addrs.get((host, port))
+        if found is None:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            found = (infos[0][0], infos[0][4])
+            self._addrs[(host, port)] = found
+        return found
 
     async def _connect(self, key: tuple[str, int, bool]) -> _Conn:
         host, port, tls = key
@@ -200,7 +293,18 @@ class StreamClient:
             self._ssl = ssl.create_default_context()
         try:
             async with asyncio.timeout(self.connect_timeout):
-                return await asyncio.open_connection(host, port, ssl=self._ssl if tls else None, limit=READ_SIZE)
+                if tls:
+                    return _TlsConn(*await asyncio.open_connection(host, port, ssl=self._ssl, limit=READ_SIZE))
+                family, addr = await self._address(host, port)
+                sock = socket.socket(family, socket.SOCK_STREAM)
+                sock.setblocking(False)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                try:
+                    await asyncio.get_running_loop().sock_connect(sock, addr)
+                except BaseException:
+                    sock.close()
+                    raise
+                return _SocketConn(sock)
         except TimeoutError:
             raise ConnectTimeout(f"no connection in {self.connect_timeout:g} s") from None
         except (OSError, ssl.SSLError) as exc:
@@ -227,45 +331,53 @@ class StreamClient:
         idle = self._idle.get(key) or []
         while idle:
             conn = idle.pop()
+            if not conn.reusable():
+                conn.abort()
+                continue
             try:
                 return await self._send(key, conn, request)
             except RemoteProtocolError:
-                conn[1].transport.abort()
+                conn.abort()
         return await self._send(key, await self._connect(key), request)
 
     async def _send(self, key: tuple[str, int, bool], conn: _Conn, request: bytes) -> StreamResponse:
-        reader, writer = conn
-        lines: list[bytes] = []
+        buf = bytearray()
         try:
-            writer.write(request)
             async with asyncio.timeout(self.timeout):
-                await writer.drain()
-                status_line = await reader.readuntil(b"\r\n")
-                while (line := await reader.readuntil(b"\r\n")) != b"\r\n":
-                    lines.append(line)
-                    if len(lines) > 200:
-                        raise asyncio.LimitOverrunError("too many header lines", 0)
+                await conn.send(request)
+                while (end := buf.find(b"\r\n\r\n")) < 0:
+                    if len(buf) > 64 * 1024:
+                        raise RemoteProtocolError("response headers longer than 64 KB")
+                    data = await conn.recv()
+                    if not data:
+                        raise ConnectionResetError("closed")
+                    buf += data
         except TimeoutError:
-            writer.transport.abort()
+            conn.abort()
             raise ReadTimeout(f"no answer in {self.timeout:g} s") from None
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, OSError):
-            writer.transport.abort()
+        except (ConnectionError, OSError):
+            conn.abort()
             raise RemoteProtocolError("the server closed the connection before answering") from None
+        except RemoteProtocolError:
+            conn.abort()
+            raise
+        head = bytes(buf[:end]).decode("latin-1").split("\r\n")
+        conn.pending = buf[end + 4:]
         try:
-            _, code, *_ = status_line.decode("latin-1").split(" ", 2)
+            _, code, *_ = head[0].split(" ", 2)
             status = int(code)
         except ValueError:
-            writer.transport.abort()
-            raise RemoteProtocolError(f"not an HTTP answer: {status_line[:60]!r}") from None
+            conn.abort()
+            raise RemoteProtocolError(f"not an HTTP answer: {head[0][:60]!r}") from None
         headers: dict[str, str] = {}
-        for raw in lines:
-            name, sep, value = raw.decode("latin-1").partition(":")
+        for line in head[1:]:
+            name, sep, value = line.partition(":")
             if sep:
                 headers[name.strip().lower()] = value.strip()
         return StreamResponse(self, key, conn, status, headers, self.timeout)
 
     def close(self) -> None:
         for conns in self._idle.values():
-            for _, writer in conns:
-                writer.transport.abort()
+            for conn in conns:
+                conn.abort()
         self._idle.clear()

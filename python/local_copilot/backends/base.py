@@ -145,7 +145,7 @@ class HttpBackend:
     # after a read that delivered stream events, wait this long before the next read: the
     # first token is drawn at once, later ones arrive in batches (one post-processing pass and
     # at most one draw per batch instead of one per token; bench/run.py, host CPU per key)
-    READ_PACE_S = 0.008
+    READ_PACE_S = 0.016
 
     def __init__(self, name: str, cfg: BackendConfig, client: httpx.AsyncClient) -> None:
         self.name = name
