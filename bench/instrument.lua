@@ -58,11 +58,11 @@ end, 'ghost.show')
 -- trigger(): what the debounce timer runs (buf_enabled, snapshot, rpcnotify)
 lc.trigger = timed(lc.trigger, function(dt) B.snap_ns[#B.snap_ns + 1] = dt end, 'trigger')
 
--- capture the last snapshot sent (the Python half of the snapshot+prompt cost is timed on it)
-local event = vim.fn.LocalCopilotEvent
-vim.fn.LocalCopilotEvent = function(name, payload)
-  if name == 'snapshot' and B.capture then B.last_snap = payload end
-  return event(name, payload)
+-- capture the last whole snapshot sent (the Python half of the snapshot+prompt cost is timed on it)
+local emit = lc._emit
+lc._emit = function(name, payload)
+  if name == 'snapshot' and B.capture and payload.lines then B.last_snap = payload end
+  return emit(name, payload)
 end
 
 -- every autocmd of the plugin's group, re-created with a timed callback
@@ -112,9 +112,12 @@ end
 function B.stop() B.recording = false end
 
 -- Time trigger() (snapshot + notification) `n` times at the cursor; returns ns per call.
+-- Nothing changes between them, so after the first whole window each sends the cursor line.
 function B.time_trigger(n)
   local out = {}
   B.capture = true
+  -- one whole window first (captured); the timed triggers then send what typing sends
+  lc._resync(api.nvim_get_current_buf())
   for i = 1, n do
     local t0 = hr()
     lc.trigger()

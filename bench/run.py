@@ -114,9 +114,14 @@ class Burster:
         return not any(s.get("is_processing") for s in slots)
 
     def settle(self, timeout: float = 20.0) -> None:
-        """Until nothing runs: the server idle on 3 polls in a row (a speculative request
-        starts right after a suggestion is drawn, so one idle poll is not enough)."""
+        """Until nothing runs: the suggestion on screen is final (its rest is fetched only once
+        typing pauses, up to 300 ms after the last key), then the server idle on 3 polls in a
+        row (a speculative request starts right after a suggestion is drawn, so one idle poll
+        is not enough)."""
         deadline = time.monotonic() + timeout
+        H.wait_for(lambda: self.nvim.exec_lua(
+            "local g = require('local_copilot.ghost')\n"
+            "return g.current == nil or g.current.final == true"), timeout=timeout, what="a final suggestion")
         idle = 0
         while idle < 3:
             if time.monotonic() > deadline:

@@ -18,6 +18,9 @@ local state = {
   backend_message = '',
   last_key = nil, -- uv.now() of the previous keystroke
   interval = nil, -- smoothed time between keystrokes (ms)
+  chan = nil, -- the python3 host's channel, once it runs
+  base = {}, -- buf -> the last whole window sent: { seq, row, first, last, n }
+  watched = {}, -- buf -> true once nvim_buf_attach watches its edits
 }
 
 -- The manifest defines the rplugin's functions lazily: a FuncUndefined autocmd starts the
@@ -40,9 +43,36 @@ local function host_running()
   return vim.fn.exists('*LocalCopilotEvent') == 1
 end
 
+-- The python3 host's channel once it runs: events go to it with vim.rpcnotify. The rplugin
+-- function LocalCopilotEvent (which also starts the host) converts its arguments to Vim values
+-- first, ~0.1 ms more per keystroke for a snapshot (bench/run.py).
+local function host_channel()
+  local chan = state.chan
+  if chan and api.nvim_get_chan_info(chan).id == chan then return chan end
+  state.chan = nil
+  if not host_running() then return nil end
+  local ok, id = pcall(vim.fn['remote#host#Require'], 'python3')
+  if ok and type(id) == 'number' and id > 0 then
+    state.chan = id
+    state.base = {} -- a new host has none of the windows sent before
+  end
+  return state.chan
+end
+
+-- One event to the host (bench/instrument.lua wraps this to see what is sent).
+function M._emit(name, payload)
+  local chan = state.chan and host_channel()
+  if chan then
+    vim.rpcnotify(chan, 'local_copilot_event', name, payload)
+  else
+    vim.fn.LocalCopilotEvent(name, payload) -- starts the host when needed
+    host_channel()
+  end
+end
+
 local function send(name, payload)
   if not host_ready() then return end
-  vim.fn.LocalCopilotEvent(name, payload)
+  M._emit(name, payload)
 end
 
 -- Send an event, starting the host if needed (commands); carries the options the first time.
@@ -57,7 +87,7 @@ end
 
 -- Events the host only counts; never worth starting it for.
 local function tell(name, payload)
-  if host_running() then vim.fn.LocalCopilotEvent(name, payload) end
+  if host_running() then M._emit(name, payload) end
 end
 
 -- Options: see :help local-copilot-config. Stores them; nothing starts here.
@@ -107,6 +137,28 @@ function M.buf_enabled(buf)
   return true
 end
 
+-- Buffers whose edits are watched: an edit outside the row of the last whole window sent
+-- makes the next snapshot whole again (see snapshot()).
+local function watch(buf)
+  if state.watched[buf] then return end
+  state.watched[buf] = true
+  api.nvim_buf_attach(buf, false, {
+    on_lines = function(_, b, _, first, last_old, last_new)
+      local base = state.base[b]
+      if base and not (first == base.row and last_old == base.row + 1 and last_new == base.row + 1) then
+        state.base[b] = nil
+      end
+    end,
+    on_reload = function(_, b) state.base[b] = nil end,
+    on_detach = function(_, b)
+      state.watched[b], state.base[b] = nil, nil
+    end,
+  })
+end
+
+-- What the host needs for a request. While the user types on one line the host already has
+-- the rest of the window: only that line is sent, with `base` naming the whole window it
+-- belongs to (python/local_copilot/nvim/plugin.py rebuilds the snapshot).
 local function snapshot(buf)
   local row, col = unpack(api.nvim_win_get_cursor(0))
   row = row - 1
@@ -116,13 +168,12 @@ local function snapshot(buf)
   local last = math.min(n, row + 1 + ctx.lines_after)
   state.seq = state.seq + 1
   local bo = vim.bo[buf]
-  return {
+  local snap = {
     buf = buf,
     tick = api.nvim_buf_get_changedtick(buf),
     row = row,
     col = col,
     first = first,
-    lines = api.nvim_buf_get_lines(buf, first, last, false),
     nlines = n,
     ft = bo.filetype,
     path = api.nvim_buf_get_name(buf),
@@ -131,6 +182,22 @@ local function snapshot(buf)
     ts = bo.tabstop,
     seq = state.seq,
   }
+  local base = state.base[buf]
+  if base and state.chan and base.row == row and base.first == first and base.last == last and base.n == n then
+    snap.base = base.seq
+    snap.line = api.nvim_buf_get_lines(buf, row, row + 1, false)[1]
+  else
+    snap.lines = api.nvim_buf_get_lines(buf, first, last, false)
+    watch(buf)
+    state.base[buf] = { seq = state.seq, row = row, first = first, last = last, n = n }
+  end
+  return snap
+end
+
+-- The host lacks the window a snapshot was relative to (it restarted): send it whole.
+function M._resync(buf)
+  state.base[buf] = nil
+  if buf == api.nvim_get_current_buf() and api.nvim_get_mode().mode:sub(1, 1) == 'i' then M.trigger() end
 end
 
 local function request(kind)

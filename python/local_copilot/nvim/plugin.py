@@ -51,6 +51,9 @@ class LocalCopilotPlugin:
         self.config: Config | None = None
         self.config_error: str | None = None
         self._backends: BackendManager | None = None
+        # buf -> the last whole snapshot window; Lua sends only the cursor line while nothing
+        # else in the window changed (see _snapshot)
+        self._windows: dict[int, Snapshot] = {}
 
     def _start(self) -> Engine:
         if self._engine is None:
@@ -85,6 +88,32 @@ class LocalCopilotPlugin:
         assert self._worker is not None
         self._worker.call(engine.configure, cfg)
 
+    def _snapshot(self, payload: dict[str, Any]) -> Snapshot | None:
+        """A snapshot from Lua. While the user types on one line, Lua sends that line only
+        (`base` = the seq of the last whole window it sent): a 260-line window per keystroke
+        cost Neovim ~0.3 ms to send and the host as much to decode (bench/run.py). Without
+        the base here (a new host), Lua is told to send the whole window again."""
+        base_seq = payload.pop("base", None)
+        if base_seq is None:
+            snap = msgspec.convert(payload, Snapshot)
+            self._windows[snap.buf] = snap
+            return snap
+        base = self._windows.get(int(payload.get("buf", -1)))
+        if base is None or base.seq != base_seq or payload.get("first") != base.first:
+            self.nvim.exec_lua("require('local_copilot')._resync(...)", int(payload.get("buf", 0)), async_=True)
+            return None
+        lines = list(base.lines)
+        lines[int(payload["row"]) - base.first] = payload.pop("line")
+        payload["lines"] = lines
+        return msgspec.convert(payload, Snapshot)
+
+    @pynvim.rpc_export("local_copilot_event", sync=False)
+    @guarded
+    def on_notification(self, name: str, payload: Any = None) -> None:
+        """The keystroke path: Lua's vim.rpcnotify straight to this host (no Vimscript
+        function in between, which converted every snapshot to Vim values first)."""
+        self.on_event([name, payload])
+
     @pynvim.function("LocalCopilotEvent", sync=False)
     @guarded
     def on_event(self, args: list[Any]) -> None:
@@ -98,15 +127,18 @@ class LocalCopilotPlugin:
             engine = self._start()
             if self.config is None:
                 return
-            snap = msgspec.convert(payload, Snapshot)
+            snap = self._snapshot(payload)
             assert self._worker is not None
-            self._worker.call(engine.submit, snap)
+            if snap is not None:
+                self._worker.call(engine.submit, snap)
         elif name == "alternatives":
             engine = self._start()
             if self.config is None:
                 return
             assert self._worker is not None
-            self._worker.call(engine.alternatives, msgspec.convert(payload, Snapshot))
+            snap = self._snapshot(payload)
+            if snap is not None:
+                self._worker.call(engine.alternatives, snap)
         elif name == "backend":
             self._start()
             assert self._worker is not None and self._backends is not None
@@ -140,7 +172,9 @@ class LocalCopilotPlugin:
             if isinstance(payload, dict) and self.config is not None:
                 text = str(payload.pop("text", ""))
                 assert self._worker is not None
-                self._worker.call(engine.note_typed_through, msgspec.convert(payload, Snapshot), text)
+                snap = self._snapshot(payload)
+                if snap is not None:
+                    self._worker.call(engine.note_typed_through, snap, text)
         elif name == "shown":
             self._start().stats.count("shown")
         elif name == "hello":
