@@ -51,8 +51,10 @@ N_PREDICT = 128  # the default; every profile uses it
 # Settings profiles for the typing bursts. The defaults come first: they are the verdict.
 PROFILES: dict[str, dict[str, Any]] = {
     "defaults": {},
-    "no-debounce": {"debounce_ms": 0, "adaptive_debounce": False},
-    "no-debounce+no-speculative": {"debounce_ms": 0, "adaptive_debounce": False, "speculative": False},
+    # one request of n_predict per keystroke (no first part): what staging saves
+    "one-request": {"n_predict_first": 0},
+    # the old defaults: wait 20 ms, longer while typing fast
+    "debounce": {"debounce_ms": 20, "adaptive_debounce": True},
 }
 
 # 8 keys each, code-like, never starting a run of "x" (the suggestion): no typed-through
@@ -222,7 +224,8 @@ def run_profile(name: str, opts: dict[str, Any], server: Any, env: dict[str, str
     lat = [s["latency_ms"] for s in samples if s["latency_ms"] is not None]
     per_key = [v for s in samples for v in s["main_thread_ms_per_key"]]
     return {
-        "settings": {"debounce_ms": 20, "adaptive_debounce": True, "speculative": True, "n_predict": N_PREDICT, **opts},
+        "settings": {"debounce_ms": 0, "adaptive_debounce": False, "speculative": True, "n_predict": N_PREDICT,
+                     "n_predict_first": 6, **opts},
         "bursts": len(samples),
         "missing_suggestions": sum(1 for s in samples if s["latency_ms"] is None),
         "latency_ms": {"p50": pct(lat, 50), "p90": pct(lat, 90), "min": min(lat, default=float("nan")),

@@ -66,17 +66,18 @@ class Config(_Base):
     keymaps: dict[str, str | bool] = {}
     auto_trigger: bool = True
     # the Lua side reads these three; listed here so they are validated like the rest
-    adaptive_debounce: bool = False
+    adaptive_debounce: bool = True
     hide_during_completion: bool = True
     request_during_completion: bool = False
     n_predict: PositiveInt = 128
     # right after a keystroke ask for this many tokens only (shown within milliseconds, and a
     # request made stale by the next key has already stopped); the rest up to n_predict is
-    # fetched once typing pauses. 0 (or >= n_predict): one request of n_predict tokens
+    # fetched once typing pauses. 0 (or >= n_predict): one request of n_predict tokens.
+    # Only where a request can continue a text (llama.cpp with fim_template set)
     n_predict_first: NonNegInt = 6
     # server-side cap on generation time once a newline was produced (llama.cpp t_max_predict_ms)
     t_max_predict_ms: PositiveInt = 500
-    debounce_ms: NonNegInt = 0
+    debounce_ms: NonNegInt = 20
     max_lines: PositiveInt = 16
     # reuse suggestions: trim while the user types what is shown, and answer a spot seen
     # before from the cache; false sends a request for every change (to measure the saving)

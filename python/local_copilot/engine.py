@@ -279,6 +279,8 @@ class Engine:
         """Tokens the first request after a keystroke asks for (all of n_predict when off)."""
         assert self.config is not None
         first = self.config.n_predict_first
+        if self.backend is None or not self.backend.continues:
+            return self.config.n_predict
         return first if 0 < first < self.config.n_predict else self.config.n_predict
 
     async def _paused(self, buf: int) -> None:

@@ -59,8 +59,7 @@ async def test_openai_renders_the_fim_prompt_client_side_for_vllm(servers: list[
     assert chunks[-1].done and any(c.prompt_tokens == 19 for c in chunks)
     path, body = srv.requests[-1]
     assert path == "/v1/completions"
-    # the cursor line's text follows the middle marker: typing only appends to the prompt
-    assert body["prompt"] == "<|fim_prefix|>def f():\n<|fim_suffix|>\nprint(f())<|fim_middle|>    return "
+    assert body["prompt"] == "<|fim_prefix|>def f():\n    return <|fim_suffix|>\nprint(f())<|fim_middle|>"
     assert "suffix" not in body  # vLLM rejects it for nearly every model
     assert body["model"] == "Qwen/Qwen2.5-Coder-1.5B" and body["max_tokens"] == 16
     assert body["temperature"] == 0.1 and body["top_p"] == 0.9 and body["stream"] is True
@@ -133,8 +132,7 @@ async def test_ollama_raw_prompt_with_options_and_keep_alive(servers: list[FakeS
     path, body = srv.requests[-1]
     assert path == "/api/generate"
     assert body["raw"] is True and "suffix" not in body
-    # the cursor line's text follows the middle marker: typing only appends to the prompt
-    assert body["prompt"] == "<|fim_prefix|>def f():\n<|fim_suffix|>\nprint(f())<|fim_middle|>    return "
+    assert body["prompt"] == "<|fim_prefix|>def f():\n    return <|fim_suffix|>\nprint(f())<|fim_middle|>"
     assert body["options"]["num_predict"] == 16
     assert body["options"]["temperature"] == 0.1 and body["options"]["top_p"] == 0.9
     assert body["keep_alive"] and body["stream"] is True
@@ -182,28 +180,8 @@ def _llama(srv_streams: list[str]):
     return lambda path, body: (200, llama_props()) if path == "/props" else (200, infill_stream(srv_streams))
 
 
-async def test_llama_cpp_renders_the_prompt_when_the_vocab_has_a_known_fim_form(servers: list[FakeServer]) -> None:
-    from ..fakes.fake_server import QWEN_FIM
-
+async def test_llama_cpp_uses_infill_without_a_configured_template(servers: list[FakeServer]) -> None:
     srv = FakeServer(_llama(["pri", "nt"]))
-    srv.fim_tokens = QWEN_FIM
-    servers.append(srv)
-    cfg = load_config({"backends": {"llama.cpp": {"url": srv.url}}}).active
-    async with httpx.AsyncClient() as client:
-        b = make_backend("llama.cpp", cfg, client)
-        chunks = await collect(b)
-        assert b.counts_full_prompt and "<|fim_middle|>" in b.stop_strings
-    assert "".join(c.text for c in chunks) == "print"
-    path, body = srv.requests[-1]
-    assert path == "/completion" and "input_prefix" not in body
-    assert body["prompt"] == "<|fim_prefix|>def f():\n<|fim_suffix|>\nprint(f())<|fim_middle|>    return "
-    assert body["n_predict"] == 16 and body["cache_prompt"] is True and body["stream"] is True
-    # the vocabulary is read once per server, not per request
-    assert [p for p, _ in srv.requests].count("/tokenize") == 1
-
-
-async def test_llama_cpp_falls_back_to_infill_without_known_fim_tokens(servers: list[FakeServer]) -> None:
-    srv = FakeServer(_llama(["pri", "nt"]))  # the fake's vocabulary has no FIM tokens
     servers.append(srv)
     cfg = load_config({"backends": {"llama.cpp": {"url": srv.url}}}).active
     async with httpx.AsyncClient() as client:
@@ -216,7 +194,7 @@ async def test_llama_cpp_falls_back_to_infill_without_known_fim_tokens(servers: 
     assert (body["input_prefix"], body["prompt"], body["input_suffix"]) == ("def f():\n", "    return ", "\nprint(f())")
 
 
-async def test_llama_cpp_configured_template_wins_over_the_vocab(servers: list[FakeServer]) -> None:
+async def test_llama_cpp_with_a_configured_template_renders_the_prompt_itself(servers: list[FakeServer]) -> None:
     srv = FakeServer(_llama(["x"]))
     servers.append(srv)
     cfg = load_config({"backends": {"llama.cpp": {"url": srv.url, "fim_template": "starcoder"}}}).active
@@ -224,5 +202,5 @@ async def test_llama_cpp_configured_template_wins_over_the_vocab(servers: list[F
         await collect(make_backend("llama.cpp", cfg, client))
     path, body = srv.requests[-1]
     assert path == "/completion"
+    # the cursor line's text follows the middle marker: typing only appends to the prompt
     assert body["prompt"] == "<fim_prefix>def f():\n<fim_suffix>\nprint(f())<fim_middle>    return "
-    assert "/tokenize" not in [p for p, _ in srv.requests]

@@ -1,4 +1,5 @@
-"""Staged requests against a FAKE llama.cpp server that honours n_predict (exact timing):
+"""Staged requests against a FAKE llama.cpp server that honours n_predict (exact timing; with
+fim_template set, where the prompt ends with the typed text and a request can continue a text):
 the first `n_predict_first` tokens right after a keystroke, the rest once typing pauses, and a
 prompt the server refused as too long fitted again from the server's own token count."""
 
@@ -22,7 +23,7 @@ def honouring(total: int, delay: float = 0.0):
     def script(path: str, body: dict[str, Any]) -> tuple[int, list[Step]]:
         if path == "/props":
             return 200, llama_props()
-        written = body["prompt"].count("t")
+        written = body["prompt"].split("<|fim_middle|>")[-1].count("t")
         n = min(body["n_predict"], total - written)
         steps = infill_stream(["t"] * n, delay=delay)
         # the server's count of generated tokens, as llama.cpp reports it
@@ -33,14 +34,15 @@ def honouring(total: int, delay: float = 0.0):
 
 
 def infills(server: Any) -> list[dict[str, Any]]:
-    return [b for p, b in server.requests if p == "/infill"]
+    """The completion requests, each with `prompt` cut to what follows the middle marker."""
+    return [{**b, "prompt": b["prompt"].split("<|fim_middle|>")[1]} for p, b in server.requests if p == "/completion"]
 
 
 async def test_first_part_at_once_then_the_rest_continues_the_same_prompt(fake: Any) -> None:
     server = fake(honouring(30))
     editor = RecordingEditor()
     engine = Engine(editor)
-    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "speculative": False,
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}}, "speculative": False,
                                   "n_predict": 64, "n_predict_first": 8}))
     engine.submit(snap(1))
     await wait_until(lambda: any(p.final for p in editor.plans))
@@ -48,7 +50,6 @@ async def test_first_part_at_once_then_the_rest_continues_the_same_prompt(fake: 
     assert first["n_predict"] == 8 and first["prompt"] == "x = "
     # the continuation: the same prompt plus the text so far, for the tokens left
     assert more["n_predict"] == 56 and more["prompt"] == "x = " + "t" * 8
-    assert more["input_prefix"] == first["input_prefix"] and more["input_suffix"] == first["input_suffix"]
     texts = [p.text for p in editor.plans]
     assert "t" * 8 in texts and not editor.plans[texts.index("t" * 8)].final  # first part shown, not final
     assert editor.plans[-1].final and editor.plans[-1].text == "t" * 30
@@ -60,7 +61,7 @@ async def test_typing_on_cancels_the_continuation_and_each_key_asks_only_for_the
     server = fake(honouring(100))
     editor = RecordingEditor()
     engine = Engine(editor)
-    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "speculative": False,
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}}, "speculative": False,
                                   "n_predict": 64, "n_predict_first": 8}))
     line = "x = "
     for seq in range(1, 6):  # five keys, 30 ms apart: faster than the pause the engine waits for
@@ -81,7 +82,7 @@ async def test_a_model_that_stops_early_gets_no_continuation(fake: Any) -> None:
     server = fake(honouring(5))
     editor = RecordingEditor()
     engine = Engine(editor)
-    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "speculative": False}))
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}}, "speculative": False}))
     engine.submit(snap(1))
     await wait_until(lambda: any(p.final for p in editor.plans))
     await asyncio.sleep(0.4)  # longer than any pause the engine waits for
@@ -93,7 +94,7 @@ async def test_speculative_prefetch_is_the_first_part_and_is_continued_after_acc
     server = fake(honouring(1000))
     editor = RecordingEditor()
     engine = Engine(editor)
-    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "speculative": True,
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}}, "speculative": True,
                                   "n_predict": 64, "n_predict_first": 8}))
     engine.submit(snap(1))
     await wait_until(lambda: engine.stats.counters.get("speculative") and len(infills(server)) == 3)
@@ -119,7 +120,7 @@ async def test_a_prompt_the_server_refuses_as_too_long_is_fitted_again_from_its_
     def script(path: str, body: dict[str, Any]) -> tuple[int, list[Step]]:
         if path == "/props":
             return 200, llama_props(n_ctx=1024)
-        size = len(body["input_prefix"]) + len(body["prompt"]) + len(body["input_suffix"])
+        size = len(body["prompt"])
         calls.append(size)
         if size > 1000:  # a vocabulary of ~1 byte per token: the default estimate is too kind
             err = {"error": {"code": 400, "message": f"request ({size} tokens) exceeds the available context size (1024 tokens), try increasing it",
@@ -130,7 +131,7 @@ async def test_a_prompt_the_server_refuses_as_too_long_is_fitted_again_from_its_
     server = fake(script)
     editor = RecordingEditor()
     engine = Engine(editor)
-    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "speculative": False}))
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}}, "speculative": False}))
     lines = [f"line_{i:04d} = {i}" for i in range(400)]  # ~6 KB above the cursor
     from local_copilot.snapshot import Snapshot
 

@@ -62,6 +62,9 @@ class Backend(Protocol):
     stop_strings: tuple[str, ...]
     # whether one request can return several candidates (FimRequest.n)
     supports_n: bool
+    # whether a request can continue a text: the prompt ends with the start of the middle, so
+    # the same prompt plus the text so far asks for what follows it (staged requests need it)
+    continues: bool
     # whether the prompt token count the server reports is of the whole prompt we sent;
     # servers that cut the prompt first (llama.cpp /infill, Ollama's num_ctx) under-count it,
     # and calibrating on that would make every later prompt too big

@@ -1,13 +1,10 @@
-"""llama.cpp `llama-server`: `/completion` with a prompt rendered here, or `/infill`.
+"""llama.cpp `llama-server`: `/infill` (the server builds the FIM prompt from the model's own
+tokens), or `/completion` with a prompt rendered here when `fim_template` is set.
 
-Which FIM template the served model speaks is read from its own vocabulary: one `/tokenize`
-call tells which templates' markers are single tokens there (the configured `fim_template`
-wins). With a template the prompt is rendered client-side and the cursor line's text goes
-after the middle marker, so typing only appends to the prompt and llama-server's prompt cache
-keeps everything before it; `/infill` puts that text before the suffix, and the server
-re-evaluated the whole suffix on every keystroke (~20 ms per key with a 300-token suffix on
-the tiny model; bench/run.py). A vocabulary with no known markers falls back to `/infill`,
-which builds the prompt from the model's own FIM tokens.
+The rendered prompt puts the cursor line's text after the middle marker, so typing only
+appends to the prompt and llama-server's prompt cache keeps everything before it; `/infill`
+puts that text before the suffix, and the server re-evaluates the whole suffix on every
+keystroke (~20 ms per key with a 300-token suffix on the tiny model; bench/run.py).
 
 SSE without `[DONE]`; the final chunk has `stop: true` and `timings`.
 """
@@ -21,8 +18,8 @@ import httpx
 import msgspec
 
 from ..config import BackendConfig
-from ..errors import ProtocolError, ServerError
-from ..fim_templates import FimTemplate, detect_family, get_template, names
+from ..errors import ProtocolError
+from ..fim_templates import FimTemplate, get_template
 from ..streaming import SSEParser
 from .base import Chunk, FimRequest, HttpBackend, batched
 
@@ -54,21 +51,8 @@ class _Props(msgspec.Struct):
     model_alias: str = ""
 
 
-class _Piece(msgspec.Struct):
-    piece: Any = ""
-
-
-class _Pieces(msgspec.Struct):
-    tokens: list[_Piece] = []
-
-
 _decoder = msgspec.json.Decoder(_InfillChunk)
 _props_decoder = msgspec.json.Decoder(_Props)
-_pieces_decoder = msgspec.json.Decoder(_Pieces)
-
-# Which template to try first when several fit a vocabulary: a StarCoder2 vocab also has
-# StarCoder's <fim_*> markers, and the PSM form of CodeLlama is the one it was mostly trained on.
-_PREFERENCE = ("qwen", "deepseek", "starcoder2", "starcoder", "codegemma", "codellama", "codestral")
 
 
 class LlamaCppBackend(HttpBackend):
@@ -88,6 +72,11 @@ class LlamaCppBackend(HttpBackend):
         return await self.fetch("GET", "/props", _props_decoder)
 
     supports_n = False
+
+    @property
+    def continues(self) -> bool:
+        # /infill puts the text so far before the suffix: the model would start the middle anew
+        return self.template is not None
 
     @property
     def counts_full_prompt(self) -> bool:
@@ -117,22 +106,8 @@ class LlamaCppBackend(HttpBackend):
         return self.template
 
     async def _resolve_template(self, props: _Props) -> FimTemplate | None:
-        """The configured template, else the first whose markers are single tokens in the served
-        model's vocabulary (the model's name decides the order); None: use /infill."""
-        if self.cfg.fim_template:
-            return get_template(self.cfg.fim_template)
-        candidates = [get_template(n) for n in dict.fromkeys(_PREFERENCE + tuple(names()))]
-        wanted = sorted({m for t in candidates for m in t.markers})
-        try:
-            found = await self.fetch("POST", "/tokenize", _pieces_decoder,
-                                     json={"content": "\n".join(wanted), "with_pieces": True})
-        except (ServerError, ProtocolError):
-            return None  # an old or proxied server without /tokenize: /infill still works
-        # sentencepiece vocabs spell CodeLlama's markers "▁<PRE>"
-        single = {p.piece.strip().lstrip("\u2581") for p in found.tokens if isinstance(p.piece, str)}
-        named = [detect_family(n) for n in (props.model_alias, props.model_path.rsplit("/", 1)[-1]) if n]
-        order = [get_template(n) for n in dict.fromkeys([n for n in named if n] + [t.name for t in candidates])]
-        return next((t for t in order if all(m in single for m in t.markers)), None)
+        """The configured template (then the prompt is rendered here), else None: /infill."""
+        return get_template(self.cfg.fim_template) if self.cfg.fim_template else None
 
     def body(self, req: FimRequest) -> dict[str, Any]:
         if self.template is not None:
