@@ -70,6 +70,10 @@ class _PromptTooLong(Exception):
     """The server refused the prompt as too long; the estimator was recalibrated, retry once."""
 
 
+class _Superseded(Exception):
+    """A newer snapshot waited for this request's answer to start; this one is stale."""
+
+
 class _Outcome:
     """One finished stream: the post-processed text, the raw model text, and whether the
     model was cut off by the token limit (so there is more to fetch)."""
@@ -151,6 +155,10 @@ class Engine:
         self._last: dict[int, tuple[Snapshot, str]] = {}  # buf -> last finished snapshot and text
         # buf -> (loop time of the last snapshot, smoothed interval between snapshots or None)
         self._typing: dict[int, tuple[float, float | None]] = {}
+        # buffers whose current request has had no answer from the server yet, and the newer
+        # snapshot to send once it has (see submit)
+        self._unanswered: set[int] = set()
+        self._next: dict[int, Snapshot] = {}
         self.notifier = EpisodeNotifier(editor.notify)
         self.estimator = TokenEstimator()
         self.cache = SuggestionCache()
@@ -179,8 +187,8 @@ class Engine:
 
     def submit(self, snap: Snapshot) -> None:
         """A new snapshot for a buffer: cancel what is in flight there, start anew."""
-        self.cancel(snap.buf)
         if self.backend is None or self.config is None:
+            self.cancel(snap.buf)
             return
         loop = asyncio.get_running_loop()
         now = loop.time()
@@ -189,6 +197,18 @@ class Engine:
         if gap < 1.0:
             interval = gap if interval is None else 0.7 * interval + 0.3 * gap
         self._typing[snap.buf] = (now, interval)
+        task = self._tasks.get(snap.buf)
+        if task is not None and not task.done() and snap.buf in self._unanswered:
+            # The server has not answered the previous request yet: it sits in the server's
+            # queue, and llama-server notices a closed connection there only once a second, so
+            # cancelling it now would still cost its prompt evaluation later, one per key.
+            # Keep it; when its answer starts it is dropped and this snapshot is sent (the
+            # server's queue holds at most one stale request per buffer).
+            self._next[snap.buf] = snap
+            self._cancel_speculative(snap.buf)
+            self.stats.count("deferred")
+            return
+        self.cancel(snap.buf)
         self._tasks[snap.buf] = loop.create_task(self._run(snap))
 
     def alternatives(self, snap: Snapshot) -> None:
@@ -198,7 +218,13 @@ class Engine:
             return
         self._tasks[snap.buf] = asyncio.get_running_loop().create_task(self._run_alternatives(snap))
 
+    def _cancel_speculative(self, buf: int) -> None:
+        task = self._speculative.pop(buf, None)
+        if task is not None and not task.done():
+            task.cancel()
+
     def cancel(self, buf: int) -> None:
+        self._next.pop(buf, None)
         for tasks in (self._tasks, self._speculative):
             task = tasks.pop(buf, None)
             if task is not None and not task.done():
@@ -297,8 +323,15 @@ class Engine:
         drawer = _Drawer(self, snap)
         try:
             await self._suggest(snap, drawer)
+        except _Superseded:
+            pass
         finally:
             drawer.stop()
+            self._unanswered.discard(snap.buf)
+            newer = self._next.pop(snap.buf, None)
+            if newer is not None and self._tasks.get(snap.buf) is asyncio.current_task():
+                self.stats.count("cancels")
+                self._tasks[snap.buf] = asyncio.get_running_loop().create_task(self._run(newer))
 
     async def _suggest(self, snap: Snapshot, drawer: _Drawer) -> None:
         assert self.config is not None
@@ -324,7 +357,7 @@ class Engine:
             first = self._first_n()
             req = prep.req if first == prep.req.n_predict else _with(prep.req, n_predict=first)
             try:
-                out = await self._stream(prep, drawer.on_text, req, retry_overflow=attempt == 1)
+                out = await self._stream(prep, drawer.on_text, req, retry_overflow=attempt == 1, gate=True)
             except _PromptTooLong:
                 continue  # the estimator now knows the server's count: fit again
             break
@@ -339,7 +372,7 @@ class Engine:
             # the same prompt plus what the model wrote: only those tokens are new to the server
             more = _with(prep.req, middle=prep.req.middle + out.raw, n_predict=prep.req.n_predict - self._first_n())
             self.stats.count("continuations")
-            out = await self._stream(prep, drawer.on_text, more, base_raw=out.raw)
+            out = await self._stream(prep, drawer.on_text, more, base_raw=out.raw, gate=True)
         if out is None:
             if drawer.drawn:  # a stream that broke half-way: its partial text is not to be accepted
                 self.editor.show(self._plan(snap, [""], final=True))
@@ -350,11 +383,12 @@ class Engine:
 
     async def _stream(self, prep: _Prepared, on_text: Callable[[str], None] | None = None,
                       req: FimRequest | None = None, *, base_raw: str = "",
-                      retry_overflow: bool = False) -> _Outcome | None:
+                      retry_overflow: bool = False, gate: bool = False) -> _Outcome | None:
         """Run one streaming request through the post-processor; None when it failed.
 
         `base_raw` is model text a continuation request carries in its prompt: the stream's
-        text is appended to it before post-processing."""
+        text is appended to it before post-processing. With `gate`, the buffer counts as
+        unanswered until the first chunk, and a snapshot that came meanwhile supersedes it."""
         assert self.backend is not None
         req = req or prep.req
         raw = base_raw
@@ -369,8 +403,16 @@ class Engine:
         chunks = 0
         generated: float | None = None  # tokens, as the server counts them
         ended = False  # the post-processor found the suggestion complete
+        buf = prep.snap.buf
+        if gate:
+            self._unanswered.add(buf)
         try:
             async for chunk in stream:
+                if gate:
+                    gate = False
+                    self._unanswered.discard(buf)
+                    if buf in self._next:
+                        raise _Superseded()
                 if chunk.text:
                     chunks += 1
                 if chunk.timings and "predicted_n" in chunk.timings:
@@ -389,7 +431,7 @@ class Engine:
                     ended = True
                 if chunk.done or result.done or chunks >= max_chunks:
                     break
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, _Superseded):
             raise
         except (BackendError, ConfigError) as exc:
             if isinstance(exc, ServerError) and exc.context_overflow and retry_overflow:
@@ -404,6 +446,8 @@ class Engine:
             self.notifier.failure("internal", "local-copilot: internal error, see the log (:LocalCopilot log)", "error")
             return None
         finally:
+            if gate:
+                self._unanswered.discard(buf)
             await stream.aclose()  # type: ignore[attr-defined]
         done = time.perf_counter()
         self._succeeded()

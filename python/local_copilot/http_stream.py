@@ -358,7 +358,7 @@ class StreamClient:
         except (ConnectionError, OSError):
             conn.abort()
             raise RemoteProtocolError("the server closed the connection before answering") from None
-        except RemoteProtocolError:
+        except BaseException:  # cancelled while waiting (the next keystroke): the server must see it
             conn.abort()
             raise
         head = bytes(buf[:end]).decode("latin-1").split("\r\n")

@@ -121,3 +121,28 @@ async def test_a_stream_broken_half_way_takes_its_partial_text_back(fake: Any) -
     assert [p.text for p in editor.plans if p.final] == [""]  # and is gone: nothing to accept
     assert "malformed stream chunk" in editor.notes[0][0]
     await engine.close()
+
+
+async def test_keys_while_the_server_has_not_answered_queue_one_request_not_one_per_key(fake: Any) -> None:
+    # llama-server notices a closed connection in its queue only once a second, so a request
+    # cancelled before its answer starts still costs its prompt evaluation: newer snapshots
+    # wait for the answer to start, then only the newest is sent
+    server = fake(llama(infill_stream(["ok"])))
+    editor = RecordingEditor()
+    engine = Engine(editor)
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "speculative": False}))
+    engine.submit(snap(0, "y"))  # the server's /props is known after this one
+    await wait_until(lambda: any(p.final for p in editor.plans))
+    server.requests.clear()
+    server.first_byte_delay = 0.3
+    line = "x = "
+    for seq in range(1, 7):
+        line += "a"
+        engine.submit(snap(seq, line))
+        await asyncio.sleep(0.02)
+    await wait_until(lambda: any(p.final and p.seq == 6 for p in editor.plans))
+    sent = [b["prompt"] for p, b in server.requests if p == "/infill"]
+    assert sent == ["x = a", "x = aaaaaa"], sent  # the first, then straight to the newest
+    assert editor.plans[-1].text == "ok" and not any(p.final and 1 <= p.seq < 6 for p in editor.plans)
+    assert engine.stats.counters["deferred"] == 5
+    await engine.close()
