@@ -4,8 +4,8 @@ local M = {}
 
 M.defaults = {
   auto_trigger = true,
-  debounce_ms = 20,
-  adaptive_debounce = true,
+  debounce_ms = 0,
+  adaptive_debounce = false,
   hide_during_completion = true,
   request_during_completion = false,
   reuse = true,

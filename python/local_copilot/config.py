@@ -35,6 +35,11 @@ class BackendConfig(_Base):
     model: str = ""
     # '' = detect from the server's model name; otherwise a name from fim_templates.names()
     fim_template: str = ""
+    # llama.cpp only: 'completion' renders the prompt here with the typed text last (the
+    # server's prompt cache keeps the rest while typing); 'infill' lets the server build it
+    # from the model's own FIM tokens; 'auto' = completion when the template is configured or
+    # the model's vocabulary has a known FIM form (one /tokenize call), else infill
+    endpoint: Literal["auto", "completion", "infill"] = "auto"
     # name of an environment variable holding a Bearer token; the key itself never sits in config
     api_key_env: str = ""
     # launch command as an argv list (server management); empty = the built-in recipe
@@ -66,18 +71,18 @@ class Config(_Base):
     keymaps: dict[str, str | bool] = {}
     auto_trigger: bool = True
     # the Lua side reads these three; listed here so they are validated like the rest
-    adaptive_debounce: bool = True
+    adaptive_debounce: bool = False
     hide_during_completion: bool = True
     request_during_completion: bool = False
     n_predict: PositiveInt = 128
     # right after a keystroke ask for this many tokens only (shown within milliseconds, and a
     # request made stale by the next key has already stopped); the rest up to n_predict is
     # fetched once typing pauses. 0 (or >= n_predict): one request of n_predict tokens.
-    # Only where a request can continue a text (llama.cpp with fim_template set)
+    # Only where a request can continue a text (the prompt ends with the typed text)
     n_predict_first: NonNegInt = 6
     # server-side cap on generation time once a newline was produced (llama.cpp t_max_predict_ms)
     t_max_predict_ms: PositiveInt = 500
-    debounce_ms: NonNegInt = 20
+    debounce_ms: NonNegInt = 0
     max_lines: PositiveInt = 16
     # reuse suggestions: trim while the user types what is shown, and answer a spot seen
     # before from the cache; false sends a request for every change (to measure the saving)

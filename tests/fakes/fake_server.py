@@ -4,6 +4,11 @@ cut streams, resets, malformed chunks. Real-server behaviour is tested against l
 Each request is answered by `script(path, body) -> list of steps`; a step is bytes to send,
 a float (seconds to wait), or one of the actions RESET / CLOSE. Requests are recorded, and
 `disconnects` counts streams the client closed before the script ended.
+
+llama.cpp's vocabulary probe (`/tokenize` with `with_pieces`) is answered by the fake itself:
+one piece per character, i.e. a vocabulary without FIM tokens, so the llama.cpp backend uses
+`/infill`; set `fim_tokens` (e.g. QWEN_FIM) to make those strings single tokens and get the
+client-rendered `/completion` path.
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ def infill_stream(tokens: list[str], delay: float = 0.0) -> list[Step]:
     return steps
 
 
+QWEN_FIM = ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|repo_name|>", "<|file_sep|>")
+
+
 def llama_props(n_ctx: int = 4096, slots: int = 1) -> list[Step]:
     return [json.dumps({"default_generation_settings": {"n_ctx": n_ctx}, "total_slots": slots}).encode()]
 
@@ -52,6 +60,8 @@ class FakeServer:
         self.disconnects = 0
         # seconds of silence before the status line (a server that accepted but hangs)
         self.first_byte_delay = 0.0
+        # strings the /tokenize probe reports as single tokens (see the module doc)
+        self.fim_tokens: tuple[str, ...] = ()
         self.loop = asyncio.new_event_loop()
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # take over a port just released
@@ -74,6 +84,13 @@ class FakeServer:
         self.loop.run_until_complete(start())
         self.loop.run_forever()
 
+    def _pieces(self, content: str) -> bytes:
+        pieces: list[str] = []
+        for part in content.split("\n"):
+            pieces += [part] if part in self.fim_tokens else list(part)
+            pieces.append("\n")
+        return json.dumps({"tokens": [{"id": i, "piece": p} for i, p in enumerate(pieces[:-1])]}).encode()
+
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
@@ -90,7 +107,10 @@ class FakeServer:
                 body = json.loads(raw) if raw else {}
                 body["_headers"] = headers
                 self.requests.append((path, body))
-                status, steps = self.script(path, body)
+                if path == "/tokenize" and body.get("with_pieces"):
+                    status, steps = 200, [self._pieces(body.get("content", ""))]
+                else:
+                    status, steps = self.script(path, body)
                 if self.first_byte_delay:
                     await asyncio.sleep(self.first_byte_delay)
                 ctype = "application/x-ndjson" if path.startswith("/api/") else "text/event-stream"

@@ -141,7 +141,8 @@ def test_switch_to_vllm_starts_it_and_completions_come_from_it(
         # completions come from llama.cpp (the phrase model) until vLLM is ready
         "backend": "llama.cpp",
         "backends": {
-            "llama.cpp": {"url": phrase_server.url},
+            # /infill: the phrase model writes PHRASE after the middle marker (see test_editor.py)
+            "llama.cpp": {"url": phrase_server.url, "endpoint": "infill"},
             "vllm": {"url": url, "model": "tiny-qwen2-fim", "server": {
                 "weights": str(model_dir), "python": str(VLLM_PYTHON), "dtype": "float32",
                 "context_tokens": 2048, "max_num_seqs": 4, "startup_timeout_s": 400,

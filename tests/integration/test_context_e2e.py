@@ -32,7 +32,9 @@ def test_other_buffers_reach_the_server_as_input_extra_but_secrets_never(
     secret = tmp_path / ".env"
     secret.write_text("API_TOKEN=" + "s3cr3t-" * 8 + "\nOTHER=1\nMORE=2\nLAST=3\n")
     nvim = start_nvim(nvim_bin, manifest, nvim_env, setup={
-        "backends": {"llama.cpp": {"url": proxy.url}}, "debounce_ms": 0, "adaptive_debounce": False,
+        # /infill: the phrase model writes PHRASE after the middle marker (see test_editor.py);
+        # the chunks travel as input_extra there, and in the repo-level prompt with /completion
+        "backends": {"llama.cpp": {"url": proxy.url, "endpoint": "infill"}}, "debounce_ms": 0, "adaptive_debounce": False,
     })
     try:
         main = tmp_path / "main.py"
@@ -64,7 +66,8 @@ def test_answer_repeating_the_next_line_is_cut_and_the_accepted_buffer_is_right(
 ) -> None:
     # the model writes "run(a, b)\n\tok"; the line after the cursor already says "\tok"
     nvim = start_nvim(nvim_bin, manifest, nvim_env, setup={
-        "backends": {"llama.cpp": {"url": phrase_server.url}}, "debounce_ms": 0, "adaptive_debounce": False,
+        # /infill: the phrase model writes PHRASE after the middle marker (see test_editor.py)
+        "backends": {"llama.cpp": {"url": phrase_server.url, "endpoint": "infill"}}, "debounce_ms": 0, "adaptive_debounce": False,
     })
     try:
         nvim.command(f"edit {tmp_path / 'a.py'}")

@@ -20,7 +20,12 @@ def open_nvim(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path:
     sessions: list[Any] = []
 
     def make(url: str, lines: list[str], *, name: str = "sample.py", ui: bool = False, **opts: Any) -> Any:
-        setup = {"backends": {"llama.cpp": {"url": url}}, "debounce_ms": 0, "adaptive_debounce": False, **opts}
+        # /infill: the phrase model writes PHRASE after the middle marker, and /infill ends the
+        # prompt there whatever the line holds; with the default /completion the typed text
+        # comes last and this bigram model would continue that text instead (the default
+        # prompt is tested in test_three_backends.py and test_ghost_e2e.py)
+        setup = {"backends": {"llama.cpp": {"url": url, "endpoint": "infill"}}, "debounce_ms": 0,
+                 "adaptive_debounce": False, **opts}
         nv = start_nvim(nvim_bin, manifest, nvim_env, setup=setup)
         sessions.append(nv)
         if ui:
@@ -103,7 +108,7 @@ def test_tab_falls_back_to_the_users_mapping_and_the_completion_menu(open_nvim: 
     # the user's own <Tab>: select the next completion item when the menu is open
     nvim.command('inoremap <expr> <Tab> pumvisible() ? "\\<C-n>" : "TAB!"')
     nvim.exec_lua("require('local_copilot').setup(...)", {
-        "backends": {"llama.cpp": {"url": phrase_server.url}}, "debounce_ms": 0, "adaptive_debounce": False,
+        "backends": {"llama.cpp": {"url": phrase_server.url, "endpoint": "infill"}}, "debounce_ms": 0, "adaptive_debounce": False,
         "keymaps": {"accept": "<Tab>"},
     })
     nvim.command("set completeopt=menu,menuone,noinsert,noselect")
@@ -201,7 +206,7 @@ def test_cleared_on_leave_buffer_switch_and_changes_underneath(open_nvim: Any, p
 def test_enable_disable_filetypes_buffers_and_secret_files(open_nvim: Any, phrase_server: Any, tmp_path: Path) -> None:
     nvim = open_nvim(phrase_server.url, ["x = "], filetypes={"python": False})
     assert lua(nvim, "require('local_copilot').status()") == "disabled"
-    lua(nvim, "require('local_copilot').setup({ backends = { ['llama.cpp'] = { url = '%s' } }, debounce_ms = 0 })" % phrase_server.url)
+    lua(nvim, "require('local_copilot').setup({ backends = { ['llama.cpp'] = { url = '%s', endpoint = 'infill' } }, debounce_ms = 0 })" % phrase_server.url)
     nvim.command("let b:local_copilot_enabled = v:false")
     assert lua(nvim, "require('local_copilot').status()") == "disabled"
     nvim.command("unlet b:local_copilot_enabled")

@@ -33,16 +33,23 @@ def session(nvim_bin: str, manifest: Path, env: dict[str, str], tmp_path: Path, 
         nvim.close()
 
 
+# what every backend's model sees for the cursor after "\tpath = os.": the typed text last
+PROMPT = "<|fim_prefix|>import os\n\ndef main():\n<|fim_suffix|>\n\treturn path<|fim_middle|>\tpath = os."
+
+
 def test_llama_cpp(llama_server: Any, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
     proxy = RecordingProxy(llama_server.port)
     try:
         shown = session(nvim_bin, manifest, nvim_env, tmp_path, {"backends": {"llama.cpp": {"url": proxy.url}}}, "xxxxxxxx")
         assert shown == "xxxxxxxx"
-        body = proxy.bodies("/infill")[-1]
-        assert body["input_prefix"] == "import os\n\ndef main():\n"
-        assert body["prompt"] == "\tpath = os."
-        assert body["input_suffix"] == "\n\treturn path"
-        assert body["n_predict"] == 8 and body["stream"] is True and body["cache_prompt"] is True
+        # the served vocabulary has Qwen's FIM tokens: the prompt is rendered here, the typed
+        # text last; right after the key the first 6 tokens, then the rest continues that text
+        bodies = proxy.bodies("/completion")
+        body = [b for b in bodies if b["prompt"].endswith("\tpath = os.")][-1]
+        assert body["prompt"] == PROMPT
+        assert body["n_predict"] == 6 and body["stream"] is True and body["cache_prompt"] is True
+        assert bodies[-1]["prompt"] == PROMPT + "xxxxxx" and bodies[-1]["n_predict"] == 2
+        assert not proxy.bodies("/infill")
         assert body["n_indent"] == 1 and body["t_max_predict_ms"] == 500
     finally:
         proxy.close()
@@ -55,10 +62,11 @@ def test_vllm(vllm_server: str, nvim_bin: str, manifest: Path, nvim_env: dict[st
         shown = session(nvim_bin, manifest, nvim_env, tmp_path,
                         {"backend": "vllm", "backends": {"vllm": {"url": proxy.url}}}, "xxxxxxxx")
         assert shown == "xxxxxxxx"
-        body = proxy.bodies("/v1/completions")[-1]
-        assert body["prompt"] == ("<|fim_prefix|>import os\n\ndef main():\n\tpath = os.<|fim_suffix|>"
-                                  "\n\treturn path<|fim_middle|>")
-        assert body["model"] == "tiny-qwen2-fim" and body["max_tokens"] == 8 and "suffix" not in body
+        bodies = proxy.bodies("/v1/completions")
+        body = [b for b in bodies if b["prompt"].endswith("\tpath = os.")][-1]
+        assert body["prompt"] == PROMPT
+        assert body["model"] == "tiny-qwen2-fim" and body["max_tokens"] == 6 and "suffix" not in body
+        assert bodies[-1]["prompt"] == PROMPT + "xxxxxx" and bodies[-1]["max_tokens"] == 2
         assert body["stop"] == ["<|endoftext|>", "<|im_end|>", "<|fim_prefix|>", "<|fim_middle|>"]
         # the Qwen stop tokens, as ids of the served tokenizer (the tiny vocab, not Qwen's 151643...)
         assert body["stop_token_ids"] == [262, 264, 265, 266, 267, 268, 269, 270]
@@ -76,8 +84,10 @@ def test_ollama_fake(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tm
         assert shown == "xxxx"
         body = [b for p, b in server.requests if p == "/api/generate"][-1]
         assert body["raw"] is True and body["prompt"].startswith("<|fim_prefix|>import os")
-        assert body["prompt"].endswith("\tpath = os.<|fim_suffix|>\n\treturn path<|fim_middle|>")
-        assert body["options"]["num_predict"] == 8 and "<|fim_pad|>" in body["options"]["stop"]
+        assert body["prompt"] == PROMPT
+        # the fake writes 4 characters in 2 chunks: less than the first part asked for, so the
+        # suggestion is complete and nothing is continued
+        assert body["options"]["num_predict"] == 6 and "<|fim_pad|>" in body["options"]["stop"]
         assert body["keep_alive"]
     finally:
         server.close()

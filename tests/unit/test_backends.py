@@ -59,7 +59,8 @@ async def test_openai_renders_the_fim_prompt_client_side_for_vllm(servers: list[
     assert chunks[-1].done and any(c.prompt_tokens == 19 for c in chunks)
     path, body = srv.requests[-1]
     assert path == "/v1/completions"
-    assert body["prompt"] == "<|fim_prefix|>def f():\n    return <|fim_suffix|>\nprint(f())<|fim_middle|>"
+    # the cursor line's text follows the middle marker: typing only appends to the prompt
+    assert body["prompt"] == "<|fim_prefix|>def f():\n<|fim_suffix|>\nprint(f())<|fim_middle|>    return "
     assert "suffix" not in body  # vLLM rejects it for nearly every model
     assert body["model"] == "Qwen/Qwen2.5-Coder-1.5B" and body["max_tokens"] == 16
     assert body["temperature"] == 0.1 and body["top_p"] == 0.9 and body["stream"] is True
@@ -132,7 +133,8 @@ async def test_ollama_raw_prompt_with_options_and_keep_alive(servers: list[FakeS
     path, body = srv.requests[-1]
     assert path == "/api/generate"
     assert body["raw"] is True and "suffix" not in body
-    assert body["prompt"] == "<|fim_prefix|>def f():\n    return <|fim_suffix|>\nprint(f())<|fim_middle|>"
+    # the cursor line's text follows the middle marker: typing only appends to the prompt
+    assert body["prompt"] == "<|fim_prefix|>def f():\n<|fim_suffix|>\nprint(f())<|fim_middle|>    return "
     assert body["options"]["num_predict"] == 16
     assert body["options"]["temperature"] == 0.1 and body["options"]["top_p"] == 0.9
     assert body["keep_alive"] and body["stream"] is True
@@ -180,14 +182,57 @@ def _llama(srv_streams: list[str]):
     return lambda path, body: (200, llama_props()) if path == "/props" else (200, infill_stream(srv_streams))
 
 
-async def test_llama_cpp_uses_infill_without_a_configured_template(servers: list[FakeServer]) -> None:
+async def test_llama_cpp_renders_the_prompt_when_the_vocab_has_a_known_fim_form(servers: list[FakeServer]) -> None:
+    from ..fakes.fake_server import QWEN_FIM
+
     srv = FakeServer(_llama(["pri", "nt"]))
+    srv.fim_tokens = QWEN_FIM
     servers.append(srv)
     cfg = load_config({"backends": {"llama.cpp": {"url": srv.url}}}).active
     async with httpx.AsyncClient() as client:
         b = make_backend("llama.cpp", cfg, client)
         chunks = await collect(b)
-        assert not b.counts_full_prompt and b.stop_strings == ()
+        assert b.counts_full_prompt and b.continues and "<|fim_middle|>" in b.stop_strings
+    assert "".join(c.text for c in chunks) == "print"
+    path, body = srv.requests[-1]
+    assert path == "/completion" and "input_prefix" not in body
+    assert body["prompt"] == "<|fim_prefix|>def f():\n<|fim_suffix|>\nprint(f())<|fim_middle|>    return "
+    assert body["n_predict"] == 16 and body["cache_prompt"] is True and body["stream"] is True
+    # the vocabulary is read once per server, not per request
+    assert [p for p, _ in srv.requests].count("/tokenize") == 1
+
+
+async def test_llama_cpp_endpoint_infill_keeps_the_servers_prompt(servers: list[FakeServer]) -> None:
+    from ..fakes.fake_server import QWEN_FIM
+
+    srv = FakeServer(_llama(["x"]))
+    srv.fim_tokens = QWEN_FIM
+    servers.append(srv)
+    cfg = load_config({"backends": {"llama.cpp": {"url": srv.url, "endpoint": "infill"}}}).active
+    async with httpx.AsyncClient() as client:
+        b = make_backend("llama.cpp", cfg, client)
+        await collect(b)
+        assert not b.continues
+    assert [p for p, _ in srv.requests] == ["/props", "/infill"]
+
+
+async def test_llama_cpp_endpoint_completion_without_a_known_form_says_to_set_the_template(servers: list[FakeServer]) -> None:
+    srv = FakeServer(_llama(["x"]))  # the fake's vocabulary has no FIM tokens
+    servers.append(srv)
+    cfg = load_config({"backends": {"llama.cpp": {"url": srv.url, "endpoint": "completion"}}}).active
+    async with httpx.AsyncClient() as client:
+        with pytest.raises(ConfigError, match="set fim_template"):
+            await collect(make_backend("llama.cpp", cfg, client))
+
+
+async def test_llama_cpp_uses_infill_without_a_known_fim_form(servers: list[FakeServer]) -> None:
+    srv = FakeServer(_llama(["pri", "nt"]))  # the fake's vocabulary has no FIM tokens
+    servers.append(srv)
+    cfg = load_config({"backends": {"llama.cpp": {"url": srv.url}}}).active
+    async with httpx.AsyncClient() as client:
+        b = make_backend("llama.cpp", cfg, client)
+        chunks = await collect(b)
+        assert not b.counts_full_prompt and not b.continues and b.stop_strings == ()
     assert "".join(c.text for c in chunks) == "print"
     path, body = srv.requests[-1]
     assert path == "/infill"

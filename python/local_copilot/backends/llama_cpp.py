@@ -1,10 +1,13 @@
-"""llama.cpp `llama-server`: `/infill` (the server builds the FIM prompt from the model's own
-tokens), or `/completion` with a prompt rendered here when `fim_template` is set.
+"""llama.cpp `llama-server`: `/completion` with a prompt rendered here, or `/infill`.
 
-The rendered prompt puts the cursor line's text after the middle marker, so typing only
-appends to the prompt and llama-server's prompt cache keeps everything before it; `/infill`
-puts that text before the suffix, and the server re-evaluates the whole suffix on every
-keystroke (~20 ms per key with a 300-token suffix on the tiny model; bench/run.py).
+Which FIM template the served model speaks is read from its own vocabulary: one `/tokenize`
+call tells which templates' markers are single tokens there (the configured `fim_template`
+wins; `endpoint` can force either way). The rendered prompt puts the cursor line's text after
+the middle marker, so typing only appends to the prompt and llama-server's prompt cache keeps
+everything before it; `/infill` puts that text before the suffix, and the server re-evaluated
+the whole suffix on every keystroke (~20 ms per key with a 300-token suffix on the tiny
+model; bench/run.py). A vocabulary with no known markers gets `/infill`, which builds the
+prompt from the model's own FIM tokens.
 
 SSE without `[DONE]`; the final chunk has `stop: true` and `timings`.
 """
@@ -18,8 +21,8 @@ import httpx
 import msgspec
 
 from ..config import BackendConfig
-from ..errors import ProtocolError
-from ..fim_templates import FimTemplate, get_template
+from ..errors import ConfigError, ProtocolError, ServerError
+from ..fim_templates import FimTemplate, detect_family, get_template, names
 from ..streaming import SSEParser
 from .base import Chunk, FimRequest, HttpBackend, batched
 
@@ -51,8 +54,21 @@ class _Props(msgspec.Struct):
     model_alias: str = ""
 
 
+class _Piece(msgspec.Struct):
+    piece: Any = ""
+
+
+class _Pieces(msgspec.Struct):
+    tokens: list[_Piece] = []
+
+
 _decoder = msgspec.json.Decoder(_InfillChunk)
 _props_decoder = msgspec.json.Decoder(_Props)
+_pieces_decoder = msgspec.json.Decoder(_Pieces)
+
+# Which template to try first when several fit a vocabulary: a StarCoder2 vocab also has
+# StarCoder's <fim_*> markers, and the PSM form of CodeLlama is the one it was mostly trained on.
+_PREFERENCE = ("qwen", "deepseek", "starcoder2", "starcoder", "codegemma", "codellama", "codestral")
 
 
 class LlamaCppBackend(HttpBackend):
@@ -106,8 +122,32 @@ class LlamaCppBackend(HttpBackend):
         return self.template
 
     async def _resolve_template(self, props: _Props) -> FimTemplate | None:
-        """The configured template (then the prompt is rendered here), else None: /infill."""
-        return get_template(self.cfg.fim_template) if self.cfg.fim_template else None
+        """The template to render prompts with (/completion), or None for /infill."""
+        if self.cfg.endpoint == "infill":
+            return None
+        if self.cfg.fim_template:
+            return get_template(self.cfg.fim_template)
+        found = await self._template_from_vocab(props)
+        if found is None and self.cfg.endpoint == "completion":
+            raise ConfigError(f"{self.name}: cannot tell the served model's FIM format for endpoint='completion'; "
+                              f"set fim_template to one of: {', '.join(names())}")
+        return found
+
+    async def _template_from_vocab(self, props: _Props) -> FimTemplate | None:
+        """The first template whose markers are single tokens in the served model's vocabulary
+        (the model's name decides the order among several)."""
+        candidates = [get_template(n) for n in dict.fromkeys(_PREFERENCE + tuple(names()))]
+        wanted = sorted({m for t in candidates for m in t.markers})
+        try:
+            found = await self.fetch("POST", "/tokenize", _pieces_decoder,
+                                     json={"content": "\n".join(wanted), "with_pieces": True})
+        except (ServerError, ProtocolError):
+            return None  # an old or proxied server without /tokenize: /infill still works
+        # sentencepiece vocabs spell CodeLlama's markers "▁<PRE>"
+        single = {p.piece.strip().lstrip("\u2581") for p in found.tokens if isinstance(p.piece, str)}
+        named = [detect_family(n) for n in (props.model_alias, props.model_path.rsplit("/", 1)[-1]) if n]
+        order = [get_template(n) for n in dict.fromkeys([n for n in named if n] + [t.name for t in candidates])]
+        return next((t for t in order if all(m in single for m in t.markers)), None)
 
     def body(self, req: FimRequest) -> dict[str, Any]:
         if self.template is not None:

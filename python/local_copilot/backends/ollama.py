@@ -79,7 +79,11 @@ class OllamaBackend(HttpBackend):
         self._insert = "insert" in show.capabilities or ".Suffix" in show.template
         return ModelInfo(id=self.cfg.model, owned_by="ollama", n_ctx=n_ctx, family=show.details.family)
 
-    continues = False  # the typed text goes before the suffix (see fim_templates.render)
+    @property
+    def continues(self) -> bool:
+        # a raw prompt ends with the typed text; with `suffix` Ollama's template places it
+        return not self.use_suffix
+
     counts_full_prompt = False
     supports_n = False
 
@@ -114,7 +118,7 @@ class OllamaBackend(HttpBackend):
         body: dict[str, Any] = {"model": self.cfg.model, "stream": True, "keep_alive": KEEP_ALIVE, "options": options}
         if template is not None:
             body["raw"] = True
-            body["prompt"] = template.render(req.prefix + req.middle, req.suffix, path=req.path, extra=req.extra)
+            body["prompt"] = template.render(req.prefix, req.suffix, middle=req.middle, path=req.path, extra=req.extra)
             options["stop"] = list(template.stop)
         else:
             body["prompt"] = req.prefix + req.middle

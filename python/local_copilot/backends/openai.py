@@ -129,7 +129,7 @@ class OpenAIBackend(HttpBackend):
         assert self.model is not None
         body: dict[str, Any] = {
             "model": self.model.id,
-            "prompt": template.render(req.prefix + req.middle, req.suffix, path=req.path, extra=req.extra),
+            "prompt": template.render(req.prefix, req.suffix, middle=req.middle, path=req.path, extra=req.extra),
             "max_tokens": req.n_predict,
             "temperature": self.cfg.temperature if req.temperature is None else req.temperature,
             "top_p": self.cfg.top_p,
@@ -167,7 +167,7 @@ class OpenAIBackend(HttpBackend):
                     return
 
     # one request with `n` candidates; llama.cpp and Ollama get one request per candidate
-    continues = False  # the typed text goes before the suffix (see fim_templates.render)
+    continues = True  # the prompt ends with the typed text (fim_templates.render)
     counts_full_prompt = True
     supports_n = True
 
