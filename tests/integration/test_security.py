@@ -122,11 +122,15 @@ def test_secret_files_are_never_sent(proxy: RecordingProxy, open_nvim: Any, tmp_
             assert lua(nvim, "require('local_copilot').status()") == "disabled", name
     nvim.command(f"edit {main}")
     nvim.command("call cursor(2, 1)")
-    n = len(proxy.bodies("/infill"))
+    # completion requests: /completion (the default, the served vocab has FIM tokens) or /infill
+    def completions() -> int:
+        return len(proxy.bodies("/completion")) + len(proxy.bodies("/infill"))
+
+    n = completions()
     nvim.input("Avalue = ")
-    wait_for(lambda: len(proxy.bodies("/infill")) > n, what="a request from main.py")
+    wait_for(lambda: completions() > n, what="a request from main.py")
     wait_ghost(nvim)
-    # the ring works (a visited ordinary buffer is sent as input_extra), so absence means something
+    # the ring works (a visited ordinary buffer is sent as context), so absence means something
     wait_for(lambda: "visiblemarker_" in json.dumps(proxy.requests), what="the visited buffer sent as context")
     sent = json.dumps(proxy.requests) + json.dumps(proxy.headers)
     for name, line in SECRETS.items():
@@ -251,7 +255,7 @@ def test_api_keys_come_only_from_the_environment(proxy: RecordingProxy, open_nvi
     nvim.command(f"edit {tmp_path / 'b.py'}")
     nvim.input("ib = ")
     wait_ghost(nvim)
-    infill = [h for p, h in proxy.headers if p == "/infill"]
+    infill = [h for p, h in proxy.headers if p in ("/completion", "/infill")]
     assert infill and all(h.get("authorization") == f"Bearer {key}" for h in infill), infill
     nvim.command("checkhealth local_copilot")
     health = "\n".join(nvim.current.buffer[:])
