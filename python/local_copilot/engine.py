@@ -407,7 +407,13 @@ class Engine:
         if gate:
             self._unanswered.add(buf)
         try:
+            answered = False
             async for chunk in stream:
+                if not answered:
+                    # the server answers: say so before its text is drawn (a fresh suggestion
+                    # next to a "backend down" status, even for a moment, reads as a lie)
+                    answered = True
+                    self._succeeded()
                 if gate:
                     gate = False
                     self._unanswered.discard(buf)

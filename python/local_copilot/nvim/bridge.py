@@ -53,16 +53,25 @@ class NvimEditor:
         except Exception:  # Neovim went away; nothing to draw on
             log.debug("render plan not delivered", exc_info=True)
 
+    def _later(self, fn: Any, *args: Any) -> None:
+        """Run on pynvim's loop, in the same queue as render plans (so a state change and the
+        plan after it arrive in that order)."""
+        def run() -> None:
+            try:
+                fn(*args)
+            except Exception:  # Neovim went away
+                log.debug("editor call not delivered", exc_info=True)
+        self._hop(run)
+
     def notify(self, message: str, level: str) -> None:
-        self.nvim.async_call(self._notify_now, message, level)
+        self._later(self._notify_now, message, level)
 
     def _notify_now(self, message: str, level: str) -> None:
         self.nvim.exec_lua("require('local_copilot').notify(...)", message, level, async_=True)
 
     def backend_state(self, state: str, message: str) -> None:
-        self.nvim.async_call(
-            lambda: self.nvim.exec_lua("require('local_copilot')._backend_state(...)", state, message, async_=True)
-        )
+        self._later(lambda: self.nvim.exec_lua("require('local_copilot')._backend_state(...)", state, message,
+                                               async_=True))
 
     def backend_ready(self, name: str) -> None:
         self.nvim.async_call(lambda: self.nvim.exec_lua(
