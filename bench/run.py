@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness as H  # noqa: E402
 
 from local_copilot.budget import TokenEstimator, fit_context  # noqa: E402
+from local_copilot.config import load_config  # noqa: E402
 from local_copilot.context import build_context  # noqa: E402
 from local_copilot.snapshot import Snapshot  # noqa: E402
 
@@ -224,8 +225,7 @@ def run_profile(name: str, opts: dict[str, Any], server: Any, env: dict[str, str
     lat = [s["latency_ms"] for s in samples if s["latency_ms"] is not None]
     per_key = [v for s in samples for v in s["main_thread_ms_per_key"]]
     return {
-        "settings": {"debounce_ms": 0, "adaptive_debounce": False, "speculative": True, "n_predict": N_PREDICT,
-                     "n_predict_first": 6, **opts},
+        "settings": _settings(opts),
         "bursts": len(samples),
         "missing_suggestions": sum(1 for s in samples if s["latency_ms"] is None),
         "latency_ms": {"p50": pct(lat, 50), "p90": pct(lat, 90), "min": min(lat, default=float("nan")),
@@ -251,6 +251,14 @@ def run_profile(name: str, opts: dict[str, Any], server: Any, env: dict[str, str
         "errors_in_messages": [ln for ln in messages.splitlines() if "local-copilot" in ln or "Error" in ln],
         "samples": samples,
     }
+
+
+def _settings(opts: dict[str, Any]) -> dict[str, Any]:
+    """The options a profile ran with: the plugin's own defaults, then the profile's."""
+    defaults = load_config({})
+    keys = ("debounce_ms", "adaptive_debounce", "n_predict", "n_predict_first")
+    # speculative = None means on for a server on this machine, which the bench's is
+    return {**{k: getattr(defaults, k) for k in keys}, "speculative": defaults.speculate, **opts}
 
 
 def _by_callback(samples: list[dict[str, Any]]) -> dict[str, float]:

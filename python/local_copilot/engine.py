@@ -327,7 +327,6 @@ class Engine:
             pass
         finally:
             drawer.stop()
-            self._unanswered.discard(snap.buf)
             newer = self._next.pop(snap.buf, None)
             if newer is not None and self._tasks.get(snap.buf) is asyncio.current_task():
                 self.stats.count("cancels")
@@ -406,8 +405,8 @@ class Engine:
         buf = prep.snap.buf
         if gate:
             self._unanswered.add(buf)
+        answered = False
         try:
-            answered = False
             async for chunk in stream:
                 if not answered:
                     # the server answers: say so before its text is drawn (a fresh suggestion
@@ -456,7 +455,8 @@ class Engine:
                 self._unanswered.discard(buf)
             await stream.aclose()  # type: ignore[attr-defined]
         done = time.perf_counter()
-        self._succeeded()
+        if not answered:  # an empty answer is an answer too
+            self._succeeded()
         final = process(raw, prep.pctx, final=True).text
         self.stats.latency(self.backend.name, (first_token or done) - started, done - started, len(raw) - len(base_raw))
         log.debug("completion done in %.1f ms: %d chars", (done - started) * 1000, len(final))
