@@ -6,7 +6,13 @@
 --   * the plugin's main-thread work is timed: every autocmd callback of the LocalCopilot
 --     group, trigger() (snapshot + notification, run by the debounce timer) and ghost.show
 --     (render plans from the host); nested calls are counted once.
+--   * the same callbacks' CPU time (getrusage): on a 2-core machine shared with the host and
+--     the server, the wall time also holds the moments Neovim was preempted mid-callback.
 local api, hr = vim.api, vim.uv.hrtime
+local function cpu_ns()
+  local r = vim.uv.getrusage()
+  return ((r.utime.sec + r.stime.sec) * 1e6 + r.utime.usec + r.stime.usec) * 1000
+end
 local lc = require('local_copilot')
 local ghost = require('local_copilot.ghost')
 
@@ -15,6 +21,7 @@ local B = {
   keys = {}, -- hrtime when each key of the burst was fed
   key_index = 0,
   busy = {}, -- key index -> ns of plugin main-thread work since that key
+  cpu = {}, -- key index -> ns of Neovim CPU time in that work
   calls = {}, -- key index -> number of plugin callbacks since that key
   draws = {}, -- { t, tick, final } for each drawn plan during the burst
   snap_ns = {}, -- trigger() durations (snapshot + notification)
@@ -28,13 +35,15 @@ local function timed(fn, on_done, name)
   return function(...)
     if B.depth > 0 then return fn(...) end
     B.depth = 1
-    local t0 = hr()
+    local c0, t0 = cpu_ns(), hr()
     local res = { pcall(fn, ...) }
     local dt = hr() - t0
+    local dc = cpu_ns() - c0
     B.depth = 0
     if B.recording then
       local k = B.key_index
       B.busy[k] = (B.busy[k] or 0) + dt
+      B.cpu[k] = (B.cpu[k] or 0) + dc
       B.calls[k] = (B.calls[k] or 0) + 1
       local e = B.by_name[name or '?'] or { n = 0, ns = 0 }
       e.n, e.ns = e.n + 1, e.ns + dt
@@ -82,7 +91,7 @@ end
 
 -- Type `keys` (a list of nvim_input strings) one every `interval_ms`, from a uv timer here.
 function B.burst(keys, interval_ms)
-  B.keys, B.busy, B.calls, B.draws, B.key_index, B.by_name, B.snap_ns = {}, {}, {}, {}, 0, {}, {}
+  B.keys, B.busy, B.cpu, B.calls, B.draws, B.key_index, B.by_name, B.snap_ns = {}, {}, {}, {}, {}, 0, {}, {}
   B.recording = true
   B.done = false
   local i = 0
@@ -104,7 +113,7 @@ end
 -- The burst's record, once typing is done; `tick` is the buffer's changedtick now.
 function B.result()
   return {
-    keys = B.keys, busy = B.busy, by_name = B.by_name, trigger_ns = B.snap_ns, calls = B.calls, draws = B.draws, done = B.done,
+    keys = B.keys, busy = B.busy, cpu = B.cpu, by_name = B.by_name, trigger_ns = B.snap_ns, calls = B.calls, draws = B.draws, done = B.done,
     tick = api.nvim_buf_get_changedtick(0), status = lc.status(), mode = api.nvim_get_mode().mode,
   }
 end

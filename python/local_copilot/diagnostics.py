@@ -575,12 +575,18 @@ async def _model_items(sec: Section, name: str, bcfg: BackendConfig, opts: Serve
     model_hint = ""
     try:
         if bcfg.kind == "llama.cpp":
-            props = await backend.probe()  # type: ignore[attr-defined]
+            template = await backend.ensure_ready()  # type: ignore[attr-defined]
+            props = backend.props  # type: ignore[attr-defined]
             model_hint = props.model_path or props.model_alias
             sec.add("ok", f"model: {props.model_alias or props.model_path or '(unnamed)'}")
-            family = detect_family(props.model_path or props.model_alias or "")
-            sec.add("info", "FIM prompt: built by llama-server (/infill) from the model's own FIM tokens"
-                    + (f"; the name says {family}" if family else ""))
+            if template is not None:
+                how = "configured" if bcfg.fim_template else "read from the served vocabulary"
+                sec.add("ok", f"FIM prompt: {template.name} ({how}), rendered here and sent to /completion "
+                              "(the typed text last: a request can be continued)")
+            else:
+                family = detect_family(props.model_path or props.model_alias or "")
+                sec.add("info", "FIM prompt: built by llama-server (/infill) from the model's own FIM tokens"
+                        + (f"; the name says {family}" if family else ""))
             n_ctx = props.default_generation_settings.n_ctx
             if n_ctx:
                 sec.items.append(hc.judge_context(n_ctx, n_predict, slots=props.total_slots, kind="llama.cpp",

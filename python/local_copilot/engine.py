@@ -164,6 +164,8 @@ class Engine:
         self.cache = SuggestionCache()
         self.stats = Stats()
         self.ring = ContextRing()
+        # ms the server takes per generated token (smoothed; from its timings), None until known
+        self._token_ms: float | None = None
 
     # -- configuration -------------------------------------------------------------------
 
@@ -180,6 +182,7 @@ class Engine:
         self._client = httpx.AsyncClient(timeout=timeout, transport=self._transport, trust_env=False)
         self.backend = make_backend(cfg.backend, active, self._client)
         self.estimator = TokenEstimator()  # bytes per token differ between models
+        self._token_ms = None
         self.cache.clear()
         self.stats.set_backend(cfg.backend)
 
@@ -301,6 +304,28 @@ class Engine:
         return RenderPlan(buf=snap.buf, tick=snap.tick, row=snap.row, col=snap.col, seq=snap.seq,
                           items=[candidate(t) for t in texts], index=index, final=final, cached=cached)
 
+    def _first_request(self, req: FimRequest) -> FimRequest:
+        """The request for a quick first part: `n_predict_first` tokens, asked for as one answer
+        when the server writes them all within one frame of the first (a stream would show
+        nothing sooner: partial text is drawn once a frame). One answer is one read and one
+        draw instead of a read, a timer and a draw per frame, and llama-server keeps the
+        connection of an unstreamed answer (it closes a streamed one): ~0.6 instead of
+        ~1.5 ms of host CPU per request to the tiny llama-server. A slower server streams."""
+        first = self._first_n()
+        if first == req.n_predict:
+            return req
+        ms = self._token_ms
+        whole = ms is not None and (first - 1) * ms <= self.PARTIAL_FRAME_S * 1000
+        if whole:
+            self.stats.count("unstreamed")
+        return _with(req, n_predict=first, stream=not whole)
+
+    def _observe_speed(self, timings: dict[str, float]) -> None:
+        n, ms = timings.get("predicted_n"), timings.get("predicted_ms")
+        if n and ms and n >= 2:
+            per = ms / n
+            self._token_ms = per if self._token_ms is None else 0.7 * self._token_ms + 0.3 * per
+
     def _first_n(self) -> int:
         """Tokens the first request after a keystroke asks for (all of n_predict when off)."""
         assert self.config is not None
@@ -353,8 +378,7 @@ class Engine:
                 out: _Outcome | None = _Outcome(cached, cached, True)
                 break
             self.stats.count("requests")
-            first = self._first_n()
-            req = prep.req if first == prep.req.n_predict else _with(prep.req, n_predict=first)
+            req = self._first_request(prep.req)
             try:
                 out = await self._stream(prep, drawer.on_text, req, retry_overflow=attempt == 1, gate=True)
             except _PromptTooLong:
@@ -422,6 +446,7 @@ class Engine:
                     chunks += 1
                 if chunk.timings and "predicted_n" in chunk.timings:
                     generated = chunk.timings["predicted_n"]
+                    self._observe_speed(chunk.timings)
                 if chunk.prompt_tokens and self.backend.counts_full_prompt:
                     self.estimator.observe(_prompt_bytes(req), chunk.prompt_tokens)
                 if chunk.text and first_token is None:
@@ -482,7 +507,7 @@ class Engine:
         # only the quick first part: it is shown at once after accept, and continued from
         # there once the user pauses (a whole n_predict here doubled the tokens per burst)
         first = self._first_n()
-        out = await self._stream(prep, req=prep.req if first == prep.req.n_predict else _with(prep.req, n_predict=first))
+        out = await self._stream(prep, req=self._first_request(prep.req))
         if out is not None:
             self.cache.put(prep.key, out.text, partial=out.truncated and first < prep.req.n_predict)
 

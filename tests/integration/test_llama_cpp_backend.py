@@ -64,3 +64,19 @@ async def test_closing_the_stream_stops_generation_on_the_server(llama_server: A
     # the server stopped long before n_predict: the stream close cancelled the slot
     print("generated after cancel:", generated)
     assert 10 <= generated < 1500, generated
+
+
+async def test_an_unstreamed_answer_is_one_chunk_and_keeps_the_connection(llama_server: Any) -> None:
+    async with httpx.AsyncClient() as client:
+        b = backend(llama_server.url, client)
+        req = FimRequest(prefix="def f():\n", middle="    return ", suffix="\n", n_predict=5, stream=False)
+        chunks = [c async for c in b.complete(req)]
+        assert [(c.text, c.done) for c in chunks] == [("xxxxx", True)]
+        assert chunks[0].timings and chunks[0].timings["predicted_n"] == 5 and chunks[0].timings["predicted_ms"] > 0
+        kept = [c for conns in b.streams._idle.values() for c in conns]
+        assert len(kept) == 1  # llama-server keeps an unstreamed answer's connection...
+        chunks = [c async for c in b.complete(req)]
+        assert chunks[0].text == "xxxxx" and [c for conns in b.streams._idle.values() for c in conns] == kept
+        # ...and closes a streamed one's: the next request would connect again
+        [c async for c in b.complete(FimRequest(prefix="a\n", middle="b", suffix="", n_predict=3))]
+        assert all(not c.reusable() for conns in b.streams._idle.values() for c in conns)

@@ -249,3 +249,32 @@ async def test_llama_cpp_with_a_configured_template_renders_the_prompt_itself(se
     assert path == "/completion"
     # the cursor line's text follows the middle marker: typing only appends to the prompt
     assert body["prompt"] == "<fim_prefix>def f():\n<fim_suffix>\nprint(f())<fim_middle>    return "
+
+
+async def test_llama_cpp_unstreamed_answer_is_one_final_chunk(servers: list[FakeServer]) -> None:
+    from local_copilot.backends import FimRequest
+
+    srv = FakeServer(_llama(["pri", "nt"]))
+    servers.append(srv)
+    cfg = load_config({"backends": {"llama.cpp": {"url": srv.url}}}).active
+    async with httpx.AsyncClient() as client:
+        b = make_backend("llama.cpp", cfg, client)
+        req = FimRequest(prefix="def f():\n", middle="    return ", suffix="\n", n_predict=16, stream=False)
+        chunks = [c async for c in b.complete(req)]
+    assert srv.requests[-1][1]["stream"] is False
+    assert [(c.text, c.done) for c in chunks] == [("print", True)]
+    assert chunks[0].timings == {"predicted_n": 2}
+
+
+async def test_an_oversized_unstreamed_answer_is_refused(servers: list[FakeServer]) -> None:
+    from local_copilot.backends import FimRequest
+    from local_copilot.errors import ProtocolError
+
+    srv = FakeServer(_llama(["x" * (2 << 20)]))  # 2 MB of "completion"
+    servers.append(srv)
+    cfg = load_config({"backends": {"llama.cpp": {"url": srv.url}}}).active
+    async with httpx.AsyncClient() as client:
+        b = make_backend("llama.cpp", cfg, client)
+        req = FimRequest(prefix="", middle="", suffix="", n_predict=16, stream=False)
+        with pytest.raises(ProtocolError, match="answer longer than 1024 KB"):
+            [c async for c in b.complete(req)]

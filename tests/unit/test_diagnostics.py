@@ -76,6 +76,23 @@ async def test_a_healthy_llama_cpp_backend(fakes: list[FakeServer]) -> None:
     assert infill and infill[0]["input_suffix"].startswith("\n    return fibonacci")
 
 
+async def test_the_fim_prompt_line_says_which_endpoint_llama_cpp_gets(fakes: list[FakeServer]) -> None:
+    from ..fakes.fake_server import QWEN_FIM
+
+    plain = FakeServer(llama(infill_stream(["n"])))  # no known FIM markers in its vocabulary
+    qwen = FakeServer(llama(infill_stream(["n"])))
+    qwen.fim_tokens = QWEN_FIM
+    fakes += [plain, qwen]
+    report = await collect({"backends": {"llama.cpp": {"url": plain.url}}})
+    assert find(report, "backend llama.cpp", "FIM prompt")[1].startswith("FIM prompt: built by llama-server (/infill)")
+    report = await collect({"backends": {"llama.cpp": {"url": qwen.url}}})
+    level, message, _ = find(report, "backend llama.cpp", "FIM prompt")
+    assert level == "ok" and message.startswith("FIM prompt: qwen (read from the served vocabulary)")
+    assert "/completion" in message
+    # and the probe went where completions go
+    assert [p for p, _ in qwen.requests if p in ("/infill", "/completion")] == ["/completion"]
+
+
 async def test_bad_options_name_their_path_and_the_backend_is_still_checked(fakes: list[FakeServer]) -> None:
     fake = FakeServer(llama(infill_stream(["n"])))
     fakes.append(fake)

@@ -140,3 +140,53 @@ async def test_a_prompt_the_server_refuses_as_too_long_is_fitted_again_from_its_
     assert len(calls) == 2 and calls[0] > 1000 >= calls[1]
     assert editor.plans[-1].text == "ok" and not editor.notes  # no error shown for the retry
     await engine.close()
+
+
+def timed(total: int, ms_per_token: float):
+    """`honouring`, with llama.cpp's timings: the server's speed per generated token."""
+    inner = honouring(total)
+
+    def script(path: str, body: dict[str, Any]) -> tuple[int, list[Step]]:
+        status, steps = inner(path, body)
+        if path != "/props":
+            n = len(steps) - 1  # one step per token, then the final event
+            steps[-1] = b"data: " + json.dumps({"content": "", "stop": True, "timings": {
+                "predicted_n": n, "predicted_ms": n * ms_per_token}}).encode() + b"\n\n"
+        return status, steps
+
+    return script
+
+
+async def _two_suggestions(server: Any) -> tuple[Engine, RecordingEditor]:
+    editor = RecordingEditor()
+    engine = Engine(editor)
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}},
+                                  "speculative": False, "n_predict": 64, "n_predict_first": 8}))
+    engine.submit(snap(1, "x = "))
+    await wait_until(lambda: any(p.final and p.seq == 1 for p in editor.plans))
+    engine.submit(snap(2, "x = y"))
+    await wait_until(lambda: any(p.final and p.seq == 2 for p in editor.plans))
+    return engine, editor
+
+
+async def test_a_server_that_writes_the_first_part_within_a_frame_answers_it_unstreamed(fake: Any) -> None:
+    server = fake(timed(30, ms_per_token=0.5))
+    engine, editor = await _two_suggestions(server)
+    bodies = infills(server)
+    # the speed is known from the first answer's timings: later first parts come as one answer,
+    # continuations still stream (they are long, and typing cancels them mid-way)
+    assert [(b["n_predict"], b["stream"]) for b in bodies] == [(8, True), (56, True), (8, False), (56, True)]
+    assert engine.stats.counters["unstreamed"] == 1
+    second = [p for p in editor.plans if p.seq == 2]
+    assert second[0].text == "t" * 8 and not second[0].final  # the unstreamed first part, drawn at once
+    assert second[-1].final and second[-1].text == "t" * 30
+    await engine.close()
+
+
+async def test_a_slower_server_keeps_streaming_the_first_part(fake: Any) -> None:
+    # 8 tokens at 5 ms: the last comes 35 ms after the first, two frames later
+    server = fake(timed(30, ms_per_token=5.0))
+    engine, editor = await _two_suggestions(server)
+    assert [b["stream"] for b in infills(server)] == [True, True, True, True]
+    assert [p for p in editor.plans if p.seq == 2][-1].text == "t" * 30
+    await engine.close()

@@ -33,6 +33,9 @@ class FimRequest(msgspec.Struct, frozen=True, kw_only=True):
     temperature: float | None = None
     n: int = 1
     seed: int | None = None  # distinct seeds make sampled alternatives differ, reproducibly
+    # False: one answer instead of a stream, where the dialect can (llama.cpp). The engine
+    # asks so for a short first part from a server that writes it within one frame anyway.
+    stream: bool = True
 
 
 class Chunk(msgspec.Struct, frozen=True, kw_only=True):
@@ -149,6 +152,8 @@ class HttpBackend:
     # first token is drawn at once, later ones arrive in batches (one post-processing pass and
     # at most one draw per batch instead of one per token; bench/run.py, host CPU per key)
     READ_PACE_S = 0.016
+    # an unstreamed answer bigger than this is not a completion (a confused or hostile server)
+    MAX_ANSWER_BYTES = 1 << 20
 
     def __init__(self, name: str, cfg: BackendConfig, client: httpx.AsyncClient) -> None:
         self.name = name
@@ -182,6 +187,14 @@ class HttpBackend:
         except msgspec.DecodeError as exc:
             raise ProtocolError(f"{self.name}: {path} answered something else ({exc})") from None
 
+    async def _whole(self, response: StreamResponse) -> bytes:
+        data = bytearray()
+        async for piece in response.iter_raw():
+            data += piece
+            if len(data) > self.MAX_ANSWER_BYTES:
+                raise ProtocolError(f"{self.name}: answer longer than {self.MAX_ANSWER_BYTES // 1024} KB")
+        return bytes(data)
+
     async def payloads(self, path: str, body: dict[str, Any], parser: _Parser,
                        last: Callable[[bytes], bool] | None = None) -> AsyncIterator[list[bytes]]:
         """The stream's payloads (SSE data or NDJSON lines), a list per network read; closing
@@ -189,33 +202,50 @@ class HttpBackend:
 
         `last` recognises the server's final payload: the rest of the body (the chunked
         terminator) is read before that batch is handed over, so the connection is kept for
-        the next request instead of closed as a cancel."""
+        the next request instead of closed as a cancel.
+
+        A request with `"stream": false` answered with one JSON document yields that document
+        as the only payload (a server that streams anyway is parsed as a stream).
+
+        The last payloads are handed over after the response is closed: a consumer that stops
+        at the final chunk must not leave the connection held until this generator is
+        collected (the next request would open another one)."""
+        final: list[bytes] = []
         try:
             async with await self.streams.post(self.base + path, _encode(body), auth_headers(self.cfg)) as response:
                 await raise_for_status(self.name, response)
-                body_left = response.iter_raw()
-                async for data in body_left:
-                    batch = parser.feed(data)
-                    if not batch:
-                        continue
-                    if last is not None and last(batch[-1]):
-                        try:
-                            async with asyncio.timeout(0.5):
-                                async for _ in body_left:
-                                    pass
-                        except (TimeoutError, TransportError):
-                            pass  # the connection is just not kept
+                if body.get("stream") is False and _whole_json(response):
+                    final = [await self._whole(response)]
+                else:
+                    body_left = response.iter_raw()
+                    async for data in body_left:
+                        batch = parser.feed(data)
+                        if not batch:
+                            continue
+                        if last is not None and last(batch[-1]):
+                            try:
+                                async with asyncio.timeout(0.5):
+                                    async for _ in body_left:
+                                        pass
+                            except (TimeoutError, TransportError):
+                                pass  # the connection is just not kept
+                            final = batch
+                            break
                         yield batch
-                        return
-                    yield batch
-                    await asyncio.sleep(self.READ_PACE_S)
-                batch = parser.close()
-                if batch:
-                    yield batch
+                        await asyncio.sleep(self.READ_PACE_S)
+                    else:
+                        final = parser.close()
         except TransportError as exc:
             raise self._unreachable(exc) from exc
         except ValueError as exc:  # a line too long for the parser
             raise ProtocolError(f"{self.name}: {exc}") from None
+        if final:
+            yield final
+
+
+def _whole_json(response: StreamResponse) -> bool:
+    ctype = response.headers.get("content-type", "").lower()
+    return "event-stream" not in ctype and "ndjson" not in ctype
 
 
 _encoder = msgspec.json.Encoder()

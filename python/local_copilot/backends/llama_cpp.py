@@ -105,6 +105,11 @@ class LlamaCppBackend(HttpBackend):
         return self.template.special_tokens if self.template else ()
 
     @property
+    def resolved(self) -> bool:
+        """Whether the prompt form (a template for /completion, or /infill) is decided yet."""
+        return self._resolved
+
+    @property
     def endpoint(self) -> str:
         return "/completion" if self.template is not None else "/infill"
 
@@ -167,7 +172,7 @@ class LlamaCppBackend(HttpBackend):
             "n_indent": req.n_indent,
             "t_max_predict_ms": req.t_max_predict_ms,
             "cache_prompt": True,
-            "stream": True,
+            "stream": req.stream,
             "temperature": self.cfg.temperature if req.temperature is None else req.temperature,
             "top_p": self.cfg.top_p,
             "top_k": 40,

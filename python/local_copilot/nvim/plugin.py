@@ -292,7 +292,9 @@ class LocalCopilotPlugin:
             "url": active.url,
             "model": getattr(model, "id", "") or active.model or "(server decides)",
             "template": getattr(template, "name", "") or active.fim_template or
-                        ("server-side (/infill)" if active.kind == "llama.cpp" else "detected on first request"),
+                        ("server-side (/infill)" if active.kind == "llama.cpp" and (
+                            active.endpoint == "infill" or getattr(backend, "resolved", False))
+                         else "detected on first request"),
             "server": self._backends.server_state(cfg.backend),
             "pending": self._backends.pending,
             "latency": {k: summary.get(k) for k in ("n", "ttft_ms", "total_ms")},
