@@ -58,6 +58,11 @@ def fit_context(ctx: FimContext, budget: int, est: TokenEstimator, *, first_row:
     """
     core = est.tokens(ctx.middle + ctx.line_suffix) + 1
     left = max(0, budget - core)
+    # the usual case, checked with one encode instead of one per line (it runs per keystroke):
+    # the per-line counts below sum to at most all bytes / ratio + 2 per line
+    n_lines = len(ctx.prev_lines) + len(ctx.next_lines)
+    if est.tokens("".join(ctx.prev_lines) + "".join(ctx.next_lines)) + 2 * n_lines <= left:
+        return ctx
     pre_cost = [est.tokens(ln) + 1 for ln in ctx.prev_lines]
     suf_cost = [est.tokens(ln) + 1 for ln in ctx.next_lines]
     total_pre, total_suf = sum(pre_cost), sum(suf_cost)
