@@ -240,7 +240,14 @@ local function schedule_request()
   local delay = debounce()
   state.timer = state.timer or vim.uv.new_timer()
   state.timer:stop()
+  -- A timer that has fired already has its callback queued on the main loop, and stop() does
+  -- not take it back: with a 0 ms delay the two events of one keystroke could each send the
+  -- same snapshot (tests/integration/test_faults.py saw two requests for one key). Only the
+  -- latest schedule's callback runs.
+  state.scheduled = (state.scheduled or 0) + 1
+  local gen = state.scheduled
   state.timer:start(delay, 0, vim.schedule_wrap(function()
+    if gen ~= state.scheduled then return end
     if api.nvim_get_mode().mode:sub(1, 1) ~= 'i' then return end
     if vim.fn.pumvisible() == 1 and not config.get('request_during_completion') then return end
     M.trigger()
@@ -273,6 +280,7 @@ end
 
 local function on_leave()
   if state.timer then state.timer:stop() end
+  state.scheduled = (state.scheduled or 0) + 1 -- and a callback already queued does nothing
   local buf = api.nvim_get_current_buf()
   ghost.clear()
   ghost.last_seq[buf] = nil

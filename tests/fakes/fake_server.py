@@ -43,26 +43,24 @@ def infill_stream(tokens: list[str], delay: float = 0.0) -> list[Step]:
 
 def one_answer(steps: list[Step]) -> list[Step]:
     """A scripted SSE stream as llama-server answers `"stream": false`: after the stream's
-    delays, one JSON document with all the content and the last event's other fields. A reset
-    or close cuts it where the script says; bytes that are no SSE event pass through as they
-    are (a broken answer stays broken)."""
-    delay, content, last, out = 0.0, "", {}, []
-    for step in steps:
+    delays, one JSON document with all the content and the last event's other fields. From a
+    reset, a close or bytes that are no well-formed event on, the script's steps go out as
+    they are (a broken answer stays broken, a cut one is cut)."""
+    delay, content, last = 0.0, "", {}
+    for i, step in enumerate(steps):
         if isinstance(step, float):
             delay += step
-        elif step in (RESET, CLOSE):
-            return [delay, step]
-        elif isinstance(step, bytes) and step.startswith(b"data: "):
+            continue
+        if isinstance(step, bytes) and step.startswith(b"data: "):
             try:
                 event = json.loads(step[6:])
             except ValueError:
-                return [delay, step]
-            content += event.get("content", "")
-            last = event
-        else:
-            out.append(step)
-    if out:
-        return [delay, *out]
+                event = None
+            if isinstance(event, dict):
+                content += event.get("content", "")
+                last = event
+                continue
+        return [delay, *steps[i:]]
     return [delay, json.dumps({**last, "content": content, "stop": True}).encode()]
 
 
@@ -139,7 +137,8 @@ class FakeServer:
                 if self.first_byte_delay:
                     await asyncio.sleep(self.first_byte_delay)
                 ctype = "application/x-ndjson" if path.startswith("/api/") else "text/event-stream"
-                if body.get("stream") is False and path in ("/completion", "/infill") and status == 200:
+                if (body.get("stream") is False and path in ("/completion", "/infill") and status == 200
+                        and isinstance(steps, list)):  # an endless generator streams anyway
                     steps, ctype = one_answer(steps), "application/json"  # as llama-server does
                 writer.write(
                     f"HTTP/1.1 {status} X\r\ncontent-type: {ctype}\r\ntransfer-encoding: chunked\r\n\r\n".encode()

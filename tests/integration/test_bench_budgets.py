@@ -17,7 +17,8 @@ pytestmark = pytest.mark.integration
 
 ROWS = [
     "last key -> ghost text (p50)", "last key -> ghost text (p90)", "tokens generated / burst",
-    "prompt tokens evaluated / burst", "Neovim main thread / key (p50)", "Python host CPU / key", "Python host RSS",
+    "prompt tokens evaluated / burst", "Neovim main thread / key (p50)",
+    "Neovim main thread CPU / key (p50)", "Python host CPU / key", "Python host RSS",
     "snapshot + prompt, 100k vs 1k lines", "added to nvim --startuptime",
 ]
 
@@ -37,6 +38,7 @@ def test_bench_measures_every_budget(tmp_path: Path) -> None:
     assert p["bursts"] == 2 and p["missing_suggestions"] == 0
     assert p["latency_ms"]["p50"] > 0 and p["tokens_predicted_per_burst"] > 0 and p["full_prompt_tokens"] > 0
     assert 0 < p["host_rss_mb"] < 1000 and p["host_cpu_ms_per_key"]["mean"] > 0
+    assert p["main_thread_cpu_ms_per_key"]["p50"] >= 0 and p["main_thread_ms_per_key"]["p50"] > 0
     assert p["host_state_after"]["tasks"] == 0
     assert doc["snapshot"]["ratio"] > 0 and doc["startup"]["runs"] == 2
     assert {b["budget"] for b in doc["budgets"]} == set(ROWS)

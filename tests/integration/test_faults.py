@@ -23,7 +23,7 @@ import pytest
 
 from local_copilot.servers.llama_cpp import LlamaServer, free_port
 
-from ..fakes.fake_server import CLOSE, RESET, FakeServer, Script, Step, infill_stream, llama_props, sse
+from ..fakes.fake_server import QWEN_FIM, CLOSE, RESET, FakeServer, Script, Step, infill_stream, llama_props, sse
 from ..helpers import wait_for
 from .nvim_session import lua, start_nvim, suggestion, wait_ghost
 
@@ -40,7 +40,14 @@ def answering(stream: Callable[[], Any], status: int = 200) -> Script:
 
 
 def good() -> Script:
-    return answering(lambda: infill_stream(GOOD))
+    """The healthy answer, with timings of a fast server: where first parts are staged
+    (/completion), the requests after it come unstreamed, so the faults hit that path."""
+    def stream() -> list[Step]:
+        steps = infill_stream(GOOD)
+        steps[-1] = sse({"content": "", "stop": True, "timings": {"predicted_n": len(GOOD), "predicted_ms": 0.5}})
+        return steps
+
+    return answering(stream)
 
 
 def endless() -> Iterator[Step]:
@@ -143,12 +150,12 @@ class Session:
         assert self.rpc_ms and max(self.rpc_ms) < RPC_BUDGET_MS, f"RPC round trips (ms): {self.rpc_ms}"
 
     def assert_resumes(self, fake: FakeServer | None, expect: Callable[[str], bool]) -> None:
-        before = len([p for p, _ in fake.requests if p == "/infill"]) if fake else 0
+        before = infills(fake) if fake else 0
         self.type("k")
         wait_ghost(self.nvim, expect, timeout=30)
         if fake is not None:
-            infills = len([p for p, _ in fake.requests if p == "/infill"]) - before
-            assert infills == 1, f"{infills} requests to bring ghost text back"
+            infills_now = infills(fake) - before
+            assert infills_now == 1, f"{infills_now} requests to bring ghost text back"
 
 
 @pytest.fixture()
@@ -173,17 +180,25 @@ def session(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: P
 
 
 def infills(fake: FakeServer) -> int:
-    return len([p for p, _ in fake.requests if p == "/infill"])
+    """Completion requests (llama.cpp's /infill, or /completion where the plugin renders)."""
+    return len([p for p, _ in fake.requests if p in ("/infill", "/completion")])
 
 
+# /infill: the server builds the prompt, one streamed request per key; /completion (the fake's
+# vocabulary has Qwen's FIM tokens): staged first parts, unstreamed once the server is known fast
+@pytest.mark.parametrize("endpoint", ["infill", "completion-unstreamed"])
 @pytest.mark.parametrize("fault", list(FAKE_FAULTS))
-def test_fake_server_fault(fault: str, session: Callable[..., Session]) -> None:
+def test_fake_server_fault(fault: str, endpoint: str, session: Callable[..., Session]) -> None:
     script, delay = FAKE_FAULTS[fault]
     fake = FakeServer(good())
+    if endpoint != "infill":
+        fake.fim_tokens = QWEN_FIM
     try:
         s = session(fake.url)
         s.type("a")
-        wait_ghost(s.nvim, lambda t: t == "okay")  # healthy first
+        wait_ghost(s.nvim, lambda t: t == "okay")  # healthy first, and complete: its timings
+        wait_for(lambda: lua(s.nvim, "require('local_copilot.ghost').current.final") is True, what="a final answer")
+        healthy = len(fake.requests)
 
         fake.script, fake.first_byte_delay = script, delay
         s.reset_main_loop_probe()
@@ -216,6 +231,9 @@ def test_fake_server_fault(fault: str, session: Callable[..., Session]) -> None:
         s.assert_responsive()
         s.assert_buffer_untouched()
         s.assert_messages_clean()
+        if endpoint != "infill":  # the faults met the unstreamed path
+            firsts = [b for p, b in fake.requests[healthy:] if p == "/completion" and b["n_predict"] == 6]
+            assert firsts and all(b["stream"] is False for b in firsts)
 
         fake.script, fake.first_byte_delay = good(), 0.0
         s.assert_resumes(fake, lambda t: t == "okay")
