@@ -190,6 +190,11 @@ class Burster:
         }
 
 
+def _spread(values: list[float]) -> dict[str, float]:
+    return {"p50": pct(values, 50), "p90": pct(values, 90),
+            "mean": statistics.fmean(values) if values else float("nan")}
+
+
 def _per_key(values: Any) -> list[float]:
     """Key index -> value, as a list of KEYS_PER_BURST (a Lua table with holes arrives as a map)."""
     if isinstance(values, dict):
@@ -240,10 +245,8 @@ def run_profile(name: str, opts: dict[str, Any], server: Any, env: dict[str, str
         "tokens_predicted_per_burst": statistics.median(s["tokens_predicted"] for s in samples),
         "prompt_tokens_per_burst": statistics.median(s["prompt_tokens"] for s in samples),
         "full_prompt_tokens": statistics.median(s["full_prompt"] for s in samples),
-        "main_thread_ms_per_key": {"p50": pct(per_key, 50), "p90": pct(per_key, 90),
-                                   "mean": statistics.fmean(per_key) if per_key else float("nan")},
-        "main_thread_cpu_ms_per_key": {"p50": pct(cpu_per_key, 50), "p90": pct(cpu_per_key, 90),
-                                       "mean": statistics.fmean(cpu_per_key) if cpu_per_key else float("nan")},
+        "main_thread_ms_per_key": _spread(per_key),
+        "main_thread_cpu_ms_per_key": _spread(cpu_per_key),
         "main_thread_by_callback_ms_per_key": _by_callback(samples),
         "trigger_us": {"p50": pct([t for s in samples for t in s["trigger_us"]], 50),
                        "p90": pct([t for s in samples for t in s["trigger_us"]], 90)},

@@ -11,6 +11,7 @@ local state = {
   seq = 0,
   sent_config_version = -1,
   timer = nil,
+  scheduled = 0, -- generation of the latest scheduled request (see schedule_request)
   attached = false,
   warned_unregistered = false,
   waiting = {}, -- buf -> true while a request is in flight (for status())
@@ -244,7 +245,7 @@ local function schedule_request()
   -- not take it back: with a 0 ms delay the two events of one keystroke could each send the
   -- same snapshot (tests/integration/test_faults.py saw two requests for one key). Only the
   -- latest schedule's callback runs.
-  state.scheduled = (state.scheduled or 0) + 1
+  state.scheduled = state.scheduled + 1
   local gen = state.scheduled
   state.timer:start(delay, 0, vim.schedule_wrap(function()
     if gen ~= state.scheduled then return end
@@ -280,7 +281,7 @@ end
 
 local function on_leave()
   if state.timer then state.timer:stop() end
-  state.scheduled = (state.scheduled or 0) + 1 -- and a callback already queued does nothing
+  state.scheduled = state.scheduled + 1 -- and a callback already queued does nothing
   local buf = api.nvim_get_current_buf()
   ghost.clear()
   ghost.last_seq[buf] = nil
