@@ -36,11 +36,15 @@ local function expand_tabs(text, start_col, ts)
   return table.concat(out)
 end
 
+-- buf -> true while its (i/n) annotation mark may exist (most draws have none to delete)
+local info_drawn = {}
+
 local function undraw(buf)
   if api.nvim_buf_is_valid(buf) then
     pcall(api.nvim_buf_del_extmark, buf, M.ns, MARK_ID)
-    pcall(api.nvim_buf_del_extmark, buf, M.ns, INFO_ID)
+    if info_drawn[buf] then pcall(api.nvim_buf_del_extmark, buf, M.ns, INFO_ID) end
   end
+  info_drawn[buf] = nil
 end
 
 function M.clear(buf)
@@ -71,13 +75,17 @@ local function draw(cur)
   if text == '' then return undraw(cur.buf) end
   if cur.hidden then return undraw(cur.buf) end
   local lines = vim.split(text, '\n', { plain = true })
-  local ts = vim.bo[cur.buf].tabstop
-  local line = api.nvim_buf_get_lines(cur.buf, cur.row, cur.row + 1, true)[1]
-  local start = vim.fn.strdisplaywidth(line:sub(1, cur.col))
+  -- tabs only: the tabstop and the cursor's screen column (each read costs a few us per draw)
+  local ts = text:find('\t', 1, true) and vim.bo[cur.buf].tabstop
+  local first = lines[1]
+  if ts and first:find('\t', 1, true) then
+    local line = api.nvim_buf_get_lines(cur.buf, cur.row, cur.row + 1, true)[1]
+    first = expand_tabs(first, vim.fn.strdisplaywidth(line:sub(1, cur.col)), ts)
+  end
   local hl = 'LocalCopilotSuggestion'
   local virt_lines = {}
   for i = 2, #lines do
-    virt_lines[#virt_lines + 1] = { { expand_tabs(lines[i], 0, ts), hl } }
+    virt_lines[#virt_lines + 1] = { { ts and expand_tabs(lines[i], 0, ts) or lines[i], hl } }
   end
   local info = #cur.items > 1 and (' (%d/%d)'):format(cur.index, #cur.items) or nil
   if info and #virt_lines > 0 then
@@ -85,7 +93,7 @@ local function draw(cur)
   end
   api.nvim_buf_set_extmark(cur.buf, M.ns, cur.row, cur.col, {
     id = MARK_ID,
-    virt_text = { { expand_tabs(lines[1], start, ts), hl } },
+    virt_text = { { first, hl } },
     virt_text_pos = 'inline',
     hl_mode = 'replace', -- MatchParen or a cursorline must not restyle the ghost text
     virt_lines = #virt_lines > 0 and virt_lines or nil,
@@ -93,8 +101,10 @@ local function draw(cur)
   })
   if info and #virt_lines == 0 then
     api.nvim_buf_set_extmark(cur.buf, M.ns, cur.row, 0, { id = INFO_ID, virt_text = { { info, 'LocalCopilotAnnotation' } }, virt_text_pos = 'eol' })
-  else
+    info_drawn[cur.buf] = true
+  elseif info_drawn[cur.buf] then
     pcall(api.nvim_buf_del_extmark, cur.buf, M.ns, INFO_ID)
+    info_drawn[cur.buf] = nil
   end
 end
 

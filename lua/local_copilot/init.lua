@@ -22,6 +22,8 @@ local state = {
   chan = nil, -- the python3 host's channel, once it runs
   base = {}, -- buf -> the last whole window sent: { seq, row, first, last, n }
   watched = {}, -- buf -> true once nvim_buf_attach watches its edits
+  registered = false, -- the rplugin was found registered (it stays so)
+  facts = {}, -- buf -> what the keystroke path reads of a buffer (see buf_facts)
 }
 
 -- The manifest defines the rplugin's functions lazily: a FuncUndefined autocmd starts the
@@ -32,7 +34,11 @@ function M.registered(name)
 end
 
 local function host_ready()
-  if M.registered() then return true end
+  if state.registered then return true end
+  if M.registered() then
+    state.registered = true
+    return true
+  end
   if not state.warned_unregistered then
     state.warned_unregistered = true
     M.notify('local-copilot: the remote plugin is not registered; run :UpdateRemotePlugins and restart (:checkhealth local_copilot)', 'error')
@@ -62,7 +68,10 @@ end
 
 -- One event to the host (bench/instrument.lua wraps this to see what is sent).
 function M._emit(name, payload)
-  local chan = state.chan and host_channel()
+  -- the known channel is used as is (asking Neovim whether it is still open cost more than
+  -- the notification); a failed send means the host went away: find or start it again
+  if state.chan and pcall(vim.rpcnotify, state.chan, 'local_copilot_event', name, payload) then return end
+  local chan = host_channel()
   if chan then
     vim.rpcnotify(chan, 'local_copilot_event', name, payload)
   else
@@ -138,6 +147,32 @@ function M.buf_enabled(buf)
   return true
 end
 
+-- What the keystroke path reads of a buffer besides its text: whether completion is on
+-- there and the options a snapshot carries. Each vim.bo/vim.b read costs microseconds, ~0.1 ms
+-- per keystroke in all (bench/run.py), so they are read once per Insert-mode session and
+-- again when an option is set, the buffer is renamed, the options change or the line count
+-- does (the size limit). status() and commands still ask buf_enabled() each time.
+local function buf_facts(buf, n)
+  local f = state.facts[buf]
+  if f and f.n == n and f.version == config.version and f.enabled == state.enabled then return f end
+  local bo = vim.bo[buf]
+  f = {
+    n = n, version = config.version, enabled = state.enabled,
+    on = M.buf_enabled(buf),
+    ft = bo.filetype, path = api.nvim_buf_get_name(buf), et = bo.expandtab, sw = bo.shiftwidth, ts = bo.tabstop,
+  }
+  state.facts[buf] = f
+  return f
+end
+
+local function forget_facts(ev)
+  if ev and ev.buf and ev.buf > 0 and ev.event ~= 'OptionSet' then
+    state.facts[ev.buf] = nil
+  else
+    state.facts = {}
+  end
+end
+
 -- Buffers whose edits are watched: an edit outside the row of the last whole window sent
 -- makes the next snapshot whole again (see snapshot()).
 local function watch(buf)
@@ -160,15 +195,15 @@ end
 -- What the host needs for a request. While the user types on one line the host already has
 -- the rest of the window: only that line is sent, with `base` naming the whole window it
 -- belongs to (python/local_copilot/nvim/plugin.py rebuilds the snapshot).
-local function snapshot(buf)
+local function snapshot(buf, facts)
   local row, col = unpack(api.nvim_win_get_cursor(0))
   row = row - 1
   local ctx = config.get('context')
-  local n = api.nvim_buf_line_count(buf)
+  local n = facts and facts.n or api.nvim_buf_line_count(buf)
+  facts = facts or buf_facts(buf, n)
   local first = math.max(0, row - ctx.lines_before)
   local last = math.min(n, row + 1 + ctx.lines_after)
   state.seq = state.seq + 1
-  local bo = vim.bo[buf]
   local snap = {
     buf = buf,
     tick = api.nvim_buf_get_changedtick(buf),
@@ -176,11 +211,11 @@ local function snapshot(buf)
     col = col,
     first = first,
     nlines = n,
-    ft = bo.filetype,
-    path = api.nvim_buf_get_name(buf),
-    et = bo.expandtab,
-    sw = bo.shiftwidth,
-    ts = bo.tabstop,
+    ft = facts.ft,
+    path = facts.path,
+    et = facts.et,
+    sw = facts.sw,
+    ts = facts.ts,
     seq = state.seq,
   }
   local base = state.base[buf]
@@ -203,8 +238,9 @@ end
 
 local function request(kind)
   local buf = api.nvim_get_current_buf()
-  if not M.buf_enabled(buf) or not host_ready() then return false end
-  local snap = snapshot(buf)
+  local facts = buf_facts(buf, api.nvim_buf_line_count(buf))
+  if not facts.on or not host_ready() then return false end
+  local snap = snapshot(buf, facts)
   ghost.last_seq[buf] = snap.seq
   if state.sent_config_version ~= config.version then
     state.sent_config_version = config.version
@@ -335,6 +371,7 @@ function M.attach(from_insert_enter)
   M._define_highlights()
   local group = api.nvim_create_augroup('LocalCopilot', { clear = true })
   local au = function(ev, fn, desc) api.nvim_create_autocmd(ev, { group = group, callback = fn, desc = 'local-copilot: ' .. desc }) end
+  au({ 'InsertEnter', 'OptionSet', 'BufFilePost' }, forget_facts, 'read buffer options anew')
   au({ 'InsertEnter', 'TextChangedI', 'TextChangedP', 'CursorMovedI' }, on_change, 'request a suggestion')
   au({ 'InsertLeave', 'BufLeave', 'WinLeave' }, on_leave, 'clear the suggestion')
   au('CompleteChanged', function()
