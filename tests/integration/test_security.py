@@ -265,3 +265,41 @@ def test_api_keys_come_only_from_the_environment(proxy: RecordingProxy, open_nvi
     log = log_text(nvim_env)
     assert log, "the debug log is empty: nothing was checked"
     assert key not in log
+
+
+def test_a_buffer_renamed_to_a_secret_name_in_insert_mode_stops_sending(proxy: RecordingProxy, open_nvim: Any,
+                                                                        tmp_path: Path) -> None:
+    # Insert mode reads a buffer's enabled state and name once; a rename while it lasts (by a
+    # plugin: nvim_buf_set_name, no InsertLeave/InsertEnter) must take effect before the next
+    # keystroke (<C-o>:file leaves and re-enters Insert mode: a weaker check). What Lua hands
+    # the host is recorded: the host's latest-wins may drop a snapshot before any server sees it.
+    nvim = open_nvim({"backends": {"llama.cpp": {"url": proxy.url}}, "debounce_ms": 0, "adaptive_debounce": False})
+    nvim.exec_lua("""
+        local lc = require('local_copilot')
+        local emit = lc._emit
+        _G.SENT = {}
+        lc._emit = function(name, payload)
+          if type(payload) == 'table' and payload.path then
+            table.insert(_G.SENT, { path = payload.path, line = payload.line or vim.inspect(payload.lines) })
+          end
+          return emit(name, payload)
+        end""")
+    nvim.command(f"edit {tmp_path / 'main.py'}")
+    nvim.current.buffer[:] = ["def main():", "    "]
+    nvim.command("call cursor(2, 1)")
+    nvim.input("Avalue = ")
+    wait_ghost(nvim)
+    nvim.current.buffer.name = str(tmp_path / ".env")
+    nvim.input(" renamedsecret42")
+    wait_for(lambda: nvim.current.buffer[1].endswith("renamedsecret42"), what="the typing")
+    assert nvim.api.get_mode()["mode"] == "i"
+    assert lua(nvim, "require('local_copilot').status()") == "disabled"
+    nvim.current.buffer.name = str(tmp_path / "after.py")
+    nvim.input(" plus1")
+    # sent under the new name: whatever was sent under .env came before this
+    wait_for(lambda: any(e["path"].endswith("after.py") and "plus1" in e["line"] for e in lua(nvim, "_G.SENT")),
+             what="a snapshot from after.py")
+    sent = lua(nvim, "_G.SENT")
+    assert not [e for e in sent if e["path"].endswith(".env")]
+    assert any(e["path"].endswith("main.py") for e in sent)  # the recording works
+    assert ".env" not in json.dumps(proxy.requests)
