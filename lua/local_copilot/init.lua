@@ -152,7 +152,8 @@ end
 -- per keystroke in all (bench/run.py), so they are read once per Insert-mode session and
 -- again when an option is set, the buffer is renamed, the options change or the line count
 -- does (the size limit). status() and commands still ask buf_enabled() each time.
-local function buf_facts(buf, n)
+local function buf_facts(buf)
+  local n = api.nvim_buf_line_count(buf)
   local f = state.facts[buf]
   if f and f.n == n and f.version == config.version and f.enabled == state.enabled then return f end
   local bo = vim.bo[buf]
@@ -166,10 +167,10 @@ local function buf_facts(buf, n)
 end
 
 local function forget_facts(ev)
-  if ev and ev.buf and ev.buf > 0 and ev.event ~= 'OptionSet' then
-    state.facts[ev.buf] = nil
+  if ev.event == 'OptionSet' then
+    state.facts = {} -- a global option may be the one that changed
   else
-    state.facts = {}
+    state.facts[ev.buf] = nil
   end
 end
 
@@ -199,8 +200,7 @@ local function snapshot(buf, facts)
   local row, col = unpack(api.nvim_win_get_cursor(0))
   row = row - 1
   local ctx = config.get('context')
-  local n = facts and facts.n or api.nvim_buf_line_count(buf)
-  facts = facts or buf_facts(buf, n)
+  local n = facts.n
   local first = math.max(0, row - ctx.lines_before)
   local last = math.min(n, row + 1 + ctx.lines_after)
   state.seq = state.seq + 1
@@ -238,7 +238,7 @@ end
 
 local function request(kind)
   local buf = api.nvim_get_current_buf()
-  local facts = buf_facts(buf, api.nvim_buf_line_count(buf))
+  local facts = buf_facts(buf)
   if not facts.on or not host_ready() then return false end
   local snap = snapshot(buf, facts)
   ghost.last_seq[buf] = snap.seq
@@ -303,7 +303,8 @@ local function on_change()
       end
       -- the host caches the trimmed suggestion for this spot: backspace and retype reuse it
       if host_running() then
-        local snap = snapshot(api.nvim_get_current_buf())
+        local buf = api.nvim_get_current_buf()
+        local snap = snapshot(buf, buf_facts(buf))
         snap.text = ghost.text()
         tell('typed_through', snap)
       end
@@ -371,7 +372,7 @@ function M.attach(from_insert_enter)
   M._define_highlights()
   local group = api.nvim_create_augroup('LocalCopilot', { clear = true })
   local au = function(ev, fn, desc) api.nvim_create_autocmd(ev, { group = group, callback = fn, desc = 'local-copilot: ' .. desc }) end
-  au({ 'InsertEnter', 'OptionSet', 'BufFilePost' }, forget_facts, 'read buffer options anew')
+  au({ 'InsertEnter', 'OptionSet', 'BufFilePost', 'BufWipeout' }, forget_facts, 'read buffer options anew')
   au({ 'InsertEnter', 'TextChangedI', 'TextChangedP', 'CursorMovedI' }, on_change, 'request a suggestion')
   au({ 'InsertLeave', 'BufLeave', 'WinLeave' }, on_leave, 'clear the suggestion')
   au('CompleteChanged', function()
