@@ -20,6 +20,7 @@ local state = {
   last_key = nil, -- uv.now() of the previous keystroke
   interval = nil, -- smoothed time between keystrokes (ms)
   chan = nil, -- the python3 host's channel, once it runs
+  direct = nil, -- the host worker's own channel, once it connected (see M._use_channel)
   base = {}, -- buf -> the last whole window sent: { seq, row, first, last, n }
   watched = {}, -- buf -> true once nvim_buf_attach watches its edits
   registered = false, -- the rplugin was found registered (it stays so)
@@ -66,10 +67,22 @@ local function host_channel()
   return state.chan
 end
 
+-- The host's worker connects to Neovim's server address on a channel of its own
+-- (python/local_copilot/nvim/channel.py): events sent there skip two thread hops in the host.
+function M._use_channel(chan)
+  state.direct = chan
+  state.base = {} -- the next snapshot sends its window whole, on the new channel
+end
+
 -- One event to the host (bench/instrument.lua wraps this to see what is sent).
 function M._emit(name, payload)
-  -- the known channel is used as is (asking Neovim whether it is still open cost more than
-  -- the notification); a failed send means the host went away: find or start it again
+  -- the known channels are used as they are (asking Neovim whether one is still open cost
+  -- more than the notification); a failed send means the host went away: find or start it
+  local direct = state.direct
+  if direct then
+    if pcall(vim.rpcnotify, direct, 'local_copilot_event', name, payload) then return end
+    state.direct = nil
+  end
   if state.chan and pcall(vim.rpcnotify, state.chan, 'local_copilot_event', name, payload) then return end
   local chan = host_channel()
   if chan then

@@ -23,6 +23,10 @@ class Worker:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 
+    @property
+    def thread(self) -> threading.Thread:
+        return self._thread
+
     def call(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run `fn(*args)` on the worker loop, soon; thread-safe, never blocks."""
         self.loop.call_soon_threadsafe(fn, *args)

@@ -268,3 +268,30 @@ def test_works_in_several_windows_and_tabs(open_nvim: Any, phrase_server: Any, t
     assert wait_ghost(nvim, lambda t: t == PHRASE)  # not only on the first tab
     lua(nvim, "require('local_copilot').accept()")
     wait_for(lambda: nvim.current.buffer[:] == ["def h():", "\trun(a, b)", "\tok"], what="accepted in the new tab")
+
+
+def test_keystrokes_use_the_workers_channel_and_fall_back_when_it_closes(open_nvim: Any, phrase_server: Any) -> None:
+    nvim = open_nvim(phrase_server.url, ["def f():", "\t"])
+    at_end_of(nvim, 2)
+    assert wait_ghost(nvim, lambda t: t == PHRASE)
+    state = wait_for(lambda: (s := nvim.call("LocalCopilotCall", "debug_state"))["channel"] and s,
+                     what="the worker's own channel")
+    chan = state["channel"]
+    assert nvim.api.get_chan_info(chan)["id"] == chan
+    # the next keystrokes go there, not through the host's channel
+    nvim.input("<Esc>")
+    nvim.command("call setline(2, '\t')")
+    at_end_of(nvim, 2)
+    assert wait_ghost(nvim, lambda t: t == PHRASE)
+    assert nvim.call("LocalCopilotCall", "debug_state")["channel_events"] > state["channel_events"]
+    # that channel closes: Lua falls back to the host's channel, suggestions keep coming
+    nvim.call("chanclose", chan)
+    wait_for(lambda: nvim.call("LocalCopilotCall", "debug_state")["channel"] is None, what="the host saw it close")
+    events = nvim.call("LocalCopilotCall", "debug_state")["channel_events"]
+    nvim.input("<Esc>")
+    nvim.command("call setline(2, 'x = 1')")
+    nvim.command("call setline(3, '\t')")
+    at_end_of(nvim, 3)
+    assert wait_ghost(nvim, lambda t: t == PHRASE)
+    assert nvim.call("LocalCopilotCall", "debug_state")["channel_events"] == events
+    assert not [m for m in nvim.exec_lua("return vim.split(vim.fn.execute('messages'), '\\n')") if "rror" in m]

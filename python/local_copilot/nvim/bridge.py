@@ -10,19 +10,28 @@ import pynvim
 
 from ..log import log
 from ..render import RenderPlan
+from .channel import NvimChannel
 
 __all__ = ["NvimEditor"]
 
+_SHOW = "require('local_copilot.ghost').show(...)"
+
 
 class NvimEditor:
-    """Called from the worker thread; hops to pynvim's loop with `async_call`.
+    """Called from the worker thread. While the worker's own channel to Neovim is up
+    (channel.py) everything goes there at once, in order; otherwise it hops to pynvim's loop
+    with `async_call`.
 
-    Plans are coalesced per buffer: while one hop is queued, newer plans replace the pending
-    one, so a fast stream costs one Lua call per loop turn, not one per token.
+    On the pynvim path plans are coalesced per buffer: while one hop is queued, newer plans
+    replace the pending one, so a fast stream costs one Lua call per loop turn, not one per token.
     """
 
     def __init__(self, nvim: pynvim.Nvim) -> None:
         self.nvim = nvim
+        # the worker's channel (set and used on the worker thread only: asyncio transports
+        # are not thread-safe)
+        self.channel: NvimChannel | None = None
+        self.worker_thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._pending: dict[int, RenderPlan] = {}
         self._queued = False
@@ -32,7 +41,22 @@ class NvimEditor:
         session = getattr(nvim, "_session", None)
         self._hop = getattr(session, "threadsafe_call", None) or nvim.async_call
 
+    def _direct(self) -> NvimChannel | None:
+        channel = self.channel
+        if channel is not None and channel.connected and threading.current_thread() is self.worker_thread:
+            return channel
+        return None
+
+    def lua(self, code: str, *args: Any) -> None:
+        """Run Lua in Neovim without waiting, from any thread."""
+        channel = self._direct()
+        if channel is None or not channel.lua(code, *args):
+            self._later(lambda: self.nvim.exec_lua(code, *args, async_=True))
+
     def show(self, plan: RenderPlan) -> None:
+        channel = self._direct()
+        if channel is not None and channel.lua(_SHOW, plan):
+            return
         with self._lock:
             self._pending[plan.buf] = plan
             if self._queued:
@@ -47,9 +71,7 @@ class NvimEditor:
             self._queued = False
         try:
             for plan in plans:
-                self.nvim.exec_lua(
-                    "require('local_copilot.ghost').show(...)", msgspec.to_builtins(plan), async_=True
-                )
+                self.nvim.exec_lua(_SHOW, msgspec.to_builtins(plan), async_=True)
         except Exception:  # Neovim went away; nothing to draw on
             log.debug("render plan not delivered", exc_info=True)
 
@@ -64,19 +86,11 @@ class NvimEditor:
         self._hop(run)
 
     def notify(self, message: str, level: str) -> None:
-        self._later(self._notify_now, message, level)
-
-    def _notify_now(self, message: str, level: str) -> None:
-        self.nvim.exec_lua("require('local_copilot').notify(...)", message, level, async_=True)
+        self.lua("require('local_copilot').notify(...)", message, level)
 
     def backend_state(self, state: str, message: str) -> None:
-        self._later(lambda: self.nvim.exec_lua("require('local_copilot')._backend_state(...)", state, message,
-                                               async_=True))
+        self.lua("require('local_copilot')._backend_state(...)", state, message)
 
     def backend_ready(self, name: str) -> None:
-        self.nvim.async_call(lambda: self.nvim.exec_lua(
-            "vim.api.nvim_exec_autocmds('User', { pattern = 'LocalCopilotBackendReady', modeline = false, data = { backend = ... } })",
-            name, async_=True))
-
-    def call_lua(self, code: str, *args: Any) -> None:
-        self.nvim.async_call(lambda: self.nvim.exec_lua(code, *args, async_=True))
+        self.lua("vim.api.nvim_exec_autocmds('User', { pattern = 'LocalCopilotBackendReady', modeline = false, "
+                 "data = { backend = ... } })", name)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -22,6 +23,7 @@ from ..log import log, log_path, setup_logging
 from ..snapshot import Snapshot
 from ..worker import Worker
 from .bridge import NvimEditor
+from .channel import NvimChannel
 
 __all__ = ["LocalCopilotPlugin"]
 
@@ -40,6 +42,10 @@ def guarded(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _call_now(fn: Callable[..., Any], *args: Any) -> None:
+    fn(*args)
+
+
 @pynvim.plugin
 class LocalCopilotPlugin:
     def __init__(self, nvim: pynvim.Nvim) -> None:
@@ -51,18 +57,54 @@ class LocalCopilotPlugin:
         self.config: Config | None = None
         self.config_error: str | None = None
         self._backends: BackendManager | None = None
+        self._channel: NvimChannel | None = None
+        self._channel_events = 0  # events that came on it (tests: the keystroke path uses it)
         # buf -> the last whole snapshot window; Lua sends only the cursor line while nothing
         # else in the window changed (see _snapshot)
         self._windows: dict[int, Snapshot] = {}
+        self._seqs: dict[int, int] = {}  # buf -> the newest snapshot seq handled
 
     def _start(self) -> Engine:
         if self._engine is None:
             setup_logging()
             self._editor = NvimEditor(self.nvim)
             self._worker = Worker()
+            self._editor.worker_thread = self._worker.thread
             self._engine = Engine(self._editor)
             self._backends = BackendManager(self._editor.notify, self._use_config, self._editor.backend_ready)
+            address = os.environ.get("NVIM") or ""
+            if address:
+                self._worker.call(self._open_channel, address)
         return self._engine
+
+    # -- the worker's own channel to Neovim (see channel.py) ---------------------------------
+
+    def _open_channel(self, address: str) -> None:
+        assert self._worker is not None
+        self._worker.loop.create_task(self._connect(address))
+
+    async def _connect(self, address: str) -> None:
+        try:
+            self._channel = await NvimChannel.open(address, self._on_channel_event, self._on_channel_ready,
+                                                   self._on_channel_lost)
+        except (OSError, TimeoutError) as exc:  # the host's own channel carries on
+            log.info("no second channel to Neovim at %s: %s", address, exc)
+
+    def _on_channel_ready(self, chan: int) -> None:
+        assert self._editor is not None and self._channel is not None
+        self._editor.channel = self._channel
+        # from now on Lua sends keystroke events there (it sends the next window whole)
+        self._channel.lua("require('local_copilot')._use_channel(...)", chan)
+
+    def _on_channel_lost(self) -> None:
+        if self._editor is not None:
+            self._editor.channel = None
+
+    @guarded
+    def _on_channel_event(self, name: str, payload: Any) -> None:
+        """An event on the worker's channel: handled right here on the worker loop."""
+        self._channel_events += 1
+        self._dispatch(name, payload, _call_now)
 
     def _use_config(self, cfg: Config) -> None:
         """A backend switch took effect (runs on the worker loop)."""
@@ -70,7 +112,7 @@ class LocalCopilotPlugin:
         assert self._engine is not None
         self._engine.configure(cfg)
 
-    def _configure(self, raw: Any) -> None:
+    def _configure(self, raw: Any, run: Callable[..., None]) -> None:
         engine = self._start()
         try:
             cfg = load_config(raw)
@@ -79,28 +121,33 @@ class LocalCopilotPlugin:
             log.warning("bad config: %s", exc)
             assert self._editor is not None
             self._editor.notify(f"local-copilot: bad option: {exc}", "error")
-            assert self._worker is not None
-            self._worker.call(engine.cancel_all)
+            run(engine.cancel_all)
             engine.config = None
             return
         self.config, self.config_error = cfg, None
         setup_logging(cfg.log_level)
-        assert self._worker is not None
-        self._worker.call(engine.configure, cfg)
+        run(engine.configure, cfg)
 
     def _snapshot(self, payload: dict[str, Any]) -> Snapshot | None:
         """A snapshot from Lua. While the user types on one line, Lua sends that line only
         (`base` = the seq of the last whole window it sent): a 260-line window per keystroke
         cost Neovim ~0.3 ms to send and the host as much to decode (bench/run.py). Without
         the base here (a new host), Lua is told to send the whole window again."""
+        buf, seq = int(payload.get("buf", -1)), int(payload.get("seq", 0))
+        if seq < self._seqs.get(buf, 0):
+            # the same Lua sent a newer one already: it came first on the worker's channel
+            # while this one waited on the host's (only while Lua switches channels)
+            return None
+        self._seqs[buf] = seq
         base_seq = payload.pop("base", None)
         if base_seq is None:
             snap = msgspec.convert(payload, Snapshot)
             self._windows[snap.buf] = snap
             return snap
-        base = self._windows.get(int(payload.get("buf", -1)))
+        base = self._windows.get(buf)
         if base is None or base.seq != base_seq or payload.get("first") != base.first:
-            self.nvim.exec_lua("require('local_copilot')._resync(...)", int(payload.get("buf", 0)), async_=True)
+            assert self._editor is not None
+            self._editor.lua("require('local_copilot')._resync(...)", int(payload.get("buf", 0)))
             return None
         lines = list(base.lines)
         lines[int(payload["row"]) - base.first] = payload.pop("line")
@@ -117,66 +164,65 @@ class LocalCopilotPlugin:
     @pynvim.function("LocalCopilotEvent", sync=False)
     @guarded
     def on_event(self, args: list[Any]) -> None:
-        name = args[0]
-        payload = args[1] if len(args) > 1 else None
+        self._start()
+        assert self._worker is not None
+        self._dispatch(args[0], args[1] if len(args) > 1 else None, self._worker.call)
+
+    def _dispatch(self, name: str, payload: Any, run: Callable[..., None]) -> None:
+        """One event from Lua. `run(fn, *args)` runs `fn` on the worker loop: a hop from
+        pynvim's thread, a plain call on the worker's own channel."""
         if name == "config":
-            self._configure(payload)
+            self._configure(payload, run)
         elif name == "snapshot":
             if "config" in payload:
-                self._configure(payload.pop("config"))
+                self._configure(payload.pop("config"), run)
             engine = self._start()
             if self.config is None:
                 return
             snap = self._snapshot(payload)
-            assert self._worker is not None
             if snap is not None:
-                self._worker.call(engine.submit, snap)
+                run(engine.submit, snap)
         elif name == "alternatives":
             engine = self._start()
             if self.config is None:
                 return
-            assert self._worker is not None
             snap = self._snapshot(payload)
             if snap is not None:
-                self._worker.call(engine.alternatives, snap)
+                run(engine.alternatives, snap)
         elif name == "backend":
             self._start()
-            assert self._worker is not None and self._backends is not None
+            assert self._backends is not None
             if self.config is None:
                 assert self._editor is not None
                 self._editor.notify(f"local-copilot: fix the options first: {self.config_error}", "error")
                 return
             action, target = payload.get("action", ""), payload.get("name") or self.config.backend
             if action == "switch":
-                self._worker.call(self._backends.switch, self.config, target)
+                run(self._backends.switch, self.config, target)
             elif action == "stop":
-                self._worker.call(self._backends.stop, target)
+                run(self._backends.stop, target)
             elif action == "restart":
-                self._worker.call(self._backends.restart, self.config, target)
+                run(self._backends.restart, self.config, target)
         elif name == "chunk":
             engine = self._start()
-            assert self._worker is not None
-            self._worker.call(engine.add_chunk, str(payload["path"]), list(payload["lines"]), payload.get("around"))
+            run(engine.add_chunk, str(payload["path"]), list(payload["lines"]), payload.get("around"))
         elif name == "yank":
             engine = self._start()
-            assert self._worker is not None
-            self._worker.call(engine.add_yank, str(payload["path"]), list(payload["lines"]))
+            run(engine.add_yank, str(payload["path"]), list(payload["lines"]))
         elif name == "cancel":
             engine = self._start()
-            assert self._worker is not None
-            self._worker.call(engine.cancel, int(payload))
+            run(engine.cancel, int(payload))
         elif name == "accepted":
-            self._start().note_accept(str(payload))
+            run(self._start().note_accept, str(payload))
         elif name == "typed_through":
             engine = self._start()
             if isinstance(payload, dict) and self.config is not None:
                 text = str(payload.pop("text", ""))
-                assert self._worker is not None
                 snap = self._snapshot(payload)
                 if snap is not None:
-                    self._worker.call(engine.note_typed_through, snap, text)
+                    run(engine.note_typed_through, snap, text)
         elif name == "shown":
-            self._start().stats.count("shown")
+            run(self._start().stats.count, "shown")
         elif name == "hello":
             self._start()
 
@@ -234,6 +280,9 @@ class LocalCopilotPlugin:
                 # minus the task running this very check
                 "loop_tasks": sum(1 for t in asyncio.all_tasks(loop) if not t.done()) - 1,
                 "bytes_per_token": engine.estimator.bytes_per_token,
+                # the worker's own channel to Neovim, when connected (channel.py)
+                "channel": self._channel.id if self._channel is not None and self._channel.connected else None,
+                "channel_events": self._channel_events,
             }
 
         result: dict[str, Any] = self._on_worker(state)
