@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import msgspec
 
 from .snapshot import Snapshot
 
-__all__ = ["FimContext", "build_context"]
+__all__ = ["FimContext", "build_context", "join_prefix", "join_suffix"]
 
 
 class FimContext(msgspec.Struct, frozen=True, kw_only=True):
@@ -34,6 +36,16 @@ def indent_width(line: str, tabstop: int) -> int:
     return width
 
 
+def join_prefix(lines: Sequence[str]) -> str:
+    """Lines each ending in a newline (one C-level join: this runs per keystroke)."""
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def join_suffix(lines: Sequence[str]) -> str:
+    """Lines each starting with a newline."""
+    return "\n" + "\n".join(lines) if lines else ""
+
+
 def build_context(snap: Snapshot, *, lines_before: int, lines_after: int) -> FimContext:
     idx = snap.row - snap.first
     line = snap.lines[idx]
@@ -42,9 +54,9 @@ def build_context(snap: Snapshot, *, lines_before: int, lines_after: int) -> Fim
     below = snap.lines[idx + 1 : idx + 1 + lines_after]
     line_suffix = line[cut:]
     return FimContext(
-        prefix="".join(f"{ln}\n" for ln in above),
+        prefix=join_prefix(above),
         middle=line[:cut],
-        suffix=line_suffix + "".join(f"\n{ln}" for ln in below),
+        suffix=line_suffix + join_suffix(below),
         line_suffix=line_suffix,
         prev_lines=tuple(above),
         next_lines=tuple(below),

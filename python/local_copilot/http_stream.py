@@ -20,6 +20,7 @@ the next request.
 from __future__ import annotations
 
 import asyncio
+import select
 import socket
 import ssl
 from collections.abc import AsyncIterator
@@ -84,6 +85,21 @@ class _SocketConn(_Conn):
         super().__init__()
         self.sock = sock
         self.loop = asyncio.get_running_loop()
+        self._poll: select.poll | None = None
+
+    def recv_within(self, seconds: float) -> bytes | None:
+        """What arrives within `seconds`, waiting in poll() on this thread; None if nothing.
+
+        This blocks the event loop, on purpose and briefly: see StreamClient.post(wait_s)."""
+        if self._poll is None:
+            self._poll = select.poll()
+            self._poll.register(self.sock.fileno(), select.POLLIN)
+        if not self._poll.poll(max(0, int(seconds * 1000))):
+            return None
+        try:
+            return self.sock.recv(READ_SIZE)
+        except BlockingIOError:
+            return None
 
     async def send(self, data: bytes) -> None:
         await self.loop.sock_sendall(self.sock, data)
@@ -270,6 +286,7 @@ class StreamClient:
         self._idle: dict[tuple[str, int, bool], list[_Conn]] = {}
         self._ssl: ssl.SSLContext | None = None
         self._addrs: dict[tuple[str, int], tuple[int, tuple[object, ...]]] = {}
+        self._routes: dict[str, tuple[tuple[str, int, bool], str]] = {}
 
     def _release(self, key: tuple[str, int, bool], conn: _Conn) -> None:
         idle = self._idle.setdefault(key, [])
@@ -310,23 +327,37 @@ class StreamClient:
         except (OSError, ssl.SSLError) as exc:
             raise ConnectError(str(exc) or exc.__class__.__name__) from None
 
-    async def post(self, url: str, body: bytes, headers: dict[str, str]) -> StreamResponse:
-        """Send the request and read the status line and headers (use as `async with`)."""
-        parts = urlsplit(url)
-        tls = parts.scheme == "https"
-        host = parts.hostname or "localhost"
-        key = (host, parts.port or (443 if tls else 80), tls)
-        target = parts.path or "/"
-        if parts.query:
-            target += "?" + parts.query
-        host_header = host if parts.port is None else f"{host}:{parts.port}"
-        if ":" in host and not host.startswith("["):  # IPv6 literal
-            host_header = f"[{host}]" + ("" if parts.port is None else f":{parts.port}")
-        head = [f"POST {target} HTTP/1.1", f"Host: {host_header}", "Content-Type: application/json",
-                "Accept: text/event-stream, application/x-ndjson, application/json",
-                f"Content-Length: {len(body)}"]
-        head += [f"{k}: {v}" for k, v in headers.items()]
-        request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+    def _route(self, url: str) -> tuple[tuple[str, int, bool], str]:
+        """The connection key and the request line with its fixed headers, once per URL."""
+        found = self._routes.get(url)
+        if found is None:
+            parts = urlsplit(url)
+            tls = parts.scheme == "https"
+            host = parts.hostname or "localhost"
+            key = (host, parts.port or (443 if tls else 80), tls)
+            target = parts.path or "/"
+            if parts.query:
+                target += "?" + parts.query
+            host_header = host if parts.port is None else f"{host}:{parts.port}"
+            if ":" in host and not host.startswith("["):  # IPv6 literal
+                host_header = f"[{host}]" + ("" if parts.port is None else f":{parts.port}")
+            head = "\r\n".join([f"POST {target} HTTP/1.1", f"Host: {host_header}", "Content-Type: application/json",
+                                 "Accept: text/event-stream, application/x-ndjson, application/json"])
+            found = self._routes[url] = (key, head)
+        return found
+
+    async def post(self, url: str, body: bytes, headers: dict[str, str], *, wait_s: float = 0.0) -> StreamResponse:
+        """Send the request and read the status line and headers (use as `async with`).
+
+        With `wait_s`, the answer is first awaited for up to that long in poll() on this
+        thread, blocking the event loop: for a server known to answer within a frame. Through
+        the event loop the same wait cost ~250 us more host CPU per request on this project's
+        machine (two loop turns, a future, a task wakeup; bench/run.py), one request per
+        keystroke. A snapshot that arrives meanwhile would wait for this answer anyway (see
+        Engine.submit)."""
+        key, head = self._route(url)
+        extra = "".join(f"\r\n{k}: {v}" for k, v in headers.items())
+        request = f"{head}\r\nContent-Length: {len(body)}{extra}\r\n\r\n".encode("latin-1") + body
         # a kept connection the server has closed meanwhile fails at once: then a fresh one
         idle = self._idle.get(key) or []
         while idle:
@@ -335,16 +366,22 @@ class StreamClient:
                 conn.abort()
                 continue
             try:
-                return await self._send(key, conn, request)
+                return await self._send(key, conn, request, wait_s)
             except RemoteProtocolError:
                 conn.abort()
-        return await self._send(key, await self._connect(key), request)
+        return await self._send(key, await self._connect(key), request, wait_s)
 
-    async def _send(self, key: tuple[str, int, bool], conn: _Conn, request: bytes) -> StreamResponse:
+    async def _send(self, key: tuple[str, int, bool], conn: _Conn, request: bytes, wait_s: float) -> StreamResponse:
         buf = bytearray()
         try:
             async with asyncio.timeout(self.timeout):
                 await conn.send(request)
+                if wait_s > 0 and isinstance(conn, _SocketConn):
+                    data = conn.recv_within(wait_s)
+                    if data is not None:
+                        if not data:
+                            raise ConnectionResetError("closed")
+                        buf += data
                 while (end := buf.find(b"\r\n\r\n")) < 0:
                     if len(buf) > 64 * 1024:
                         raise RemoteProtocolError("response headers longer than 64 KB")

@@ -152,6 +152,8 @@ class HttpBackend:
     # first token is drawn at once, later ones arrive in batches (one post-processing pass and
     # at most one draw per batch instead of one per token; bench/run.py, host CPU per key)
     READ_PACE_S = 0.016
+    # how long an unstreamed answer is awaited in poll(), blocking the loop (StreamClient.post)
+    QUICK_ANSWER_S = 0.016
     # an unstreamed answer bigger than this is not a completion (a confused or hostile server)
     MAX_ANSWER_BYTES = 1 << 20
 
@@ -212,7 +214,11 @@ class HttpBackend:
         collected (the next request would open another one)."""
         final: list[bytes] = []
         try:
-            async with await self.streams.post(self.base + path, _encode(body), auth_headers(self.cfg)) as response:
+            # an unstreamed request is made only to a server fast enough to answer within a
+            # frame (Engine._first_request): its answer is awaited without the event loop first
+            wait_s = self.QUICK_ANSWER_S if body.get("stream") is False else 0.0
+            async with await self.streams.post(self.base + path, _encode(body), auth_headers(self.cfg),
+                                               wait_s=wait_s) as response:
                 await raise_for_status(self.name, response)
                 if body.get("stream") is False and _whole_json(response):
                     final = [await self._whole(response)]

@@ -1,0 +1,85 @@
+"""StreamClient against a FAKE loopback HTTP server on its own thread: a quick answer awaited
+in poll() (wait_s) arrives whole and keeps the connection; a slow one is awaited through the
+event loop after at most wait_s, and the loop runs meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from local_copilot.http_stream import StreamClient
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as llama-server answers unstreamed requests
+    delay_s = 0.0
+    peers: list[Any] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).peers.append(self.client_address)
+        time.sleep(type(self).delay_s)
+        answer = b'{"echo": ' + body + b"}"
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture()
+def server() -> Iterator[tuple[str, type[_Handler]]]:
+    handler = type("Handler", (_Handler,), {"delay_s": 0.0, "peers": []})
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}", handler
+    srv.shutdown()
+    srv.server_close()
+
+
+async def _post(client: StreamClient, url: str, body: bytes, wait_s: float) -> bytes:
+    async with await client.post(url + "/completion", body, {}, wait_s=wait_s) as response:
+        assert response.status == 200
+        return await response.read()
+
+
+async def test_a_quick_answer_awaited_in_poll_arrives_whole_and_keeps_the_connection(server: Any) -> None:
+    url, handler = server
+    client = StreamClient(timeout=5)
+    assert await _post(client, url, b'"one"', wait_s=1.0) == b'{"echo": "one"}'
+    assert await _post(client, url, b'"two"', wait_s=1.0) == b'{"echo": "two"}'
+    assert handler.peers[0] == handler.peers[1]  # the same connection, kept
+    client.close()
+
+
+async def test_a_slow_answer_is_awaited_through_the_loop_after_wait_s(server: Any) -> None:
+    url, handler = server
+    handler.delay_s = 1.0
+    client = StreamClient(timeout=5)
+    ticks: list[float] = []
+
+    async def ticker() -> None:
+        while True:
+            ticks.append(time.monotonic())
+            await asyncio.sleep(0.01)
+
+    task = asyncio.get_running_loop().create_task(ticker())
+    await asyncio.sleep(0.02)
+    started = time.monotonic()
+    assert await _post(client, url, b'"slow"', wait_s=0.02) == b'{"echo": "slow"}'
+    task.cancel()
+    # the loop was held for wait_s only: the ticker ran on while the server took its 1 s
+    during = [t for t in ticks if t > started]
+    assert len(during) >= 5
+    assert max(b - a for a, b in zip(during, during[1:])) < 0.5
+    client.close()
