@@ -31,7 +31,7 @@ from .context import FimContext, build_context
 from .errors import BackendError, ConfigError, ServerError
 from .log import log
 from .notify import EpisodeNotifier
-from .postprocess import PostContext, process
+from .postprocess import PostContext, Result, process
 from .fim_templates import ExtraChunk
 from .render import RenderPlan, candidate
 from .ring import ContextRing
@@ -426,6 +426,7 @@ class Engine:
         chunks = 0
         generated: float | None = None  # tokens, as the server counts them
         ended = False  # the post-processor found the suggestion complete
+        last: Result | None = None  # the final pass over the server's whole answer
         buf = prep.snap.buf
         if gate:
             self._unanswered.add(buf)
@@ -442,19 +443,28 @@ class Engine:
                     self._unanswered.discard(buf)
                     if buf in self._next:
                         raise _Superseded()
-                if chunk.text:
-                    chunks += 1
+                text = chunk.text
+                if text:
+                    count = len(chunk.parts) or 1
+                    if chunk.parts and chunks + count > max_chunks:  # merged events past the limit
+                        text = "".join(chunk.parts[:max_chunks - chunks])
+                        count = max_chunks - chunks
+                    chunks += count
                 if chunk.timings and "predicted_n" in chunk.timings:
                     generated = chunk.timings["predicted_n"]
                     self._observe_speed(chunk.timings)
                 if chunk.prompt_tokens and self.backend.counts_full_prompt:
                     self.estimator.observe(_prompt_bytes(req), chunk.prompt_tokens)
-                if chunk.text and first_token is None:
+                if text and first_token is None:
                     first_token = time.perf_counter()
-                raw += chunk.text
+                raw += text
                 if chunk.more and not chunk.done and chunks < max_chunks:
                     continue  # the rest of this network read comes at once: process it all together
-                result = process(raw, prep.pctx, final=False)
+                # the server's last chunk gets the final pass only: it is what is shown and
+                # kept, and a non-final pass first cost as much again on every keystroke
+                result = process(raw, prep.pctx, final=chunk.done)
+                if chunk.done:
+                    last = result
                 if on_text is not None:
                     on_text(result.text)
                 if result.done:
@@ -482,7 +492,7 @@ class Engine:
         done = time.perf_counter()
         if not answered:  # an empty answer is an answer too
             self._succeeded()
-        final = process(raw, prep.pctx, final=True).text
+        final = (last or process(raw, prep.pctx, final=True)).text
         self.stats.latency(self.backend.name, (first_token or done) - started, done - started, len(raw) - len(base_raw))
         log.debug("completion done in %.1f ms: %d chars", (done - started) * 1000, len(final))
         truncated = not ended and (generated if generated is not None else chunks) >= req.n_predict

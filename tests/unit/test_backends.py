@@ -278,3 +278,21 @@ async def test_an_oversized_unstreamed_answer_is_refused(servers: list[FakeServe
         req = FimRequest(prefix="", middle="", suffix="", n_predict=16, stream=False)
         with pytest.raises(ProtocolError, match="answer longer than 1024 KB"):
             [c async for c in b.complete(req)]
+
+
+def test_llama_cpp_merges_the_events_of_one_read_and_keeps_their_texts() -> None:
+    cfg = load_config({"backends": {"llama.cpp": {"url": "http://127.0.0.1:9"}}}).active
+    b = make_backend("llama.cpp", cfg, httpx.AsyncClient())
+    ev = [json.dumps({"content": t, "stop": False}).encode() for t in ("pri", "", "nt", "(")]
+    last = json.dumps({"content": ")", "stop": True, "timings": {"predicted_n": 5}}).encode()
+    chunks = list(b._chunks(ev + [last]))  # type: ignore[attr-defined]
+    assert [(c.text, c.parts, c.more, c.done) for c in chunks] == [
+        ("print(", ("pri", "nt", "("), True, False), (")", (), False, True)]
+    assert chunks[-1].timings == {"predicted_n": 5}
+    # a bad event in the read: the events before it come as they are, then its error
+    bad = list(ev[:2]) + [b'{"content": "nt", "stop": fal'] + [last]
+    got: list[str] = []
+    with pytest.raises(ProtocolError, match="malformed stream chunk"):
+        for chunk in b._chunks(bad):  # type: ignore[attr-defined]
+            got.append(chunk.text)
+    assert got == ["pri", ""]

@@ -49,6 +49,8 @@ class Chunk(msgspec.Struct, frozen=True, kw_only=True):
     index: int = 0
     # more chunks from the same network read follow at once (post-process after the last)
     more: bool = False
+    # the texts of the stream events merged into this one (about a token each), when merged
+    parts: tuple[str, ...] = ()
 
 
 def batched(decode: Callable[[bytes], Chunk], batch: list[bytes]) -> Iterator[Chunk]:

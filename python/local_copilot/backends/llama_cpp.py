@@ -14,7 +14,7 @@ SSE without `[DONE]`; the final chunk has `stop: true` and `timings`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import httpx
@@ -63,6 +63,7 @@ class _Pieces(msgspec.Struct):
 
 
 _decoder = msgspec.json.Decoder(_InfillChunk)
+_batch_decoder = msgspec.json.Decoder(list[_InfillChunk])
 _props_decoder = msgspec.json.Decoder(_Props)
 _pieces_decoder = msgspec.json.Decoder(_Pieces)
 
@@ -185,10 +186,26 @@ class LlamaCppBackend(HttpBackend):
     async def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
         await self.ensure_ready()
         async for batch in self.payloads(self.endpoint, self.body(req), SSEParser(), last=_final):
-            for chunk in batched(self._decode, batch):
+            for chunk in self._chunks(batch):
                 yield chunk
                 if chunk.done:
                     return
+
+    def _chunks(self, batch: list[bytes]) -> Iterable[Chunk]:
+        """One network read's events: all but the last merged into one chunk, decoded as one
+        JSON array. A streamed continuation delivers ~40 tokens per read, and a decode, a
+        Chunk and an engine step per token cost ~0.2 ms of host CPU per keystroke
+        (bench/run.py). Anything unusual (a bad event, an error, a stop before the last)
+        goes event by event, so its message and the text before it stay as they were."""
+        if len(batch) > 1:
+            try:
+                msgs = _batch_decoder.decode(b"[" + b",".join(batch) + b"]")
+            except (msgspec.DecodeError, ValueError):
+                msgs = None
+            if msgs is not None and all(m.error is None and not m.stop for m in msgs[:-1]) and msgs[-1].error is None:
+                parts = tuple(m.content for m in msgs[:-1] if m.content)
+                return [Chunk(text="".join(parts), more=True, parts=parts), self._chunk(msgs[-1])]
+        return batched(self._decode, batch)
 
     def _decode(self, payload: bytes) -> Chunk:
         try:
@@ -197,6 +214,10 @@ class LlamaCppBackend(HttpBackend):
             raise ProtocolError(f"{self.name}: malformed stream chunk ({exc})") from None
         if msg.error is not None:
             raise ProtocolError(f"{self.name}: server error in stream: {str(msg.error)[:300]}")
+        return self._chunk(msg)
+
+    @staticmethod
+    def _chunk(msg: _InfillChunk) -> Chunk:
         if not msg.stop:
             return Chunk(text=msg.content)
         return Chunk(text=msg.content, done=True, timings=msg.timings, prompt_tokens=msg.tokens_evaluated)
