@@ -386,6 +386,10 @@ function M.attach(from_insert_enter)
   local group = api.nvim_create_augroup('LocalCopilot', { clear = true })
   local au = function(ev, fn, desc) api.nvim_create_autocmd(ev, { group = group, callback = fn, desc = 'local-copilot: ' .. desc }) end
   au({ 'InsertEnter', 'OptionSet', 'BufFilePost', 'BufWipeout' }, forget_facts, 'read buffer options anew')
+  au('BufWipeout', function(ev)
+    state.base[ev.buf] = nil
+    tell('forget', ev.buf) -- the host drops the window it kept for this buffer
+  end, 'forget a wiped buffer')
   au({ 'InsertEnter', 'TextChangedI', 'TextChangedP', 'CursorMovedI' }, on_change, 'request a suggestion')
   au({ 'InsertLeave', 'BufLeave', 'WinLeave' }, on_leave, 'clear the suggestion')
   au('CompleteChanged', function()

@@ -235,6 +235,14 @@ class Engine:
                 if tasks is self._tasks:
                     self.stats.count("cancels")
 
+    def forget(self, buf: int) -> None:
+        """The buffer is gone: drop what is kept for it (its last suggestion's snapshot holds
+        a whole window of its text)."""
+        self.cancel(buf)
+        self._last.pop(buf, None)
+        self._typing.pop(buf, None)
+        self._unanswered.discard(buf)
+
     def cancel_all(self) -> None:
         for buf in set(self._tasks) | set(self._speculative):
             self.cancel(buf)

@@ -295,3 +295,22 @@ def test_keystrokes_use_the_workers_channel_and_fall_back_when_it_closes(open_nv
     assert wait_ghost(nvim, lambda t: t == PHRASE)
     assert nvim.call("LocalCopilotCall", "debug_state")["channel_events"] == events
     assert not [m for m in nvim.exec_lua("return vim.split(vim.fn.execute('messages'), '\\n')") if "rror" in m]
+
+
+def test_a_wiped_buffer_leaves_nothing_kept_in_the_host(open_nvim: Any, phrase_server: Any, tmp_path: Path) -> None:
+    nvim = open_nvim(phrase_server.url, ["def f():", "\t"])
+    at_end_of(nvim, 2)
+    assert wait_ghost(nvim, lambda t: t == PHRASE)
+    first = nvim.current.buffer.number
+    nvim.input("<Esc>")
+    nvim.command(f"edit {tmp_path / 'other.py'}")
+    nvim.current.buffer[:] = ["def g():", "\t"]
+    at_end_of(nvim, 2)
+    assert wait_ghost(nvim, lambda t: t == PHRASE)
+    second = nvim.current.buffer.number
+    state = lambda: nvim.call("LocalCopilotCall", "debug_state")  # noqa: E731
+    assert wait_for(lambda: {first, second} <= set(state()["buffers"]))
+    nvim.input("<Esc>")
+    nvim.command(f"bwipeout! {first}")
+    wait_for(lambda: first not in state()["buffers"], what="the wiped buffer forgotten")
+    assert second in state()["buffers"]

@@ -223,6 +223,10 @@ class LocalCopilotPlugin:
                     run(engine.note_typed_through, snap, text)
         elif name == "shown":
             run(self._start().stats.count, "shown")
+        elif name == "forget":  # the buffer was wiped: its window and seq are of no use
+            self._windows.pop(int(payload), None)
+            self._seqs.pop(int(payload), None)
+            run(self._start().forget, int(payload))
         elif name == "hello":
             self._start()
 
@@ -283,6 +287,8 @@ class LocalCopilotPlugin:
                 # the worker's own channel to Neovim, when connected (channel.py)
                 "channel": self._channel.id if self._channel is not None and self._channel.connected else None,
                 "channel_events": self._channel_events,
+                # buffers something is kept for (a window of their text)
+                "buffers": sorted(set(self._windows) | set(engine._last)),
             }
 
         result: dict[str, Any] = self._on_worker(state)
