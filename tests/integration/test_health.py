@@ -221,3 +221,19 @@ def test_doctor_against_vllm(vllm_server: str, tmp_path: Path) -> None:
     assert "  OK     FIM template: qwen (detected from the model name)" in out
     assert "  OK     context per request: 2048 tokens" in out
     assert "  OK     FIM probe: 'xxxxxxxxxxxxxxxx'" in out
+
+
+def test_health_says_which_channel_keystrokes_take(health_nvim: Any, llama_server: LlamaServer, tmp_path: Path) -> None:
+    nvim = health_nvim({"backends": {"llama.cpp": {"url": llama_server.url}}})
+    nvim.command(f"edit {tmp_path / 'a.py'}")
+    nvim.input("ix = ")
+    state = wait_for(lambda: (s := nvim.call("LocalCopilotCall", "debug_state"))["channel"] and s,
+                     what="the host worker's own channel")
+    lines = checkhealth(nvim)
+    assert line(lines, "OK keystrokes reach the host's network thread on its own channel to Neovim "
+                       f"(channel {state['channel']})")
+    nvim.call("chanclose", state["channel"])
+    wait_for(lambda: nvim.call("LocalCopilotCall", "debug_state")["channel"] is None)
+    lines = checkhealth(nvim)
+    assert line(lines, "keystrokes go through the python3 host's channel", "it was closed")
+    assert errors(lines) == []

@@ -19,6 +19,7 @@ from ..backend_manager import BackendManager
 from ..config import Config, load_config
 from ..engine import Engine
 from ..errors import ConfigError
+from ..health_checks import Item
 from ..log import log, log_path, setup_logging
 from ..snapshot import Snapshot
 from ..worker import Worker
@@ -59,6 +60,7 @@ class LocalCopilotPlugin:
         self._backends: BackendManager | None = None
         self._channel: NvimChannel | None = None
         self._channel_events = 0  # events that came on it (tests: the keystroke path uses it)
+        self._channel_note = "the host has not started it yet"  # why not, for :checkhealth
         # buf -> the last whole snapshot window; Lua sends only the cursor line while nothing
         # else in the window changed (see _snapshot)
         self._windows: dict[int, Snapshot] = {}
@@ -75,6 +77,8 @@ class LocalCopilotPlugin:
             address = os.environ.get("NVIM") or ""
             if address:
                 self._worker.call(self._open_channel, address)
+            else:
+                self._channel_note = "Neovim gave it no server address ($NVIM)"
         return self._engine
 
     # -- the worker's own channel to Neovim (see channel.py) ---------------------------------
@@ -84,11 +88,14 @@ class LocalCopilotPlugin:
         self._worker.loop.create_task(self._connect(address))
 
     async def _connect(self, address: str) -> None:
+        # Neovim answers the new channel once it is not waiting on a call of the host's own
+        self._channel_note = "Neovim has not answered it yet"
         try:
             self._channel = await NvimChannel.open(address, self._on_channel_event, self._on_channel_ready,
                                                    self._on_channel_lost)
-        except (OSError, TimeoutError) as exc:  # the host's own channel carries on
-            log.info("no second channel to Neovim at %s: %s", address, exc)
+        except Exception as exc:  # e.g. no unix sockets here: the host's own channel carries on
+            self._channel_note = f"cannot connect to {address}: {exc or type(exc).__name__}"
+            log.info("no second channel to Neovim: %s", self._channel_note)
 
     def _on_channel_ready(self, chan: int) -> None:
         assert self._editor is not None and self._channel is not None
@@ -97,6 +104,7 @@ class LocalCopilotPlugin:
         self._channel.lua("require('local_copilot')._use_channel(...)", chan)
 
     def _on_channel_lost(self) -> None:
+        self._channel_note = "it was closed"
         if self._editor is not None:
             self._editor.channel = None
 
@@ -328,7 +336,19 @@ class LocalCopilotPlugin:
             log.exception("health check failed")
             return [{"name": "python3 host", "items": [{"level": "error", "message": f"the health check failed: {exc!r}",
                                                         "advice": [f"see {log_path()}"]}]}]
+        host = next((sec for sec in report.sections if sec.name == "host interpreter and packages"), None)
+        if host is not None:
+            host.items.append(self._channel_item())
         return msgspec.to_builtins(report.sections)
+
+    def _channel_item(self) -> Item:
+        channel = self._channel
+        if channel is not None and channel.connected:
+            return Item(level="ok", message=f"keystrokes reach the host's network thread on its own "
+                                    f"channel to Neovim (channel {channel.id})")
+        return Item(level="info", message="keystrokes go through the python3 host's channel "
+                                f"(its network thread has no channel of its own: {self._channel_note})",
+                                advice=["this works, with a little more host CPU per keystroke"])
 
     def _backend_status(self) -> dict[str, Any]:
         engine = self._start()
