@@ -159,8 +159,6 @@ class Engine:
         # snapshot to send once it has (see submit)
         self._unanswered: set[int] = set()
         self._next: dict[int, Snapshot] = {}
-        # buf -> the timer that fetches the rest of a first part once the user pauses
-        self._later: dict[int, asyncio.TimerHandle] = {}
         self.notifier = EpisodeNotifier(editor.notify)
         self.estimator = TokenEstimator()
         self.cache = SuggestionCache()
@@ -230,10 +228,6 @@ class Engine:
 
     def cancel(self, buf: int) -> None:
         self._next.pop(buf, None)
-        later = self._later.pop(buf, None)
-        if later is not None:  # a first part waiting for the user to pause
-            later.cancel()
-            self.stats.count("cancels")
         for tasks in (self._tasks, self._speculative):
             task = tasks.pop(buf, None)
             if task is not None and not task.done():
@@ -250,7 +244,7 @@ class Engine:
         self._unanswered.discard(buf)
 
     def cancel_all(self) -> None:
-        for buf in set(self._tasks) | set(self._speculative) | set(self._later):
+        for buf in set(self._tasks) | set(self._speculative):
             self.cancel(buf)
 
     def add_chunk(self, filename: str, lines: list[str], around: int | None = None) -> None:
@@ -348,21 +342,20 @@ class Engine:
             return self.config.n_predict
         return first if 0 < first < self.config.n_predict else self.config.n_predict
 
-    def _pause_left(self, buf: int) -> float:
-        """Seconds until the user counts as having stopped typing in `buf` (<= 0: they have)."""
+    async def _paused(self, buf: int) -> None:
+        """Return once the user has stopped typing in `buf` for a bit (cancelled if they type)."""
+        loop = asyncio.get_running_loop()
         last, interval = self._typing.get(buf, (float("-inf"), None))
         pause = self.PAUSE_MIN_S if interval is None else min(self.PAUSE_MAX_S, max(self.PAUSE_MIN_S, 2 * interval))
-        return last + pause - asyncio.get_running_loop().time()
+        wait = last + pause - loop.time()
+        if wait > 0:
+            await asyncio.sleep(wait)
 
-    async def _run(self, snap: Snapshot, rest: tuple[_Drawer, _Prepared, _Outcome] | None = None) -> None:
-        """The request for `snap`, or with `rest` what follows its first part."""
+    async def _run(self, snap: Snapshot) -> None:
         assert self.backend is not None and self.config is not None
-        drawer = rest[0] if rest else _Drawer(self, snap)
+        drawer = _Drawer(self, snap)
         try:
-            if rest is None:
-                await self._suggest(snap, drawer)
-            else:
-                await self._rest(snap, *rest)
+            await self._suggest(snap, drawer)
         except _Superseded:
             pass
         finally:
@@ -371,11 +364,6 @@ class Engine:
             if newer is not None and self._tasks.get(snap.buf) is asyncio.current_task():
                 self.stats.count("cancels")
                 self._tasks[snap.buf] = asyncio.get_running_loop().create_task(self._run(newer))
-
-    def _resume(self, snap: Snapshot, rest: tuple[_Drawer, _Prepared, _Outcome]) -> None:
-        """The user paused after a first part: fetch the rest (a timer's callback)."""
-        self._later.pop(snap.buf, None)
-        self._tasks[snap.buf] = asyncio.get_running_loop().create_task(self._run(snap, rest))
 
     async def _suggest(self, snap: Snapshot, drawer: _Drawer) -> None:
         assert self.config is not None
@@ -411,27 +399,11 @@ class Engine:
                 self.cache.put(prep.key, out.text, partial=True)
             drawer.on_text(out.text)
             drawer.flush()
-            wait = self._pause_left(snap.buf)
-            if wait > 0:
-                # While the user types, the next key comes first and cancels this: a timer is
-                # cheaper to cancel than a sleeping task is to cancel and unwind, once per key.
-                self._later[snap.buf] = asyncio.get_running_loop().call_later(
-                    wait, self._resume, snap, (drawer, prep, out))
-                return
-            await self._rest(snap, drawer, prep, out)
-            return
-        self._finish(snap, drawer, prep, out)
-
-    async def _rest(self, snap: Snapshot, drawer: _Drawer, prep: _Prepared, first: _Outcome) -> None:
-        """The rest after a first part: the same prompt plus what the model wrote (only those
-        tokens are new to the server), up to n_predict."""
-        assert self.config is not None
-        more = _with(prep.req, middle=prep.req.middle + first.raw, n_predict=prep.req.n_predict - self._first_n())
-        self.stats.count("continuations")
-        out = await self._stream(prep, drawer.on_text, more, base_raw=first.raw, gate=True)
-        self._finish(snap, drawer, prep, out)
-
-    def _finish(self, snap: Snapshot, drawer: _Drawer, prep: _Prepared, out: _Outcome | None) -> None:
+            await self._paused(snap.buf)
+            # the same prompt plus what the model wrote: only those tokens are new to the server
+            more = _with(prep.req, middle=prep.req.middle + out.raw, n_predict=prep.req.n_predict - self._first_n())
+            self.stats.count("continuations")
+            out = await self._stream(prep, drawer.on_text, more, base_raw=out.raw, gate=True)
         if out is None:
             if drawer.drawn:  # a stream that broke half-way: its partial text is not to be accepted
                 self.editor.show(self._plan(snap, [""], final=True))
