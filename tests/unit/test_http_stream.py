@@ -36,10 +36,15 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # the client aborts its kept connection at the end (RST): expected here
+
+
 @pytest.fixture()
 def server() -> Iterator[tuple[str, type[_Handler]]]:
     handler = type("Handler", (_Handler,), {"delay_s": 0.0, "peers": []})
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    srv = _QuietServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{srv.server_address[1]}", handler
