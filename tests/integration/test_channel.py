@@ -37,11 +37,11 @@ async def test_events_and_lua_both_ways(listening_nvim: Any) -> None:
     proc, addr = listening_nvim
     await until(addr.exists)
     events: list[tuple[str, Any]] = []
-    ready: list[int] = []
+    ready: list[NvimChannel] = []
     lost: list[bool] = []
     ch = await NvimChannel.open(str(addr), lambda n, p: events.append((n, p)), ready.append, lambda: lost.append(True))
     await until(lambda: ready)
-    assert ch.connected and ch.id == ready[0] > 0
+    assert ready == [ch] and ch.connected and ch.id is not None and ch.id > 0
 
     # Lua's rpcnotify to this channel id is an event here, with its payload; a buffer line
     # with a byte that is not UTF-8 arrives as a lone surrogate (as through pynvim)

@@ -43,12 +43,13 @@ def split_address(address: str) -> tuple[str, int] | str:
 
 
 class NvimChannel(asyncio.Protocol):
-    """Connect with `open()`; events from Lua go to `on_event(name, payload)` on this loop.
+    """Connect with `open()`; events from Lua go to `on_event(name, payload)` on this loop,
+    and `on_ready(channel)` is called once Neovim has told the channel its id.
 
     `lua(code, *args)` runs Lua in Neovim as a notification (no answer awaited); an error
     in it comes back as `nvim_error_event`, which is logged."""
 
-    def __init__(self, on_event: Callable[[str, Any], None], on_ready: Callable[[int], None],
+    def __init__(self, on_event: Callable[[str, Any], None], on_ready: Callable[[NvimChannel], None],
                  on_lost: Callable[[], None]) -> None:
         self._on_event, self._on_ready, self._on_lost = on_event, on_ready, on_lost
         self._unpacker = msgpack.Unpacker(unicode_errors=_UNICODE_ERRORS, strict_map_key=False)
@@ -59,7 +60,7 @@ class NvimChannel(asyncio.Protocol):
         self.id: int | None = None  # Neovim's channel id for this connection, once known
 
     @classmethod
-    async def open(cls, address: str, on_event: Callable[[str, Any], None], on_ready: Callable[[int], None],
+    async def open(cls, address: str, on_event: Callable[[str, Any], None], on_ready: Callable[[NvimChannel], None],
                    on_lost: Callable[[], None], *, timeout: float = 2.0) -> NvimChannel:
         loop = asyncio.get_running_loop()
         where = split_address(address)
@@ -118,7 +119,7 @@ class NvimChannel(asyncio.Protocol):
                     self.close()
                     return
                 self.id = int(result[0])
-                self._on_ready(self.id)
+                self._on_ready(self)
         elif kind == _REQUEST:  # Lua never asks this channel anything; answer so it never waits
             self._write([_RESPONSE, msg[1], f"local-copilot: no method {msg[2]!r} here", None])
 

@@ -91,17 +91,18 @@ class LocalCopilotPlugin:
         # Neovim answers the new channel once it is not waiting on a call of the host's own
         self._channel_note = "Neovim has not answered it yet"
         try:
-            self._channel = await NvimChannel.open(address, self._on_channel_event, self._on_channel_ready,
-                                                   self._on_channel_lost)
+            channel = await NvimChannel.open(address, self._on_channel_event, self._on_channel_ready,
+                                             self._on_channel_lost)
+            self._channel = self._channel or channel
         except Exception as exc:  # e.g. no unix sockets here: the host's own channel carries on
             self._channel_note = f"cannot connect to {address}: {exc or type(exc).__name__}"
             log.info("no second channel to Neovim: %s", self._channel_note)
 
-    def _on_channel_ready(self, chan: int) -> None:
-        assert self._editor is not None and self._channel is not None
-        self._editor.channel = self._channel
+    def _on_channel_ready(self, channel: NvimChannel) -> None:
+        assert self._editor is not None
+        self._channel = self._editor.channel = channel
         # from now on Lua sends keystroke events there (it sends the next window whole)
-        self._channel.lua("require('local_copilot')._use_channel(...)", chan)
+        channel.lua("require('local_copilot')._use_channel(...)", channel.id)
 
     def _on_channel_lost(self) -> None:
         self._channel_note = "it was closed"
