@@ -218,11 +218,12 @@ class HttpBackend:
         try:
             # an unstreamed request is made only to a server fast enough to answer within a
             # frame (Engine._first_request): its answer is awaited without the event loop first
-            wait_s = self.QUICK_ANSWER_S if body.get("stream") is False else 0.0
+            unstreamed = body.get("stream") is False
+            wait_s = self.QUICK_ANSWER_S if unstreamed else 0.0
             async with await self.streams.post(self.base + path, _encode(body), auth_headers(self.cfg),
                                                wait_s=wait_s) as response:
                 await raise_for_status(self.name, response)
-                if body.get("stream") is False and _whole_json(response):
+                if unstreamed and _whole_json(response):
                     final = [await self._whole(response)]
                 else:
                     body_left = response.iter_raw()

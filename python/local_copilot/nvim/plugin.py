@@ -58,7 +58,6 @@ class LocalCopilotPlugin:
         self.config: Config | None = None
         self.config_error: str | None = None
         self._backends: BackendManager | None = None
-        self._channel: NvimChannel | None = None
         self._channel_events = 0  # events that came on it (tests: the keystroke path uses it)
         self._channel_note = "the host has not started it yet"  # why not, for :checkhealth
         # buf -> the last whole snapshot window; Lua sends only the cursor line while nothing
@@ -91,18 +90,21 @@ class LocalCopilotPlugin:
         # Neovim answers the new channel once it is not waiting on a call of the host's own
         self._channel_note = "Neovim has not answered it yet"
         try:
-            channel = await NvimChannel.open(address, self._on_channel_event, self._on_channel_ready,
-                                             self._on_channel_lost)
-            self._channel = self._channel or channel
+            await NvimChannel.open(address, self._on_channel_event, self._on_channel_ready, self._on_channel_lost)
         except Exception as exc:  # e.g. no unix sockets here: the host's own channel carries on
             self._channel_note = f"cannot connect to {address}: {exc or type(exc).__name__}"
             log.info("no second channel to Neovim: %s", self._channel_note)
 
     def _on_channel_ready(self, channel: NvimChannel) -> None:
         assert self._editor is not None
-        self._channel = self._editor.channel = channel
+        self._editor.channel = channel
         # from now on Lua sends keystroke events there (it sends the next window whole)
         channel.lua("require('local_copilot')._use_channel(...)", channel.id)
+
+    def _live_channel_id(self) -> int | None:
+        """The worker's own channel to Neovim while it is connected (the editor holds it)."""
+        channel = self._editor.channel if self._editor is not None else None
+        return channel.id if channel is not None and channel.connected else None
 
     def _on_channel_lost(self) -> None:
         self._channel_note = "it was closed"
@@ -156,7 +158,7 @@ class LocalCopilotPlugin:
         base = self._windows.get(buf)
         if base is None or base.seq != base_seq or payload.get("first") != base.first:
             assert self._editor is not None
-            self._editor.lua("require('local_copilot')._resync(...)", int(payload.get("buf", 0)))
+            self._editor.lua("require('local_copilot')._resync(...)", buf)
             return None
         lines = list(base.lines)
         lines[int(payload["row"]) - base.first] = payload.pop("line")
@@ -294,7 +296,7 @@ class LocalCopilotPlugin:
                 "loop_tasks": sum(1 for t in asyncio.all_tasks(loop) if not t.done()) - 1,
                 "bytes_per_token": engine.estimator.bytes_per_token,
                 # the worker's own channel to Neovim, when connected (channel.py)
-                "channel": self._channel.id if self._channel is not None and self._channel.connected else None,
+                "channel": self._live_channel_id(),
                 "channel_events": self._channel_events,
                 # buffers something is kept for (a window of their text)
                 "buffers": sorted(set(self._windows) | set(engine._last)),
@@ -343,10 +345,10 @@ class LocalCopilotPlugin:
         return msgspec.to_builtins(report.sections)
 
     def _channel_item(self) -> Item:
-        channel = self._channel
-        if channel is not None and channel.connected:
+        chan = self._live_channel_id()
+        if chan is not None:
             return Item(level="ok", message=f"keystrokes reach the host's network thread on its own "
-                                    f"channel to Neovim (channel {channel.id})")
+                                    f"channel to Neovim (channel {chan})")
         return Item(level="info", message="keystrokes go through the python3 host's channel "
                                 f"(its network thread has no channel of its own: {self._channel_note})",
                                 advice=["this works, with a little more host CPU per keystroke"])
