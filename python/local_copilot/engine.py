@@ -8,9 +8,10 @@ through the post-processor on every chunk. Right after a keystroke only the firs
 `n_predict_first` tokens are asked for: they are on screen within milliseconds, and while the
 user keeps typing each keystroke's request stops by itself instead of generating until the
 next key cancels it. Once typing pauses the same prompt plus that text is continued up to
-`n_predict` (the prompt cache makes the continuation cost no prompt evaluation). Once a
-suggestion is complete, a speculative request computes the first part of the next one as if
-it were accepted, so Tab-then-wait costs nothing.
+`n_predict` (the prompt cache makes the continuation cost no prompt evaluation). A server fast
+enough to write a part within a frame or two answers it in one piece instead of a stream.
+Once a suggestion is complete, a speculative request computes the first part of the next one
+as if it were accepted, so Tab-then-wait costs nothing.
 """
 
 from __future__ import annotations
@@ -139,6 +140,9 @@ class Engine:
     ALTERNATIVES = 3
     ALT_TEMPERATURE = 0.8
     PARTIAL_FRAME_S = 0.016  # streamed (partial) suggestions are drawn at most this often
+    # a continuation the server writes within this long comes as one answer (_continuation):
+    # a response within 0.1 s reads as instant, streamed or not (Nielsen's limit)
+    WHOLE_ANSWER_S = 0.1
     # how long the user must stop typing before a first part is continued: 2 typing
     # intervals (a slower key is a pause), within these bounds
     PAUSE_MIN_S = 0.06
@@ -326,7 +330,22 @@ class Engine:
         whole = ms is not None and (first - 1) * ms <= self.PARTIAL_FRAME_S * 1000
         if whole:
             self.stats.count("unstreamed")
-        return _with(req, n_predict=first, stream=not whole)
+        return _with(req, n_predict=first, stream=not whole, quick=whole)
+
+    def _continuation(self, req: FimRequest, base_raw: str) -> FimRequest:
+        """The request for the rest after a first part: the same prompt plus what the model wrote
+        (only those tokens are new to the server). Asked for as one answer when the server
+        writes all of it within WHOLE_ANSWER_S: streamed, the rest would grow for a few frames
+        only, for ~8 paced reads of host CPU (each a read, a parse, a post-processing pass
+        and a draw: ~3 ms per pause against the tiny llama-server, bench/run.py). A key typed
+        meanwhile waits for that answer (llama-server would finish it anyway: it notices a
+        closed unstreamed connection only once a second), which WHOLE_ANSWER_S bounds."""
+        n = req.n_predict - self._first_n()
+        ms = self._token_ms
+        whole = ms is not None and (n - 1) * ms <= self.WHOLE_ANSWER_S * 1000
+        if whole:
+            self.stats.count("unstreamed")
+        return _with(req, middle=req.middle + base_raw, n_predict=n, stream=not whole)
 
     def _observe_speed(self, timings: dict[str, float]) -> None:
         n, ms = timings.get("predicted_n"), timings.get("predicted_ms")
@@ -400,8 +419,7 @@ class Engine:
             drawer.on_text(out.text)
             drawer.flush()
             await self._paused(snap.buf)
-            # the same prompt plus what the model wrote: only those tokens are new to the server
-            more = _with(prep.req, middle=prep.req.middle + out.raw, n_predict=prep.req.n_predict - self._first_n())
+            more = self._continuation(prep.req, out.raw)
             self.stats.count("continuations")
             out = await self._stream(prep, drawer.on_text, more, base_raw=out.raw, gate=True)
         if out is None:
@@ -473,12 +491,12 @@ class Engine:
                 result = process(raw, prep.pctx, final=chunk.done)
                 if chunk.done:
                     last = result
-                if on_text is not None:
-                    on_text(result.text)
                 if result.done:
                     ended = True
                 if chunk.done or result.done or chunks >= max_chunks:
-                    break
+                    break  # the caller shows the outcome: a draw of it here would be a second
+                if on_text is not None:
+                    on_text(result.text)
         except (asyncio.CancelledError, _Superseded):
             raise
         except (BackendError, ConfigError) as exc:

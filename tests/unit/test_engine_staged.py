@@ -169,17 +169,29 @@ async def _two_suggestions(server: Any) -> tuple[Engine, RecordingEditor]:
     return engine, editor
 
 
-async def test_a_server_that_writes_the_first_part_within_a_frame_answers_it_unstreamed(fake: Any) -> None:
+async def test_a_server_that_writes_each_part_within_a_frame_or_two_answers_them_unstreamed(fake: Any) -> None:
     server = fake(timed(30, ms_per_token=0.5))
     engine, editor = await _two_suggestions(server)
     bodies = infills(server)
-    # the speed is known from the first answer's timings: later first parts come as one answer,
-    # continuations still stream (they are long, and typing cancels them mid-way)
-    assert [(b["n_predict"], b["stream"]) for b in bodies] == [(8, True), (56, True), (8, False), (56, True)]
-    assert engine.stats.counters["unstreamed"] == 1
+    # the speed is known from the first answer's timings: later requests come as one answer,
+    # the first part's 8 tokens within a frame (4 ms), the continuation's 56 within 0.1 s (28 ms)
+    assert [(b["n_predict"], b["stream"]) for b in bodies] == [(8, True), (56, False), (8, False), (56, False)]
+    assert engine.stats.counters["unstreamed"] == 3
     second = [p for p in editor.plans if p.seq == 2]
     assert second[0].text == "t" * 8 and not second[0].final  # the unstreamed first part, drawn at once
     assert second[-1].final and second[-1].text == "t" * 30
+    assert len(second) == 2  # the continuation's answer is drawn once, as the final suggestion
+    await engine.close()
+
+
+async def test_a_continuation_longer_than_two_frames_streams(fake: Any) -> None:
+    # 2 ms per token: the first part's 8 tokens come within a frame (14 ms), the continuation's
+    # 56 take 110 ms, more than Engine.WHOLE_ANSWER_S: its text is drawn as it grows (and
+    # typing can stop it mid-way)
+    server = fake(timed(30, ms_per_token=2.0))
+    engine, editor = await _two_suggestions(server)
+    assert [(b["n_predict"], b["stream"]) for b in infills(server)] == [(8, True), (56, True), (8, False), (56, True)]
+    assert [p for p in editor.plans if p.seq == 2][-1].text == "t" * 30
     await engine.close()
 
 

@@ -20,6 +20,11 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as llama-server answers unstreamed requests
     delay_s = 0.0
     peers: list[Any] = []
+    closed: list[Any] = []  # connections this server has closed
+
+    def finish(self) -> None:
+        super().finish()
+        type(self).closed.append(self.client_address)
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
         body = self.rfile.read(int(self.headers["Content-Length"]))
@@ -43,7 +48,7 @@ class _QuietServer(ThreadingHTTPServer):
 
 @pytest.fixture()
 def server() -> Iterator[tuple[str, type[_Handler]]]:
-    handler = type("Handler", (_Handler,), {"delay_s": 0.0, "peers": []})
+    handler = type("Handler", (_Handler,), {"delay_s": 0.0, "peers": [], "closed": []})
     srv = _QuietServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
@@ -87,4 +92,22 @@ async def test_a_slow_answer_is_awaited_through_the_loop_after_wait_s(server: An
     during = [t for t in ticks if t > started]
     assert len(during) >= 5
     assert max(b - a for a, b in zip(during, during[1:])) < 0.5
+    client.close()
+
+
+async def test_a_kept_connection_the_server_closed_is_replaced_at_once(server: Any) -> None:
+    """Within TRUSTED_IDLE_S a kept connection is used without peeking first: one the server
+    closed meanwhile (its idle timeout, a restart) fails at the first read, and the same
+    request goes out again on a fresh connection."""
+    url, handler = server
+    handler.timeout = 0.1  # the server drops a connection idle for 0.1 s
+    client = StreamClient(timeout=5)
+    assert await _post(client, url, b'"one"', wait_s=1.0) == b'{"echo": "one"}'
+    deadline = time.monotonic() + 5
+    while not handler.closed and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert handler.closed == [handler.peers[0]]
+    assert StreamClient.TRUSTED_IDLE_S > 0.5  # so the dead connection was not peeked at
+    assert await _post(client, url, b'"two"', wait_s=1.0) == b'{"echo": "two"}'
+    assert len(handler.peers) == 2 and handler.peers[1] != handler.peers[0]
     client.close()

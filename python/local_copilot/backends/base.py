@@ -34,8 +34,11 @@ class FimRequest(msgspec.Struct, frozen=True, kw_only=True):
     n: int = 1
     seed: int | None = None  # distinct seeds make sampled alternatives differ, reproducibly
     # False: one answer instead of a stream, where the dialect can (llama.cpp). The engine
-    # asks so for a short first part from a server that writes it within one frame anyway.
+    # asks so of a server that writes the whole answer within a frame or two anyway.
     stream: bool = True
+    # an unstreamed answer expected within a frame: awaited in poll() before the event loop
+    # (HttpBackend.QUICK_ANSWER_S)
+    quick: bool = False
 
 
 class Chunk(msgspec.Struct, frozen=True, kw_only=True):
@@ -200,7 +203,8 @@ class HttpBackend:
         return bytes(data)
 
     async def payloads(self, path: str, body: dict[str, Any], parser: _Parser,
-                       last: Callable[[bytes], bool] | None = None) -> AsyncIterator[list[bytes]]:
+                       last: Callable[[bytes], bool] | None = None, *,
+                       quick: bool = False) -> AsyncIterator[list[bytes]]:
         """The stream's payloads (SSE data or NDJSON lines), a list per network read; closing
         this closes the stream, which tells the server to stop.
 
@@ -209,17 +213,16 @@ class HttpBackend:
         the next request instead of closed as a cancel.
 
         A request with `"stream": false` answered with one JSON document yields that document
-        as the only payload (a server that streams anyway is parsed as a stream).
+        as the only payload (a server that streams anyway is parsed as a stream). With
+        `quick`, that answer is first awaited without the event loop (StreamClient.post).
 
         The last payloads are handed over after the response is closed: a consumer that stops
         at the final chunk must not leave the connection held until this generator is
         collected (the next request would open another one)."""
         final: list[bytes] = []
         try:
-            # an unstreamed request is made only to a server fast enough to answer within a
-            # frame (Engine._first_request): its answer is awaited without the event loop first
             unstreamed = body.get("stream") is False
-            wait_s = self.QUICK_ANSWER_S if unstreamed else 0.0
+            wait_s = self.QUICK_ANSWER_S if unstreamed and quick else 0.0
             async with await self.streams.post(self.base + path, _encode(body), auth_headers(self.cfg),
                                                wait_s=wait_s) as response:
                 await raise_for_status(self.name, response)

@@ -14,6 +14,8 @@ SSE without `[DONE]`; the final chunk has `stop: true` and `timings`.
 
 from __future__ import annotations
 
+from contextlib import aclosing
+
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -185,11 +187,15 @@ class LlamaCppBackend(HttpBackend):
 
     async def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
         await self.ensure_ready()
-        async for batch in self.payloads(self.endpoint, self.body(req), SSEParser(), last=_final):
-            for chunk in self._chunks(batch):
-                yield chunk
-                if chunk.done:
-                    return
+        # closed here when the last chunk returns, not by the garbage collector (whose
+        # finalizer wakes the event loop through its self-pipe: two syscalls per request)
+        async with aclosing(self.payloads(self.endpoint, self.body(req), SSEParser(), last=_final,
+                                          quick=req.quick)) as batches:
+            async for batch in batches:
+                for chunk in self._chunks(batch):
+                    yield chunk
+                    if chunk.done:
+                        return
 
     def _chunks(self, batch: list[bytes]) -> Iterable[Chunk]:
         """One network read's events: all but the last merged into one chunk, decoded as one

@@ -8,6 +8,8 @@ use its own defaults.
 
 from __future__ import annotations
 
+from contextlib import aclosing
+
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -130,11 +132,14 @@ class OllamaBackend(HttpBackend):
 
     async def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
         template = await self.ensure_ready()
-        async for batch in self.payloads("/api/generate", self.body(req, template), NDJSONParser(), last=_final):
-            for chunk in batched(self._decode, batch):
-                yield chunk
-                if chunk.done:
-                    return
+        # closed here when the last chunk returns, not by the garbage collector (whose
+        # finalizer wakes the event loop through its self-pipe: two syscalls per request)
+        async with aclosing(self.payloads("/api/generate", self.body(req, template), NDJSONParser(), last=_final)) as batches:
+            async for batch in batches:
+                for chunk in batched(self._decode, batch):
+                    yield chunk
+                    if chunk.done:
+                        return
 
     def _decode(self, line: bytes) -> Chunk:
         try:

@@ -7,6 +7,8 @@ chunk has an empty `choices` list.
 
 from __future__ import annotations
 
+from contextlib import aclosing
+
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -160,11 +162,14 @@ class OpenAIBackend(HttpBackend):
 
     async def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
         template = await self.ensure_ready()
-        async for batch in self.payloads("/v1/completions", self.body(req, template), SSEParser(), last=_final):
-            for chunk in batched(self._decode, batch):
-                yield chunk
-                if chunk.done:
-                    return
+        # closed here when the last chunk returns, not by the garbage collector (whose
+        # finalizer wakes the event loop through its self-pipe: two syscalls per request)
+        async with aclosing(self.payloads("/v1/completions", self.body(req, template), SSEParser(), last=_final)) as batches:
+            async for batch in batches:
+                for chunk in batched(self._decode, batch):
+                    yield chunk
+                    if chunk.done:
+                        return
 
     # one request with `n` candidates; llama.cpp and Ollama get one request per candidate
     continues = True  # the prompt ends with the typed text (fim_templates.render)
