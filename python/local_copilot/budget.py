@@ -17,7 +17,7 @@ from itertools import accumulate
 
 from .context import FimContext, join_prefix, join_suffix
 
-__all__ = ["TokenEstimator", "fit_context", "CUT_STEP"]
+__all__ = ["TokenEstimator", "fit_context", "cut_lines", "cumulative_bytes", "CUT_STEP"]
 
 CUT_STEP = 8  # lines; the prefix's first line moves only in steps of this many rows
 
@@ -65,26 +65,12 @@ def fit_context(ctx: FimContext, budget: int, est: TokenEstimator, *, first_row:
     (accumulate) and the cut found by bisection.
     """
     core = est.tokens(ctx.middle + ctx.line_suffix) + 1
-    left = max(0, budget - core)
-    bpt = est.bytes_per_token
-    pre_bytes = _cumulative_bytes(reversed(ctx.prev_lines))  # nearest the cursor first
-    suf_bytes = _cumulative_bytes(ctx.next_lines)
-    n_pre, n_suf = len(pre_bytes), len(suf_bytes)
-    total_pre, total_suf = _cost(pre_bytes, n_pre, bpt), _cost(suf_bytes, n_suf, bpt)
-    if total_pre + total_suf <= left:
+    pre_bytes = cumulative_bytes(reversed(ctx.prev_lines))  # nearest the cursor first
+    suf_bytes = cumulative_bytes(ctx.next_lines)
+    keep_from, suffix_keep = cut_lines(pre_bytes, suf_bytes, budget - core, est.bytes_per_token,
+                                       first_row=first_row, prefix_share=prefix_share)
+    if keep_from == 0 and suffix_keep == len(suf_bytes):
         return ctx
-    # share the room; a side that needs less than its share leaves the rest to the other
-    want_pre = int(left * prefix_share)
-    if total_suf < left - want_pre:
-        want_pre = left - math.ceil(total_suf)
-    want_suf = left - min(want_pre, total_pre)
-
-    # prefix: keep the lines nearest the cursor, cut where (first_row + index) % CUT_STEP == 0
-    keep = _lines_within(pre_bytes, want_pre, bpt)
-    keep_from = n_pre - keep
-    while keep_from < n_pre and (first_row + keep_from) % CUT_STEP != 0:
-        keep_from += 1  # round the cut down to an anchored row: stable while typing below
-    suffix_keep = _lines_within(suf_bytes, want_suf, bpt)
     prev = ctx.prev_lines[keep_from:]
     nxt = ctx.next_lines[:suffix_keep]
     return FimContext(
@@ -101,7 +87,32 @@ def fit_context(ctx: FimContext, budget: int, est: TokenEstimator, *, first_row:
     )
 
 
-def _cumulative_bytes(lines: Iterable[str]) -> list[int]:
+def cut_lines(pre_bytes: list[int], suf_bytes: list[int], room: float, bpt: float, *, first_row: int,
+              prefix_share: float) -> tuple[int, int]:
+    """Where fit_context cuts: (index of the first prefix line kept, suffix lines kept).
+
+    `pre_bytes` are the cumulative bytes of the lines above, nearest the cursor first,
+    `suf_bytes` those of the lines below; `room` is the budget less the cursor line."""
+    left = max(0, room)
+    n_pre, n_suf = len(pre_bytes), len(suf_bytes)
+    total_pre, total_suf = _cost(pre_bytes, n_pre, bpt), _cost(suf_bytes, n_suf, bpt)
+    if total_pre + total_suf <= left:
+        return 0, n_suf
+    # share the room; a side that needs less than its share leaves the rest to the other
+    want_pre = int(left * prefix_share)
+    if total_suf < left - want_pre:
+        want_pre = left - math.ceil(total_suf)
+    want_suf = left - min(want_pre, total_pre)
+
+    # prefix: keep the lines nearest the cursor, cut where (first_row + index) % CUT_STEP == 0
+    keep = _lines_within(pre_bytes, want_pre, bpt)
+    keep_from = n_pre - keep
+    while keep_from < n_pre and (first_row + keep_from) % CUT_STEP != 0:
+        keep_from += 1  # round the cut down to an anchored row: stable while typing below
+    return keep_from, _lines_within(suf_bytes, want_suf, bpt)
+
+
+def cumulative_bytes(lines: Iterable[str]) -> list[int]:
     """Running totals of the lines' UTF-8 bytes (their newlines not counted)."""
     lines = list(lines)
     if "".join(lines).isascii():

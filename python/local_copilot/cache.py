@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
 
 from .context import FimContext
 
@@ -19,15 +21,26 @@ KEY_LINES_AFTER = 16
 
 
 def context_key(ctx: FimContext) -> str:
+    return finish_key(key_head(ctx.prev_lines), ctx.middle, ctx.line_suffix, key_tail(ctx.next_lines))
+
+
+# context_key in parts, so a window kept between keystrokes hashes its lines once (window.py)
+def key_head(prev_lines: Sequence[str]) -> Any:
+    """The hash state after the lines above the cursor."""
     h = hashlib.blake2b(digest_size=16)
-    for part in (
-        "\n".join(ctx.prev_lines[-KEY_LINES_BEFORE:]),
-        ctx.middle,
-        ctx.line_suffix,
-        "\n".join(ctx.next_lines[:KEY_LINES_AFTER]),
-    ):
-        h.update(part.encode("utf-8", "surrogateescape"))
-        h.update(b"\x00")
+    h.update("\n".join(prev_lines[-KEY_LINES_BEFORE:]).encode("utf-8", "surrogateescape") + b"\x00")
+    return h
+
+
+def key_tail(next_lines: Sequence[str]) -> bytes:
+    return "\n".join(next_lines[:KEY_LINES_AFTER]).encode("utf-8", "surrogateescape") + b"\x00"
+
+
+def finish_key(head: Any, middle: str, line_suffix: str, tail: bytes) -> str:
+    h = head.copy()
+    h.update(middle.encode("utf-8", "surrogateescape") + b"\x00")
+    h.update(line_suffix.encode("utf-8", "surrogateescape") + b"\x00")
+    h.update(tail)
     return h.hexdigest()
 
 

@@ -25,7 +25,7 @@ import httpx
 import msgspec
 
 from .backends import Backend, FimRequest, make_backend
-from .budget import TokenEstimator, fit_context
+from .budget import TokenEstimator
 from .cache import SuggestionCache, context_key
 from .config import Config
 from .context import FimContext, build_context
@@ -38,6 +38,7 @@ from .render import RenderPlan, candidate
 from .ring import ContextRing
 from .snapshot import Snapshot, char_to_byte_col
 from .stats import Stats
+from .window import WindowFitter
 
 __all__ = ["Editor", "Engine", "accepted_snapshot"]
 
@@ -168,6 +169,7 @@ class Engine:
         self.cache = SuggestionCache()
         self.stats = Stats()
         self.ring = ContextRing()
+        self._window = WindowFitter()  # the last snapshot's window, fitted (window.py)
         # ms the server takes per generated token (smoothed; from its timings), None until known
         self._token_ms: float | None = None
 
@@ -186,6 +188,7 @@ class Engine:
         self._client = httpx.AsyncClient(timeout=timeout, transport=self._transport, trust_env=False)
         self.backend = make_backend(cfg.backend, active, self._client)
         self.estimator = TokenEstimator()  # bytes per token differ between models
+        self._window = WindowFitter()
         self._token_ms = None
         self.cache.clear()
         self.stats.set_backend(cfg.backend)
@@ -243,6 +246,7 @@ class Engine:
         """The buffer is gone: drop what is kept for it (its last suggestion's snapshot holds
         a whole window of its text)."""
         self.cancel(buf)
+        self._window.forget_buffer(buf)
         self._last.pop(buf, None)
         self._typing.pop(buf, None)
         self._unanswered.discard(buf)
@@ -281,9 +285,14 @@ class Engine:
     async def _prepare(self, snap: Snapshot) -> _Prepared:
         assert self.config is not None and self.backend is not None
         cfg, backend = self.config, self.backend
-        ctx = build_context(snap, lines_before=cfg.context.lines_before, lines_after=cfg.context.lines_after)
-        key = context_key(ctx)
-        ctx, extra_budget = await self._fit(ctx, snap, backend, cfg)
+        budget, extra_budget = self._budget(await backend.context_limit(), cfg)
+        fitted = self._window.fit(snap, lines_before=cfg.context.lines_before, lines_after=cfg.context.lines_after,
+                                  budget=None if budget is None else budget - extra_budget, est=self.estimator,
+                                  prefix_share=cfg.context.prefix_share)
+        ctx, key = fitted.ctx, fitted.key
+        if budget is not None:
+            # cross-file chunks get the room the local window leaves, up to their share
+            extra_budget = max(0, min(extra_budget, budget - fitted.tokens))
         extra: tuple[ExtraChunk, ...] = ()
         if extra_budget > 0 and len(self.ring):
             local = ctx.prefix + ctx.middle + ctx.suffix
@@ -601,11 +610,11 @@ class Engine:
         self._succeeded()
         return [process(raw, prep.pctx, final=True).text for raw in raws]
 
-    async def _fit(self, ctx: FimContext, snap: Snapshot, backend: Backend, cfg: Config) -> tuple[FimContext, int]:
-        """The local window cut to fit, and the tokens left for cross-file chunks."""
-        limit = await backend.context_limit()
+    def _budget(self, limit: int | None, cfg: Config) -> tuple[int | None, int]:
+        """The prompt's tokens for the local window and cross-file chunks together (None: the
+        server's context is not known), and the most the chunks get of it."""
         if not limit:
-            return ctx, cfg.context.extra_tokens
+            return None, cfg.context.extra_tokens
         budget = limit - cfg.n_predict - self.PROMPT_OVERHEAD
         if budget < 64:
             raise ConfigError(
@@ -613,12 +622,7 @@ class Engine:
                 "start it with a larger context per slot (-c, or fewer --parallel slots) or lower n_predict"
             )
         # cross-file chunks get their share only when the local window leaves room for it
-        extra = min(cfg.context.extra_tokens, budget // 3)
-        first_row = snap.row - len(ctx.prev_lines)
-        fitted = fit_context(ctx, budget - extra, self.estimator, first_row=first_row,
-                             prefix_share=cfg.context.prefix_share)
-        used = self.estimator.tokens(fitted.prefix + fitted.middle + fitted.suffix)
-        return fitted, max(0, min(extra, budget - used))
+        return budget, min(cfg.context.extra_tokens, budget // 3)
 
     def _failed(self, exc: Exception) -> None:
         self.stats.count("errors")

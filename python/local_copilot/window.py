@@ -1,0 +1,122 @@
+"""The local window around the cursor, fitted to the server's context, kept between keystrokes.
+
+Per keystroke the engine turned the snapshot into a FIM context (joins of the ~260 lines
+around the cursor), measured and cut it to fit the server's context (fit_context) and hashed
+it for the suggestion cache: ~0.2 ms of host CPU per key on the bench's file (bench/run.py),
+against a budget of 1 ms for all of it. While the user types on one line only the cursor
+line changes: comparing the lines around it with the last snapshot's (in C, ~10 us) is
+enough to reuse their byte counts, their joins and their hash. The result is the same as
+build_context + fit_context + context_key (tests/unit/test_window.py).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .budget import TokenEstimator, cumulative_bytes, cut_lines
+from .cache import finish_key, key_head, key_tail
+from .context import FimContext, indent_width, join_prefix, join_suffix
+from .snapshot import Snapshot
+
+__all__ = ["Fitted", "WindowFitter"]
+
+
+class Fitted:
+    """A snapshot's context cut to fit, its cache key, and the tokens it takes."""
+
+    __slots__ = ("ctx", "key", "tokens")
+
+    def __init__(self, ctx: FimContext, key: str, tokens: int) -> None:
+        self.ctx, self.key, self.tokens = ctx, key, tokens
+
+
+class WindowFitter:
+    """build_context + fit_context + context_key for successive snapshots of one window."""
+
+    def __init__(self) -> None:
+        self._where: tuple[int, int, int, int] | None = None  # buf, row, lines_before, lines_after
+        self._above: list[str] = []
+        self._below: list[str] = []
+        self._prev: tuple[str, ...] = ()
+        self._next: tuple[str, ...] = ()
+        self._pre_bytes: list[int] = []  # cumulative, nearest the cursor first
+        self._suf_bytes: list[int] = []
+        self._head: Any = None  # cache key hash state after the lines above
+        self._tail = b""
+        # joins of the kept lines, by where they were cut (a few per window: bpt drifts)
+        self._prefixes: dict[int, tuple[str, tuple[str, ...]]] = {}
+        self._suffixes: dict[int, tuple[str, tuple[str, ...]]] = {}
+
+    def forget_buffer(self, buf: int) -> None:
+        """The buffer is gone: its lines are not kept here."""
+        if self._where is not None and self._where[0] == buf:
+            self.__init__()  # type: ignore[misc]
+
+    def fit(self, snap: Snapshot, *, lines_before: int, lines_after: int, budget: int | None,
+            est: TokenEstimator, prefix_share: float) -> Fitted:
+        """`budget`: tokens the local window may take in the prompt (None: no limit known)."""
+        idx = snap.row - snap.first
+        lines = snap.lines
+        above = lines[max(0, idx - lines_before):idx]
+        below = lines[idx + 1:idx + 1 + lines_after]
+        where = (snap.buf, snap.row, lines_before, lines_after)
+        if where != self._where or above != self._above or below != self._below:
+            self._load(where, above, below)
+        line = lines[idx]
+        cut = snap.char_col
+        middle, line_suffix = line[:cut], line[cut:]
+        key = finish_key(self._head, middle, line_suffix, self._tail)
+        n_pre, n_suf = len(self._prev), len(self._next)
+        core_bytes = _utf8_len(middle) + _utf8_len(line_suffix)
+        keep_from, suffix_keep = 0, n_suf
+        if budget is not None:
+            core = math.ceil(core_bytes / est.bytes_per_token) + 1
+            keep_from, suffix_keep = cut_lines(self._pre_bytes, self._suf_bytes, budget - core, est.bytes_per_token,
+                                               first_row=snap.row - n_pre, prefix_share=prefix_share)
+        prefix, prev = self._prefix(keep_from)
+        tail, nxt = self._suffix(suffix_keep)
+        kept_pre, kept_suf = n_pre - keep_from, suffix_keep
+        prompt_bytes = core_bytes + (self._pre_bytes[kept_pre - 1] + kept_pre if kept_pre else 0) \
+            + (self._suf_bytes[kept_suf - 1] + kept_suf if kept_suf else 0)
+        ctx = FimContext(
+            prefix=prefix,
+            middle=middle,
+            suffix=line_suffix + tail,
+            line_suffix=line_suffix,
+            prev_lines=prev,
+            next_lines=nxt,
+            indent=indent_width(line, snap.ts),
+            indent_chars=len(line) - len(line.lstrip(" \t")),
+            path=snap.path,
+            filetype=snap.ft,
+        )
+        return Fitted(ctx, key, math.ceil(prompt_bytes / est.bytes_per_token))
+
+    def _load(self, where: tuple[int, int, int, int], above: list[str], below: list[str]) -> None:
+        self._where, self._above, self._below = where, above, below
+        self._prev, self._next = tuple(above), tuple(below)
+        self._pre_bytes = cumulative_bytes(reversed(above))
+        self._suf_bytes = cumulative_bytes(below)
+        self._head = key_head(self._prev)
+        self._tail = key_tail(self._next)
+        self._prefixes.clear()
+        self._suffixes.clear()
+
+    def _prefix(self, keep_from: int) -> tuple[str, tuple[str, ...]]:
+        found = self._prefixes.get(keep_from)
+        if found is None:
+            prev = self._prev[keep_from:]
+            found = self._prefixes[keep_from] = (join_prefix(prev), prev)
+        return found
+
+    def _suffix(self, keep: int) -> tuple[str, tuple[str, ...]]:
+        found = self._suffixes.get(keep)
+        if found is None:
+            nxt = self._next[:keep]
+            found = self._suffixes[keep] = (join_suffix(nxt), nxt)
+        return found
+
+
+def _utf8_len(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogateescape"))
