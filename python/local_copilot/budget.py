@@ -17,7 +17,7 @@ from itertools import accumulate
 
 from .context import FimContext, join_prefix, join_suffix
 
-__all__ = ["TokenEstimator", "fit_context", "cut_lines", "cumulative_bytes", "CUT_STEP"]
+__all__ = ["TokenEstimator", "fit_context", "cut_lines", "cumulative_bytes", "utf8_len", "CUT_STEP"]
 
 CUT_STEP = 8  # lines; the prefix's first line moves only in steps of this many rows
 
@@ -32,7 +32,7 @@ class TokenEstimator:
         self._floor, self._ceiling = floor, ceiling
 
     def tokens(self, text: str) -> int:
-        return math.ceil(len(text.encode("utf-8", "surrogateescape")) / self.bytes_per_token)
+        return math.ceil(utf8_len(text) / self.bytes_per_token)
 
     def observe(self, prompt_bytes: int, prompt_tokens: int) -> None:
         if prompt_tokens <= 0 or prompt_bytes <= 0:
@@ -110,6 +110,12 @@ def cut_lines(pre_bytes: list[int], suf_bytes: list[int], room: float, bpt: floa
     while keep_from < n_pre and (first_row + keep_from) % CUT_STEP != 0:
         keep_from += 1  # round the cut down to an anchored row: stable while typing below
     return keep_from, _lines_within(suf_bytes, want_suf, bpt)
+
+
+def utf8_len(text: str) -> int:
+    """UTF-8 bytes of `text` (lone surrogates from invalid UTF-8 count as the byte each was);
+    counted without encoding a copy when it is ASCII, as prompts mostly are."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogateescape"))
 
 
 def cumulative_bytes(lines: Iterable[str]) -> list[int]:

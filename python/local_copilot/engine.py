@@ -25,7 +25,7 @@ import httpx
 import msgspec
 
 from .backends import Backend, FimRequest, make_backend
-from .budget import TokenEstimator
+from .budget import TokenEstimator, utf8_len
 from .cache import SuggestionCache, context_key
 from .config import Config
 from .context import FimContext, build_context
@@ -648,5 +648,5 @@ def _with(req: FimRequest, **changes: object) -> FimRequest:
 
 
 def _prompt_bytes(req: FimRequest) -> int:
-    prompt = req.prefix + req.middle + req.suffix + "".join(c.text for c in req.extra)
-    return len(prompt.encode("utf-8", "surrogateescape"))
+    return sum(map(utf8_len, (req.prefix, req.middle, req.suffix))) + sum(utf8_len(c.text) for c in req.extra)
+

@@ -69,7 +69,7 @@ class _Conn:
         self.pending = bytearray()
         self.released = 0.0  # time.monotonic() when its last response was read to the end
 
-    async def send(self, data: bytes) -> None:
+    async def send(self, data: bytes | memoryview) -> None:
         raise NotImplementedError
 
     async def recv(self) -> bytes:
@@ -103,7 +103,14 @@ class _SocketConn(_Conn):
         except BlockingIOError:
             return None
 
-    async def send(self, data: bytes) -> None:
+    def send_now(self, data: bytes) -> int:
+        """Send what the socket's buffer takes without waiting (usually all of a request)."""
+        try:
+            return self.sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            return 0
+
+    async def send(self, data: bytes | memoryview) -> None:
         await self.loop.sock_sendall(self.sock, data)
 
     async def recv(self) -> bytes:
@@ -136,7 +143,7 @@ class _TlsConn(_Conn):
         super().__init__()
         self.reader, self.writer = reader, writer
 
-    async def send(self, data: bytes) -> None:
+    async def send(self, data: bytes | memoryview) -> None:
         self.writer.write(data)
         await self.writer.drain()
 
@@ -265,6 +272,17 @@ class StreamResponse:
     async def read(self) -> bytes:
         return b"".join([data async for data in self.iter_raw()])
 
+    def read_now(self) -> bytes | None:
+        """The whole body if it has already arrived (a short unstreamed answer), else None."""
+        conn = self._conn
+        if self._chunked or self._length is None or conn is None or len(conn.pending) < self._length:
+            return None
+        if len(conn.pending) > self._length:
+            self._keep_alive = False  # bytes past this response are not ours
+        data, conn.pending = bytes(conn.pending[:self._length]), bytearray()
+        self._complete = True
+        return data
+
     def close(self) -> None:
         if self._conn is None:
             return
@@ -385,21 +403,29 @@ class StreamClient:
     async def _send(self, key: tuple[str, int, bool], conn: _Conn, request: bytes, wait_s: float) -> StreamResponse:
         buf = bytearray()
         try:
-            async with asyncio.timeout(self.timeout):
-                await conn.send(request)
-                if wait_s > 0 and isinstance(conn, _SocketConn):
+            sent = 0
+            if wait_s > 0 and isinstance(conn, _SocketConn):
+                sent = conn.send_now(request)
+                if sent == len(request):
+                    # sent at once and awaited in poll(): no timer, task or loop turn when the
+                    # answer's head is there within wait_s (one request per keystroke)
                     data = conn.recv_within(wait_s)
                     if data is not None:
                         if not data:
                             raise ConnectionResetError("closed")
                         buf += data
-                while (end := buf.find(b"\r\n\r\n")) < 0:
-                    if len(buf) > 64 * 1024:
-                        raise RemoteProtocolError("response headers longer than 64 KB")
-                    data = await conn.recv()
-                    if not data:
-                        raise ConnectionResetError("closed")
-                    buf += data
+            if buf.find(b"\r\n\r\n") < 0:
+                async with asyncio.timeout(self.timeout):
+                    if sent < len(request):
+                        await conn.send(memoryview(request)[sent:])
+                    while buf.find(b"\r\n\r\n") < 0:
+                        if len(buf) > 64 * 1024:
+                            raise RemoteProtocolError("response headers longer than 64 KB")
+                        data = await conn.recv()
+                        if not data:
+                            raise ConnectionResetError("closed")
+                        buf += data
+            end = buf.find(b"\r\n\r\n")
         except TimeoutError:
             conn.abort()
             raise ReadTimeout(f"no answer in {self.timeout:g} s") from None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .budget import TokenEstimator, cumulative_bytes, cut_lines
+from .budget import TokenEstimator, cumulative_bytes, cut_lines, utf8_len
 from .cache import finish_key, key_head, key_tail
 from .context import FimContext, indent_width, join_prefix, join_suffix
 from .snapshot import Snapshot
@@ -68,7 +68,7 @@ class WindowFitter:
         middle, line_suffix = line[:cut], line[cut:]
         key = finish_key(self._head, middle, line_suffix, self._tail)
         n_pre, n_suf = len(self._prev), len(self._next)
-        core_bytes = _utf8_len(middle) + _utf8_len(line_suffix)
+        core_bytes = utf8_len(middle) + utf8_len(line_suffix)
         keep_from, suffix_keep = 0, n_suf
         if budget is not None:
             core = math.ceil(core_bytes / est.bytes_per_token) + 1
@@ -117,6 +117,3 @@ class WindowFitter:
             found = self._suffixes[keep] = (join_suffix(nxt), nxt)
         return found
 
-
-def _utf8_len(text: str) -> int:
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogateescape"))

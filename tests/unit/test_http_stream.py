@@ -111,3 +111,13 @@ async def test_a_kept_connection_the_server_closed_is_replaced_at_once(server: A
     assert await _post(client, url, b'"two"', wait_s=1.0) == b'{"echo": "two"}'
     assert len(handler.peers) == 2 and handler.peers[1] != handler.peers[0]
     client.close()
+
+
+async def test_a_request_bigger_than_the_socket_buffer_is_sent_whole(server: Any) -> None:
+    """A quick request is first sent without waiting; what the socket's buffer does not take
+    then goes through the loop (a prompt of a few MB, a fresh connection's small buffer)."""
+    url, handler = server
+    client = StreamClient(timeout=10)
+    body = b'"' + b"x" * (4 << 20) + b'"'
+    assert await _post(client, url, body, wait_s=0.05) == b'{"echo": ' + body + b"}"
+    client.close()

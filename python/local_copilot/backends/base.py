@@ -195,6 +195,11 @@ class HttpBackend:
             raise ProtocolError(f"{self.name}: {path} answered something else ({exc})") from None
 
     async def _whole(self, response: StreamResponse) -> bytes:
+        now = response.read_now()
+        if now is not None and len(now) <= self.MAX_ANSWER_BYTES:
+            return now
+        if now is not None:
+            raise ProtocolError(f"{self.name}: answer longer than {self.MAX_ANSWER_BYTES // 1024} KB")
         data = bytearray()
         async for piece in response.iter_raw():
             data += piece
