@@ -142,9 +142,9 @@ async def test_a_prompt_the_server_refuses_as_too_long_is_fitted_again_from_its_
     await engine.close()
 
 
-def timed(total: int, ms_per_token: float):
+def timed(total: int, ms_per_token: float, delay: float = 0.0):
     """`honouring`, with llama.cpp's timings: the server's speed per generated token."""
-    inner = honouring(total)
+    inner = honouring(total, delay)
 
     def script(path: str, body: dict[str, Any]) -> tuple[int, list[Step]]:
         status, steps = inner(path, body)
@@ -201,4 +201,30 @@ async def test_a_slower_server_keeps_streaming_the_first_part(fake: Any) -> None
     engine, editor = await _two_suggestions(server)
     assert [b["stream"] for b in infills(server)] == [True, True, True, True]
     assert [p for p in editor.plans if p.seq == 2][-1].text == "t" * 30
+    await engine.close()
+
+
+async def test_a_key_typed_during_an_unstreamed_continuation_waits_for_it_and_gets_its_own(fake: Any) -> None:
+    # timings say 0.5 ms per token, so the continuation (56 tokens) comes as one answer; the
+    # server really takes 1.5 ms per token: that answer arrives ~84 ms after it was asked for
+    server = fake(timed(64, ms_per_token=0.5, delay=0.0015))
+    editor = RecordingEditor()
+    engine = Engine(editor)
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}},
+                                  "speculative": False, "n_predict": 64, "n_predict_first": 8}))
+    engine.submit(snap(1, "x = "))
+    await wait_until(lambda: any(p.final and p.seq == 1 for p in editor.plans))
+    engine.submit(snap(2, "x = y"))
+    await wait_until(lambda: any(b["n_predict"] == 56 and b["stream"] is False and b["prompt"].endswith("x = y" + "t" * 8)
+                                 for b in infills(server)))
+    engine.submit(snap(3, "x = yz"))  # while the continuation is being written
+    await wait_until(lambda: any(p.final and p.seq == 3 for p in editor.plans))
+    # the continuation for "x = y" was not cancelled (llama-server would finish it anyway):
+    # the new key's request went out once its answer came, and that answer was not drawn
+    bodies = infills(server)
+    cont = next(i for i, b in enumerate(bodies) if b["n_predict"] == 56 and b["prompt"].endswith("x = y" + "t" * 8))
+    assert [b["prompt"].endswith("x = yz") for b in bodies[cont + 1:]][0]
+    assert not any(p.seq == 2 and p.final for p in editor.plans)
+    assert [p for p in editor.plans if p.seq == 3][-1].text == "t" * 64
+    assert engine.stats.counters["deferred"] == 1
     await engine.close()
