@@ -6,11 +6,28 @@ pynvim's handler thread only hands values over (`call`); nothing there waits on 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
 
 __all__ = ["Worker"]
+
+
+def _no_wakeup_preemption() -> None:
+    """Run this thread as SCHED_BATCH (Linux): same CPU share, but waking up it does not
+    preempt a running thread. A snapshot Neovim writes to the host wakes this thread at once,
+    and the kernel often ran it right away on Neovim's core, stopping Neovim's keystroke
+    callback mid-way for the host's ~1 ms of work: a trigger() of ~70 us took 0.7-1 ms of
+    wall-clock on a third of the keys (bench/run.py, Neovim main thread per key). Batch, it
+    runs on the other core, or once Neovim's callback is done."""
+    batch = getattr(os, "SCHED_BATCH", None)
+    if batch is None:
+        return
+    try:
+        os.sched_setscheduler(0, batch, os.sched_param(0))  # 0: this thread
+    except OSError:
+        pass  # not allowed here: the default policy works too
 
 
 class Worker:
@@ -20,6 +37,7 @@ class Worker:
         self._thread.start()
 
     def _main(self) -> None:
+        _no_wakeup_preemption()
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 
