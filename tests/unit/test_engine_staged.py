@@ -157,13 +157,20 @@ def timed(total: int, ms_per_token: float, delay: float = 0.0):
     return script
 
 
-async def _two_suggestions(server: Any) -> tuple[Engine, RecordingEditor]:
+async def _first_suggestion(server: Any) -> tuple[Engine, RecordingEditor]:
+    """An engine staged at 8 + 56 tokens that has shown its first suggestion (and so learnt
+    the server's speed from its timings)."""
     editor = RecordingEditor()
     engine = Engine(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}},
                                   "speculative": False, "n_predict": 64, "n_predict_first": 8}))
     engine.submit(snap(1, "x = "))
     await wait_until(lambda: any(p.final and p.seq == 1 for p in editor.plans))
+    return engine, editor
+
+
+async def _two_suggestions(server: Any) -> tuple[Engine, RecordingEditor]:
+    engine, editor = await _first_suggestion(server)
     engine.submit(snap(2, "x = y"))
     await wait_until(lambda: any(p.final and p.seq == 2 for p in editor.plans))
     return engine, editor
@@ -208,12 +215,7 @@ async def test_a_key_typed_during_an_unstreamed_continuation_waits_for_it_and_ge
     # timings say 0.5 ms per token, so the continuation (56 tokens) comes as one answer; the
     # server really takes 1.5 ms per token: that answer arrives ~84 ms after it was asked for
     server = fake(timed(64, ms_per_token=0.5, delay=0.0015))
-    editor = RecordingEditor()
-    engine = Engine(editor)
-    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}},
-                                  "speculative": False, "n_predict": 64, "n_predict_first": 8}))
-    engine.submit(snap(1, "x = "))
-    await wait_until(lambda: any(p.final and p.seq == 1 for p in editor.plans))
+    engine, editor = await _first_suggestion(server)
     engine.submit(snap(2, "x = y"))
     await wait_until(lambda: any(b["n_predict"] == 56 and b["stream"] is False and b["prompt"].endswith("x = y" + "t" * 8)
                                  for b in infills(server)))
