@@ -76,7 +76,20 @@ def _idle_check(files: ServerFiles, spec: dict[str, Any], pid: int, keep_alive: 
     return idle_since, stop
 
 
+def _normal_scheduling() -> None:
+    """This process was started from the host's network thread, which runs as SCHED_BATCH
+    (worker.py); the server must not inherit that (it would never preempt anything)."""
+    other = getattr(os, "SCHED_OTHER", None)
+    if other is None:
+        return
+    try:
+        os.sched_setscheduler(0, other, os.sched_param(0))
+    except OSError:
+        pass
+
+
 def run(spec: dict[str, Any]) -> int:
+    _normal_scheduling()
     files = ServerFiles(spec["dir"], spec["backend"], int(spec["port"]))
     log_path = Path(spec["log"])
     log_path.parent.mkdir(parents=True, exist_ok=True)
