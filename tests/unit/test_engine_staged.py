@@ -176,7 +176,7 @@ async def _two_suggestions(server: Any) -> tuple[Engine, RecordingEditor]:
     return engine, editor
 
 
-async def test_a_server_that_writes_each_part_within_a_frame_or_two_answers_them_unstreamed(fake: Any) -> None:
+async def test_a_fast_server_is_asked_for_both_parts_unstreamed(fake: Any) -> None:
     server = fake(timed(30, ms_per_token=0.5))
     engine, editor = await _two_suggestions(server)
     bodies = infills(server)
@@ -191,7 +191,7 @@ async def test_a_server_that_writes_each_part_within_a_frame_or_two_answers_them
     await engine.close()
 
 
-async def test_a_continuation_longer_than_two_frames_streams(fake: Any) -> None:
+async def test_a_continuation_the_server_writes_in_over_0_1_s_streams(fake: Any) -> None:
     # 2 ms per token: the first part's 8 tokens come within a frame (14 ms), the continuation's
     # 56 take 110 ms, more than Engine.WHOLE_ANSWER_S: its text is drawn as it grows (and
     # typing can stop it mid-way)
