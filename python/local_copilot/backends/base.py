@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from contextlib import aclosing
 from typing import Any, Protocol, TypeVar
 
 import httpx
@@ -172,6 +173,30 @@ class HttpBackend:
     def close(self) -> None:
         self.streams.close()
 
+    async def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
+        """Backend.complete, in the dialect's request (_request) and events (_chunks)."""
+        path, body, parser, last = await self._request(req)
+        # closed here when the last chunk returns, not by the garbage collector (whose
+        # finalizer wakes the event loop through its self-pipe: two syscalls per request)
+        async with aclosing(self.payloads(path, body, parser, last, quick=req.quick)) as batches:
+            async for batch in batches:
+                for chunk in self._chunks(batch):
+                    yield chunk
+                    if chunk.done:
+                        return
+
+    async def _request(self, req: FimRequest) -> tuple[str, dict[str, Any], _Parser, Callable[[bytes], bool]]:
+        """The completion request's path and body, its stream's parser and what its final
+        payload looks like (once the server is probed)."""
+        raise NotImplementedError
+
+    def _chunks(self, batch: list[bytes]) -> Iterable[Chunk]:
+        """One network read's payloads as chunks."""
+        return batched(self._decode, batch)
+
+    def _decode(self, payload: bytes) -> Chunk:
+        raise NotImplementedError
+
     def forget(self) -> None:
         """The server went away: what was probed may differ when it comes back."""
 
@@ -195,17 +220,17 @@ class HttpBackend:
             raise ProtocolError(f"{self.name}: {path} answered something else ({exc})") from None
 
     async def _whole(self, response: StreamResponse) -> bytes:
-        now = response.read_now()
-        if now is not None and len(now) <= self.MAX_ANSWER_BYTES:
-            return now
-        if now is not None:
+        data = response.read_now()  # usually all there already
+        if data is None:
+            read = bytearray()
+            async for piece in response.iter_raw():
+                read += piece
+                if len(read) > self.MAX_ANSWER_BYTES:
+                    break  # no need to read the rest
+            data = bytes(read)
+        if len(data) > self.MAX_ANSWER_BYTES:
             raise ProtocolError(f"{self.name}: answer longer than {self.MAX_ANSWER_BYTES // 1024} KB")
-        data = bytearray()
-        async for piece in response.iter_raw():
-            data += piece
-            if len(data) > self.MAX_ANSWER_BYTES:
-                raise ProtocolError(f"{self.name}: answer longer than {self.MAX_ANSWER_BYTES // 1024} KB")
-        return bytes(data)
+        return data
 
     async def payloads(self, path: str, body: dict[str, Any], parser: _Parser,
                        last: Callable[[bytes], bool] | None = None, *,

@@ -14,9 +14,7 @@ SSE without `[DONE]`; the final chunk has `stop: true` and `timings`.
 
 from __future__ import annotations
 
-from contextlib import aclosing
-
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import httpx
@@ -26,7 +24,7 @@ from ..config import BackendConfig
 from ..errors import ConfigError, ProtocolError, ServerError
 from ..fim_templates import FimTemplate, detect_family, get_template, names
 from ..streaming import SSEParser
-from .base import Chunk, FimRequest, HttpBackend, batched
+from .base import Chunk, FimRequest, HttpBackend
 
 
 def _final(payload: bytes) -> bool:
@@ -189,17 +187,9 @@ class LlamaCppBackend(HttpBackend):
             body["seed"] = req.seed
         return body
 
-    async def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
+    async def _request(self, req: FimRequest) -> tuple[str, dict[str, Any], SSEParser, Callable[[bytes], bool]]:
         await self.ensure_ready()
-        # closed here when the last chunk returns, not by the garbage collector (whose
-        # finalizer wakes the event loop through its self-pipe: two syscalls per request)
-        async with aclosing(self.payloads(self.endpoint, self.body(req), SSEParser(), last=_final,
-                                          quick=req.quick)) as batches:
-            async for batch in batches:
-                for chunk in self._chunks(batch):
-                    yield chunk
-                    if chunk.done:
-                        return
+        return self.endpoint, self.body(req), SSEParser(), _final
 
     def _chunks(self, batch: list[bytes]) -> Iterable[Chunk]:
         """One network read's events: all but the last merged into one chunk, decoded as one
@@ -215,7 +205,7 @@ class LlamaCppBackend(HttpBackend):
             if msgs is not None and all(m.error is None and not m.stop for m in msgs[:-1]) and msgs[-1].error is None:
                 parts = tuple(m.content for m in msgs[:-1] if m.content)
                 return [Chunk(text="".join(parts), more=True, parts=parts), self._chunk(msgs[-1])]
-        return batched(self._decode, batch)
+        return super()._chunks(batch)
 
     def _decode(self, payload: bytes) -> Chunk:
         try:

@@ -8,9 +8,7 @@ use its own defaults.
 
 from __future__ import annotations
 
-from contextlib import aclosing
-
-from collections.abc import AsyncIterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -20,7 +18,7 @@ from ..config import BackendConfig
 from ..errors import ConfigError, ProtocolError, ServerError
 from ..fim_templates import FimTemplate
 from ..streaming import NDJSONParser
-from .base import Chunk, FimRequest, HttpBackend, batched
+from .base import Chunk, FimRequest, HttpBackend
 from .probe import ModelInfo, resolve_template
 
 
@@ -130,16 +128,8 @@ class OllamaBackend(HttpBackend):
     def forget(self) -> None:
         self.model = None
 
-    async def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
-        template = await self.ensure_ready()
-        # closed here when the last chunk returns, not by the garbage collector (whose
-        # finalizer wakes the event loop through its self-pipe: two syscalls per request)
-        async with aclosing(self.payloads("/api/generate", self.body(req, template), NDJSONParser(), last=_final)) as batches:
-            async for batch in batches:
-                for chunk in batched(self._decode, batch):
-                    yield chunk
-                    if chunk.done:
-                        return
+    async def _request(self, req: FimRequest) -> tuple[str, dict[str, Any], NDJSONParser, Callable[[bytes], bool]]:
+        return "/api/generate", self.body(req, await self.ensure_ready()), NDJSONParser(), _final
 
     def _decode(self, line: bytes) -> Chunk:
         try:

@@ -7,9 +7,7 @@ chunk has an empty `choices` list.
 
 from __future__ import annotations
 
-from contextlib import aclosing
-
-from collections.abc import AsyncIterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -19,7 +17,7 @@ from ..config import BackendConfig
 from ..errors import ProtocolError
 from ..fim_templates import FimTemplate
 from ..streaming import SSEParser
-from .base import Chunk, FimRequest, HttpBackend, auth_headers, batched
+from .base import Chunk, FimRequest, HttpBackend, auth_headers
 from .probe import ModelInfo, resolve_template
 
 
@@ -160,16 +158,8 @@ class OpenAIBackend(HttpBackend):
     def forget(self) -> None:
         self.template = None  # the server may come back with another model
 
-    async def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
-        template = await self.ensure_ready()
-        # closed here when the last chunk returns, not by the garbage collector (whose
-        # finalizer wakes the event loop through its self-pipe: two syscalls per request)
-        async with aclosing(self.payloads("/v1/completions", self.body(req, template), SSEParser(), last=_final)) as batches:
-            async for batch in batches:
-                for chunk in batched(self._decode, batch):
-                    yield chunk
-                    if chunk.done:
-                        return
+    async def _request(self, req: FimRequest) -> tuple[str, dict[str, Any], SSEParser, Callable[[bytes], bool]]:
+        return "/v1/completions", self.body(req, await self.ensure_ready()), SSEParser(), _final
 
     # one request with `n` candidates; llama.cpp and Ollama get one request per candidate
     continues = True  # the prompt ends with the typed text (fim_templates.render)
