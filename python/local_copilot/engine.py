@@ -335,10 +335,7 @@ class Engine:
         first = self._first_n()
         if first == req.n_predict:
             return req
-        ms = self._token_ms
-        whole = ms is not None and (first - 1) * ms <= self.PARTIAL_FRAME_S * 1000
-        if whole:
-            self.stats.count("unstreamed")
+        whole = self._answers_within(first, self.PARTIAL_FRAME_S)
         return _with(req, n_predict=first, stream=not whole, quick=whole)
 
     def _continuation(self, req: FimRequest, base_raw: str) -> FimRequest:
@@ -350,11 +347,17 @@ class Engine:
         meanwhile waits for that answer (llama-server would finish it anyway: it notices a
         closed unstreamed connection only once a second), which WHOLE_ANSWER_S bounds."""
         n = req.n_predict - self._first_n()
+        whole = self._answers_within(n, self.WHOLE_ANSWER_S)
+        return _with(req, middle=req.middle + base_raw, n_predict=n, stream=not whole)
+
+    def _answers_within(self, n: int, seconds: float) -> bool:
+        """Whether the server, at its known speed, writes `n` tokens within `seconds` of the
+        first: then they are asked for as one answer (counted) instead of a stream."""
         ms = self._token_ms
-        whole = ms is not None and (n - 1) * ms <= self.WHOLE_ANSWER_S * 1000
+        whole = ms is not None and (n - 1) * ms <= seconds * 1000
         if whole:
             self.stats.count("unstreamed")
-        return _with(req, middle=req.middle + base_raw, n_predict=n, stream=not whole)
+        return whole
 
     def _observe_speed(self, timings: dict[str, float]) -> None:
         n, ms = timings.get("predicted_n"), timings.get("predicted_ms")

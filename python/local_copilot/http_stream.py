@@ -414,18 +414,18 @@ class StreamClient:
                         if not data:
                             raise ConnectionResetError("closed")
                         buf += data
-            if buf.find(b"\r\n\r\n") < 0:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
                 async with asyncio.timeout(self.timeout):
                     if sent < len(request):
                         await conn.send(memoryview(request)[sent:])
-                    while buf.find(b"\r\n\r\n") < 0:
+                    while (end := buf.find(b"\r\n\r\n")) < 0:
                         if len(buf) > 64 * 1024:
                             raise RemoteProtocolError("response headers longer than 64 KB")
                         data = await conn.recv()
                         if not data:
                             raise ConnectionResetError("closed")
                         buf += data
-            end = buf.find(b"\r\n\r\n")
         except TimeoutError:
             conn.abort()
             raise ReadTimeout(f"no answer in {self.timeout:g} s") from None

@@ -35,6 +35,9 @@ class WindowFitter:
     """build_context + fit_context + context_key for successive snapshots of one window."""
 
     def __init__(self) -> None:
+        self._clear()
+
+    def _clear(self) -> None:
         self._where: tuple[int, int, int, int] | None = None  # buf, row, lines_before, lines_after
         self._above: list[str] = []
         self._below: list[str] = []
@@ -51,7 +54,7 @@ class WindowFitter:
     def forget_buffer(self, buf: int) -> None:
         """The buffer is gone: its lines are not kept here."""
         if self._where is not None and self._where[0] == buf:
-            self.__init__()  # type: ignore[misc]
+            self._clear()
 
     def fit(self, snap: Snapshot, *, lines_before: int, lines_after: int, budget: int | None,
             est: TokenEstimator, prefix_share: float) -> Fitted:

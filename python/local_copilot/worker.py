@@ -11,23 +11,19 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Worker"]
+__all__ = ["Worker", "set_scheduling"]
 
 
-def _no_wakeup_preemption() -> None:
-    """Run this thread as SCHED_BATCH (Linux): same CPU share, but waking up it does not
-    preempt a running thread. A snapshot Neovim writes to the host wakes this thread at once,
-    and the kernel often ran it right away on Neovim's core, stopping Neovim's keystroke
-    callback mid-way for the host's ~1 ms of work: a trigger() of ~70 us took 0.7-1 ms of
-    wall-clock on a third of the keys (bench/run.py, Neovim main thread per key). Batch, it
-    runs on the other core, or once Neovim's callback is done."""
-    batch = getattr(os, "SCHED_BATCH", None)
-    if batch is None:
+def set_scheduling(policy: str) -> None:
+    """Run the calling thread (and what it starts later) under `policy` ("SCHED_BATCH",
+    "SCHED_OTHER"); where the platform has no such policy or refuses, nothing changes."""
+    value = getattr(os, policy, None)
+    if value is None:
         return
     try:
-        os.sched_setscheduler(0, batch, os.sched_param(0))  # 0: this thread
+        os.sched_setscheduler(0, value, os.sched_param(0))  # 0: the calling thread
     except OSError:
-        pass  # not allowed here: the default policy works too
+        pass  # the default policy works too
 
 
 class Worker:
@@ -37,7 +33,13 @@ class Worker:
         self._thread.start()
 
     def _main(self) -> None:
-        _no_wakeup_preemption()
+        # SCHED_BATCH: the same CPU share, but waking up this thread does not preempt a
+        # running one. A snapshot Neovim writes to the host wakes it at once, and the kernel
+        # often ran it right away on Neovim's core, stopping Neovim's keystroke callback
+        # mid-way for the host's ~1 ms of work: a trigger() of ~70 us took 0.7-1 ms of
+        # wall-clock on a third of the keys (bench/run.py, Neovim main thread per key).
+        # Batch, it runs on the other core, or once Neovim's callback is done.
+        set_scheduling("SCHED_BATCH")
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..worker import set_scheduling
 from .registry import ServerFiles, kill_group, proc_start_time
 
 
@@ -76,20 +77,10 @@ def _idle_check(files: ServerFiles, spec: dict[str, Any], pid: int, keep_alive: 
     return idle_since, stop
 
 
-def _normal_scheduling() -> None:
-    """This process was started from the host's network thread, which runs as SCHED_BATCH
-    (worker.py); the server must not inherit that (it would never preempt anything)."""
-    other = getattr(os, "SCHED_OTHER", None)
-    if other is None:
-        return
-    try:
-        os.sched_setscheduler(0, other, os.sched_param(0))
-    except OSError:
-        pass
-
-
 def run(spec: dict[str, Any]) -> int:
-    _normal_scheduling()
+    # started from the host's network thread, which runs as SCHED_BATCH (worker.py): the
+    # server must not inherit that
+    set_scheduling("SCHED_OTHER")
     files = ServerFiles(spec["dir"], spec["backend"], int(spec["port"]))
     log_path = Path(spec["log"])
     log_path.parent.mkdir(parents=True, exist_ok=True)
