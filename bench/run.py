@@ -16,6 +16,8 @@ What runs (see README, "Benchmarks"):
 * (e) snapshot + prompt on a 1,000- vs a 100,000-line buffer: trigger() in Neovim (snapshot and
   notification) plus build_context + fit_context in Python on the very snapshot Lua sent.
 * (f) `nvim --startuptime` with and without the plugin installed (pack/*/start + manifest).
+* (g) no budget, a yardstick: the CPU one wakeup of a Python thread costs on this machine after
+  1 ms and after 90 ms idle (bench/wakeup.py), to read the host CPU per key against.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import harness as H  # noqa: E402
+import wakeup  # noqa: E402
 
 from local_copilot.budget import TokenEstimator, fit_context  # noqa: E402
 from local_copilot.config import load_config  # noqa: E402
@@ -423,7 +426,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profiles", default=",".join(PROFILES), help="comma-separated, from: " + ", ".join(PROFILES))
     ap.add_argument("--reps", type=int, default=200, help="snapshot timings per buffer size")
     ap.add_argument("--startup-runs", type=int, default=15)
-    ap.add_argument("--skip", default="", help="comma-separated parts to skip: bursts,snapshot,startup")
+    ap.add_argument("--wakeups", type=int, default=100, help="messages per wakeup yardstick (4 of them)")
+    ap.add_argument("--skip", default="", help="comma-separated parts to skip: bursts,snapshot,startup,wakeup")
     ap.add_argument("--out", type=Path, default=None, help="JSON file (default bench/results/bench-TIME.json)")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a budget is missed (default: report only)")
     args = ap.parse_args(argv)
@@ -466,6 +470,9 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:
                 doc.setdefault("errors", []).append(f"startup: {exc!r}")
                 log(f"  startup failed: {exc!r}")
+    if "wakeup" not in skip:  # nothing else running: the machine's own cost
+        log("one Python wakeup's CPU after 1 and 90 ms idle ...")
+        doc["wakeup"] = wakeup.calibrate(args.wakeups)
     doc["budgets"] = budgets(doc)
     print(table(doc["budgets"]))
     for err in doc.get("errors", []):
@@ -483,6 +490,15 @@ def main(argv: list[str] | None = None) -> int:
     if "startup" in doc:
         st = doc["startup"]
         print(f"startup (ms): with {st['with_ms']:.2f}, without {st['without_ms']:.2f}")
+    if "wakeup" in doc:
+        w = doc["wakeup"]
+        print(f"this machine, one wakeup of a Python thread reading a message (CPU, us): asyncio"
+              f" {w['asyncio_after_1ms_us']:.0f} after 1 ms idle, {w['asyncio_after_90ms_us']:.0f} after 90 ms;"
+              f" blocking recv() {w['blocking_after_1ms_us']:.0f} / {w['blocking_after_90ms_us']:.0f}")
+        for name, p in doc["profiles"].items():
+            per_key = p["host_cpu_ms_per_key"]["mean"] * 1000
+            print(f"[{name}] host CPU per key = {per_key / w['asyncio_after_90ms_us']:.1f} asyncio wakeups after"
+                  " 90 ms idle (the host wakes at least twice per key: the snapshot, the answer)")
     out = args.out or RESULTS / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1, default=str))

@@ -26,7 +26,7 @@ ROWS = [
 def test_bench_measures_every_budget(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     res = subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), "--profiles", "defaults", "--bursts", "2",
-                          "--warmup", "0", "--reps", "20", "--startup-runs", "2", "--out", str(out)],
+                          "--warmup", "0", "--reps", "20", "--startup-runs", "2", "--wakeups", "8", "--out", str(out)],
                          capture_output=True, text=True, timeout=300, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "NOT MEASURED" not in res.stdout, res.stdout
@@ -42,3 +42,7 @@ def test_bench_measures_every_budget(tmp_path: Path) -> None:
     assert p["host_state_after"]["tasks"] == 0
     assert doc["snapshot"]["ratio"] > 0 and doc["startup"]["runs"] == 2
     assert {b["budget"] for b in doc["budgets"]} == set(ROWS)
+    # the yardstick for the host CPU row: one Python wakeup's CPU on this machine
+    assert set(doc["wakeup"]) == {f"{m}_after_{g}ms_us" for m in ("asyncio", "blocking") for g in (1, 90)}
+    assert all(v > 0 for v in doc["wakeup"].values()), doc["wakeup"]
+    assert "one wakeup of a Python thread" in res.stdout and "asyncio wakeups after 90 ms idle" in res.stdout
