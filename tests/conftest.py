@@ -18,6 +18,8 @@ from local_copilot.devtools.rplugin import register_rplugin  # noqa: E402
 from local_copilot.devtools.tiny_model import write_gguf  # noqa: E402
 from local_copilot.servers.llama_cpp import LlamaServer, find_llama_server  # noqa: E402
 
+from .integration.nvim_session import isolated_env  # noqa: E402
+
 
 def nvim_binary() -> str:
     found = find_nvim()
@@ -122,13 +124,4 @@ def manifest(nvim_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture()
 def nvim_env(tmp_path: Path, manifest: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        NVIM_RPLUGIN_MANIFEST=str(manifest),
-        XDG_STATE_HOME=str(tmp_path / "state"),
-        XDG_DATA_HOME=str(tmp_path / "data"),
-        XDG_CONFIG_HOME=str(tmp_path / "config"),
-        LOCAL_COPILOT_LOG_DIR=str(tmp_path / "log"),
-        LOCAL_COPILOT_RUNTIME_DIR=str(tmp_path / "run"),
-    )
-    return env
+    return isolated_env(tmp_path, manifest)

@@ -14,6 +14,21 @@ from ..helpers import wait_for
 REPO = Path(__file__).resolve().parents[2]
 
 
+def isolated_env(root: Path, manifest: Path) -> dict[str, str]:
+    """This environment with Neovim's and the plugin's state, data, config, log and runtime
+    directories under `root`, and the remote plugin manifest `manifest`."""
+    env = dict(os.environ)
+    env.update(
+        NVIM_RPLUGIN_MANIFEST=str(manifest),
+        XDG_STATE_HOME=str(root / "state"),
+        XDG_DATA_HOME=str(root / "data"),
+        XDG_CONFIG_HOME=str(root / "config"),
+        LOCAL_COPILOT_LOG_DIR=str(root / "log"),
+        LOCAL_COPILOT_RUNTIME_DIR=str(root / "run"),
+    )
+    return env
+
+
 def start_nvim(nvim_bin: str, manifest: Path, env: dict[str, str], *, setup: dict[str, Any] | None = None,
                columns: int = 80, lines: int = 24) -> pynvim.Nvim:
     argv = [

@@ -46,3 +46,18 @@ def test_bench_measures_every_budget(tmp_path: Path) -> None:
     assert set(doc["wakeup"]) == {f"{m}_after_{g}ms_us" for m in ("asyncio", "blocking") for g in (1, 90)}
     assert all(v > 0 for v in doc["wakeup"].values()), doc["wakeup"]
     assert "one wakeup of a Python thread" in res.stdout and "asyncio wakeups after 90 ms idle" in res.stdout
+
+
+def test_scripted_session_counts_what_reuse_saves() -> None:
+    """bench/session.py (README, "Development"): the same session with and without reuse."""
+    res = subprocess.run([sys.executable, str(REPO / "bench" / "session.py")],
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    rows = json.loads((REPO / "bench" / "results" / "session.json").read_text())
+    with_reuse, without = (next(r for r in rows if r["reuse"] is flag) for flag in (True, False))
+    # typing through the suggestion and retyping after backspaces asks the server less
+    assert with_reuse["typed_through"] > 0 and with_reuse["cache_hits"] > 0
+    assert with_reuse["requests"] < without["requests"], rows
+    assert with_reuse["tokens_generated"] < without["tokens_generated"], rows
+    # the accept inserts the rest of the phrase after what was typed
+    assert with_reuse["buffer"][2:] == ["\trun(a, b)", "\tok"], rows
