@@ -47,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--offline", action="store_true", help="skip the 1.5B preset, use the tiny model")
     ap.add_argument("--preset-timeout", type=float, default=900.0, help="seconds to wait for the preset to load")
     ap.add_argument("--file", default=str(REPO / "demo" / "sample.py"))
+    ap.add_argument("--listen", metavar="ADDRESS", help="also serve Neovim's RPC there (a test drives the demo through it)")
     args = ap.parse_args(argv)
 
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -75,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         LOCAL_COPILOT_DEMO_PYTHON=sys.executable,
     )
     try:
-        return subprocess.call([nvim, "-u", str(REPO / "demo" / "init.lua"), "-i", "NONE", "-n", str(work)], env=env)
+        listen = ["--listen", args.listen] if args.listen else []
+        return subprocess.call([nvim, "-u", str(REPO / "demo" / "init.lua"), "-i", "NONE", "-n", *listen, str(work)], env=env)
     finally:
         server.stop()
 
