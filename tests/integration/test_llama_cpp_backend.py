@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -68,18 +70,46 @@ async def test_closing_the_stream_stops_generation_on_the_server(llama_server: A
     assert 10 <= generated < 1500, generated
 
 
+def connections_to(port: int) -> dict[int, str]:
+    """This process's TCP connections to `port` on loopback, as the kernel lists them:
+    local port -> state ("ESTABLISHED", or "CLOSE_WAIT" once the server has closed its end)."""
+    mine = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            mine.add(target[8:-1])
+    states = {"01": "ESTABLISHED", "08": "CLOSE_WAIT"}
+    found = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            f = line.split()
+            local, remote, state, inode = f[1], f[2], f[3], f[9]
+            if inode in mine and int(remote.rsplit(":", 1)[1], 16) == port and state in states:
+                found[int(local.rsplit(":", 1)[1], 16)] = states[state]
+    return found
+
+
 async def test_an_unstreamed_answer_is_one_chunk_and_keeps_the_connection(llama_server: Any) -> None:
+    port = int(llama_server.url.rsplit(":", 1)[1])
     async with httpx.AsyncClient() as client:
         b = backend(llama_server.url, client)
+        await b.ensure_ready()  # its probes go through httpx's own connections
+        probes = connections_to(port)
         req = FimRequest(prefix="def f():\n", middle="    return ", suffix="\n", n_predict=5, stream=False)
         chunks = [c async for c in b.complete(req)]
         assert [(c.text, c.done) for c in chunks] == [("xxxxx", True)]
         assert chunks[0].timings and chunks[0].timings["predicted_n"] == 5 and chunks[0].timings["predicted_ms"] > 0
-        kept = [c for conns in b.streams._idle.values() for c in conns]
-        assert len(kept) == 1  # llama-server keeps an unstreamed answer's connection...
+        kept = {p: s for p, s in connections_to(port).items() if p not in probes}
+        assert list(kept.values()) == ["ESTABLISHED"]  # llama-server keeps an unstreamed answer's connection...
         chunks = [c async for c in b.complete(req)]
-        assert chunks[0].text == "xxxxx" and [c for conns in b.streams._idle.values() for c in conns] == kept
-        # ...and closes a streamed one's: the next request would connect again
+        assert chunks[0].text == "xxxxx"
+        assert {p: s for p, s in connections_to(port).items() if p not in probes} == kept  # ...and it is used again
+        # ...and closes a streamed one's: the next request goes over a new connection
         [c async for c in b.complete(FimRequest(prefix="a\n", middle="b", suffix="", n_predict=3))]
-        # (asked as after a pause, when reusable() peeks whether the server closed it)
-        assert all(not c.reusable(idle_s=60.0) for conns in b.streams._idle.values() for c in conns)
+        chunks = [c async for c in b.complete(req)]
+        assert chunks[0].text == "xxxxx"
+        now = {p: s for p, s in connections_to(port).items() if p not in probes and s == "ESTABLISHED"}
+        assert len(now) == 1 and not set(now) & set(kept), (kept, now)
