@@ -197,6 +197,18 @@ class HttpBackend:
     def _decode(self, payload: bytes) -> Chunk:
         raise NotImplementedError
 
+    def _message(self, decoder: msgspec.json.Decoder[T], payload: bytes) -> T:
+        """One stream payload decoded strictly; a malformed one, or one that carries the
+        server's `error`, raises ProtocolError with the server's words."""
+        try:
+            msg = decoder.decode(payload)
+        except (msgspec.DecodeError, ValueError) as exc:
+            raise ProtocolError(f"{self.name}: malformed stream chunk ({exc})") from None
+        error = getattr(msg, "error", None)
+        if error is not None:
+            raise ProtocolError(f"{self.name}: server error in stream: {str(error)[:300]}")
+        return msg
+
     def forget(self) -> None:
         """The server went away: what was probed may differ when it comes back."""
 

@@ -208,13 +208,7 @@ class LlamaCppBackend(HttpBackend):
         return super()._chunks(batch)
 
     def _decode(self, payload: bytes) -> Chunk:
-        try:
-            msg = _decoder.decode(payload)
-        except (msgspec.DecodeError, ValueError) as exc:
-            raise ProtocolError(f"{self.name}: malformed stream chunk ({exc})") from None
-        if msg.error is not None:
-            raise ProtocolError(f"{self.name}: server error in stream: {str(msg.error)[:300]}")
-        return self._chunk(msg)
+        return self._chunk(self._message(_decoder, payload))
 
     @staticmethod
     def _chunk(msg: _InfillChunk) -> Chunk:

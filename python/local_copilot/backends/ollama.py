@@ -132,12 +132,7 @@ class OllamaBackend(HttpBackend):
         return "/api/generate", self.body(req, await self.ensure_ready()), NDJSONParser(), _final
 
     def _decode(self, line: bytes) -> Chunk:
-        try:
-            msg = _decoder.decode(line)
-        except (msgspec.DecodeError, ValueError) as exc:
-            raise ProtocolError(f"{self.name}: malformed stream line ({exc})") from None
-        if msg.error is not None:
-            raise ProtocolError(f"{self.name}: {msg.error}")
+        msg = self._message(_decoder, line)
         if not msg.done:
             return Chunk(text=msg.response)
         timings = {"prompt_n": float(msg.prompt_eval_count), "predicted_n": float(msg.eval_count)}

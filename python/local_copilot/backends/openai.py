@@ -169,12 +169,7 @@ class OpenAIBackend(HttpBackend):
     def _decode(self, payload: bytes) -> Chunk:
         if payload == b"[DONE]":
             return Chunk(text="", done=True)
-        try:
-            msg = _decoder.decode(payload)
-        except (msgspec.DecodeError, ValueError) as exc:
-            raise ProtocolError(f"{self.name}: malformed stream chunk ({exc})") from None
-        if msg.error is not None:
-            raise ProtocolError(f"{self.name}: server error in stream: {str(msg.error)[:300]}")
+        msg = self._message(_decoder, payload)
         if not msg.choices:  # the usage chunk
             if msg.usage is None:
                 return Chunk(text="")
