@@ -16,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import threading
 from collections.abc import Callable
 from typing import Any
+
+from .loopback import LoopbackServer
 
 RESET = "reset"
 CLOSE = "close"
@@ -76,7 +77,7 @@ def llama(stream: list[Step], n_ctx: int = 4096) -> Script:
     return lambda path, body: (200, llama_props(n_ctx)) if path == "/props" else (200, list(stream))
 
 
-class FakeServer:
+class FakeServer(LoopbackServer):
     def __init__(self, script: Script, *, port: int = 0) -> None:
         self.script = script
         self.requests: list[tuple[str, dict[str, Any]]] = []
@@ -85,27 +86,7 @@ class FakeServer:
         self.first_byte_delay = 0.0
         # strings the /tokenize probe reports as single tokens (see the module doc)
         self.fim_tokens: tuple[str, ...] = ()
-        self.loop = asyncio.new_event_loop()
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # take over a port just released
-        sock.bind(("127.0.0.1", port))
-        self.port = sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._sock = sock
-        self._thread = threading.Thread(target=self._main, daemon=True)
-        self._ready = threading.Event()
-        self._thread.start()
-        self._ready.wait(5)
-
-    def _main(self) -> None:
-        asyncio.set_event_loop(self.loop)
-
-        async def start() -> None:
-            self._server = await asyncio.start_server(self._handle, sock=self._sock)
-            self._ready.set()
-
-        self.loop.run_until_complete(start())
-        self.loop.run_forever()
+        super().__init__(port)
 
     def _pieces(self, content: str) -> bytes:
         pieces: list[str] = []
@@ -169,15 +150,3 @@ class FakeServer:
             pass
         finally:
             writer.close()
-
-    def close(self) -> None:
-        async def shutdown() -> None:
-            self._server.close()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(5)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(2)

@@ -8,37 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import threading
 from typing import Any
 
+from .loopback import LoopbackServer
 
-class RecordingProxy:
+
+class RecordingProxy(LoopbackServer):
     def __init__(self, upstream_port: int) -> None:
         self.upstream_port = upstream_port
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self.headers: list[tuple[str, dict[str, str]]] = []  # (path, lower-cased headers) per request
-        self.loop = asyncio.new_event_loop()
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._sock = sock
-        ready = threading.Event()
-
-        def main() -> None:
-            asyncio.set_event_loop(self.loop)
-
-            async def start() -> None:
-                self._server = await asyncio.start_server(self._handle, sock=self._sock)
-                ready.set()
-
-            self.loop.run_until_complete(start())
-            self.loop.run_forever()
-
-        self._thread = threading.Thread(target=main, daemon=True)
-        self._thread.start()
-        ready.wait(5)
+        super().__init__()
 
     def bodies(self, path: str) -> list[dict[str, Any]]:
         return [body for p, body in self.requests if p == path]
@@ -68,17 +48,3 @@ class RecordingProxy:
         finally:
             up_w.close()
             writer.close()
-
-    def close(self) -> None:
-        async def shutdown() -> None:
-            # end the handlers still relaying (a stream the client left open) before the loop
-            # stops, or their cleanup runs later on a closed loop
-            self._server.close()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(5)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(2)
