@@ -56,7 +56,8 @@ def wait_healthy(url: str, timeout: float, proc: subprocess.Popen[bytes] | None 
 
 
 class LlamaServer:
-    """A llama-server child process bound to 127.0.0.1 with its output in a log file."""
+    """A server child process bound to 127.0.0.1 with its output in a log file: llama-server
+    (`for_model`), or any command that answers GET /health when ready (the tests' vLLM)."""
 
     def __init__(self, argv: Sequence[str], *, port: int, log_file: str | Path | None = None) -> None:
         self.argv = list(argv)
@@ -91,7 +92,8 @@ class LlamaServer:
                                          stdin=subprocess.DEVNULL)
         if not wait_healthy(self.url, timeout, self.proc):
             self.stop()
-            raise RuntimeError(f"llama-server did not become healthy: {' '.join(self.argv)}")
+            # the class runs vLLM in the tests too: name what did not start
+            raise RuntimeError(f"{Path(self.argv[0]).name} did not become healthy: {' '.join(self.argv)}")
         return self
 
     def stop(self) -> None:
