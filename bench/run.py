@@ -17,7 +17,8 @@ What runs (see README, "Benchmarks"):
   notification) plus build_context + fit_context in Python on the very snapshot Lua sent.
 * (f) `nvim --startuptime` with and without the plugin installed (pack/*/start + manifest).
 * (g) no budget, a yardstick: the CPU one wakeup of a Python thread costs on this machine after
-  1 ms and after 90 ms idle (bench/wakeup.py), to read the host CPU per key against.
+  1 ms and after 90 ms idle, and two steps of the host's per-key work warm and after 90 ms idle
+  (bench/wakeup.py), to read the host CPU per key against.
 """
 
 from __future__ import annotations
@@ -473,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     if "wakeup" not in skip:  # nothing else running: the machine's own cost
         log("one Python wakeup's CPU after 1 and 90 ms idle ...")
         doc["wakeup"] = wakeup.calibrate(args.wakeups)
+        doc["cold_work"] = wakeup.cold_work_us(sample_source(400), max(3, args.wakeups // 3))
     doc["budgets"] = budgets(doc)
     print(table(doc["budgets"]))
     for err in doc.get("errors", []):
@@ -495,6 +497,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"this machine, one wakeup of a Python thread reading a message (CPU, us): asyncio"
               f" {w['asyncio_after_1ms_us']:.0f} after 1 ms idle, {w['asyncio_after_90ms_us']:.0f} after 90 ms;"
               f" blocking recv() {w['blocking_after_1ms_us']:.0f} / {w['blocking_after_90ms_us']:.0f}")
+        for step, c in doc.get("cold_work", {}).items():
+            print(f"  {step} (host work per key): {c['warm_us']:.0f} us warm, {c['first_after_90ms_us']:.0f} us as the"
+                  f" first call after 90 ms idle, {c['second_us']:.0f} us right after that")
         for name, p in doc["profiles"].items():
             per_key = p["host_cpu_ms_per_key"]["mean"] * 1000
             print(f"[{name}] host CPU per key = {per_key / w['asyncio_after_90ms_us']:.1f} asyncio wakeups after"

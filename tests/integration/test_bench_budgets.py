@@ -46,6 +46,8 @@ def test_bench_measures_every_budget(tmp_path: Path) -> None:
     assert set(doc["wakeup"]) == {f"{m}_after_{g}ms_us" for m in ("asyncio", "blocking") for g in (1, 90)}
     assert all(v > 0 for v in doc["wakeup"].values()), doc["wakeup"]
     assert "one wakeup of a Python thread" in res.stdout and "asyncio wakeups after 90 ms idle" in res.stdout
+    assert set(doc["cold_work"]) == {"window fit", "post-processing"}
+    assert all(v > 0 for c in doc["cold_work"].values() for v in c.values()), doc["cold_work"]
 
 
 def test_scripted_session_counts_what_reuse_saves() -> None:
