@@ -4,10 +4,11 @@ The host sleeps between keystrokes (90 ms apart) and wakes at least twice per ke
 snapshot, and for the server's answer. After an idle gap the CPU runs the interpreter from cold
 caches: on the project's 2-core VM an asyncio wakeup that reads one small message cost ~190 us
 of CPU after a 90 ms gap against ~60 us after 1 ms (and a bare blocking recv() ~60 vs ~20 us).
-So the host CPU per key depends on the machine as much as on the code; this measures the
-machine's part, with nothing of the plugin in it.
+So the host CPU per key depends on the machine as much as on the code. `wakeup_us` measures
+the machine's part, with nothing of the plugin in it; `cold_work_us` times two steps of the
+plugin's own per-key work warm and right after such a gap.
 
-Another process writes a 200-byte message every `gap` seconds over a socketpair; this one reads
+For `wakeup_us` another process writes a 200-byte message every `gap` seconds over a socketpair; this one reads
 each in an asyncio Protocol (as the host's channel does) or in a blocking recv(), and counts its
 own thread's CPU time per message.
 """

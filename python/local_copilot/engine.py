@@ -652,4 +652,3 @@ def _with(req: FimRequest, **changes: object) -> FimRequest:
 
 def _prompt_bytes(req: FimRequest) -> int:
     return sum(map(utf8_len, (req.prefix, req.middle, req.suffix))) + sum(utf8_len(c.text) for c in req.extra)
-

@@ -119,4 +119,3 @@ class WindowFitter:
             nxt = self._next[:keep]
             found = self._suffixes[keep] = (join_suffix(nxt), nxt)
         return found
-

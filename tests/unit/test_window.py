@@ -36,7 +36,6 @@ def test_the_fitted_window_matches_building_and_fitting_it_anew(budget: int | No
     lines = _lines(600, seed=1)
     row, buf = 300, 1
     typed = ""
-    steps = 0
     rnd = random.Random(2)
     for step in range(120):
         action = rnd.random()
@@ -61,8 +60,6 @@ def test_the_fitted_window_matches_building_and_fitting_it_anew(budget: int | No
         got = fitter.fit(snap, lines_before=200, lines_after=60, budget=budget, est=est, prefix_share=0.75)
         ctx, key, tokens = _reference(snap, 200, 60, budget, est)
         assert got.ctx == ctx and got.key == key and got.tokens == tokens, step
-        steps += 1
-    assert steps == 120
 
 
 def test_a_forgotten_buffers_lines_are_not_kept() -> None:
