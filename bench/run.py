@@ -19,6 +19,8 @@ What runs (see README, "Benchmarks"):
 * (g) no budget, a yardstick: the CPU one wakeup of a Python thread costs on this machine after
   1 ms and after 90 ms idle, and two steps of the host's per-key work warm and after 90 ms idle
   (bench/wakeup.py), to read the host CPU per key against.
+* (h) no budget, a yardstick: the floor under the host CPU per key, the CPU of the leanest
+  Python loop that does a keystroke's I/O (bench/floor.py) against the same tiny llama-server.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import harness as H  # noqa: E402
+import floor  # noqa: E402
 import wakeup  # noqa: E402
 
 from local_copilot.budget import TokenEstimator, fit_context  # noqa: E402
@@ -428,7 +431,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=200, help="snapshot timings per buffer size")
     ap.add_argument("--startup-runs", type=int, default=15)
     ap.add_argument("--wakeups", type=int, default=100, help="messages per wakeup yardstick (4 of them)")
-    ap.add_argument("--skip", default="", help="comma-separated parts to skip: bursts,snapshot,startup,wakeup")
+    ap.add_argument("--floor-bursts", type=int, default=12, help="typing bursts of the floor yardstick")
+    ap.add_argument("--skip", default="", help="comma-separated parts to skip: bursts,snapshot,startup,wakeup,floor")
     ap.add_argument("--out", type=Path, default=None, help="JSON file (default bench/results/bench-TIME.json)")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a budget is missed (default: report only)")
     args = ap.parse_args(argv)
@@ -457,6 +461,13 @@ def main(argv: list[str] | None = None) -> int:
                     except Exception as exc:  # report it and measure the rest
                         doc.setdefault("errors", []).append(f"profile {name}: {exc!r}")
                         log(f"  {name} failed: {exc!r}")
+            if "floor" not in skip:
+                log("the leanest Python loop for a keystroke's I/O (the floor) ...")
+                try:
+                    doc["floor"] = floor.lean_host_ms_per_key(server.url, sample_source(400), args.floor_bursts)
+                except Exception as exc:
+                    doc.setdefault("errors", []).append(f"floor: {exc!r}")
+                    log(f"  floor failed: {exc!r}")
             if "snapshot" not in skip:
                 log("snapshot + prompt cost, 1,000 vs 100,000 lines ...")
                 try:
@@ -504,6 +515,13 @@ def main(argv: list[str] | None = None) -> int:
             per_key = p["host_cpu_ms_per_key"]["mean"] * 1000
             print(f"[{name}] host CPU per key = {per_key / w['asyncio_after_90ms_us']:.1f} asyncio wakeups after"
                   " 90 ms idle (the host wakes at least twice per key: the snapshot, the answer)")
+    if "floor" in doc:
+        f = doc["floor"]
+        print(f"the floor: the leanest Python loop doing a keystroke's I/O (bench/floor.py) uses"
+              f" {f['host_cpu_ms_per_key']:.2f} ms CPU per key (bursts {f['spread_ms'][0]:.2f}-{f['spread_ms'][1]:.2f},"
+              f" prompt {f['prompt_tokens']} tokens)")
+        for name, p in doc["profiles"].items():
+            print(f"[{name}] host CPU per key = {p['host_cpu_ms_per_key']['mean'] / f['host_cpu_ms_per_key']:.1f} x the floor")
     out = args.out or RESULTS / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1, default=str))

@@ -26,7 +26,8 @@ ROWS = [
 def test_bench_measures_every_budget(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     res = subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), "--profiles", "defaults", "--bursts", "2",
-                          "--warmup", "0", "--reps", "20", "--startup-runs", "2", "--wakeups", "8", "--out", str(out)],
+                          "--warmup", "0", "--reps", "20", "--startup-runs", "2", "--wakeups", "8", "--floor-bursts", "2",
+                          "--out", str(out)],
                          capture_output=True, text=True, timeout=300, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "NOT MEASURED" not in res.stdout, res.stdout
@@ -48,6 +49,10 @@ def test_bench_measures_every_budget(tmp_path: Path) -> None:
     assert "one wakeup of a Python thread" in res.stdout and "asyncio wakeups after 90 ms idle" in res.stdout
     assert set(doc["cold_work"]) == {"window fit", "post-processing"}
     assert all(v > 0 for c in doc["cold_work"].values() for v in c.values()), doc["cold_work"]
+    # the floor: a lean loop doing a keystroke's I/O against the same server, its prompt the host's size
+    assert doc["floor"]["bursts"] == 2 and doc["floor"]["host_cpu_ms_per_key"] > 0, doc["floor"]
+    assert doc["floor"]["prompt_tokens"] > 1000, doc["floor"]
+    assert "x the floor" in res.stdout
 
 
 def test_scripted_session_counts_what_reuse_saves() -> None:
