@@ -65,7 +65,13 @@ def test_demo_shows_ghost_text_tab_accepts_and_quitting_stops_the_server(tmp_pat
         url = nvim.eval("$LOCAL_COPILOT_DEMO_URL")
         nvim.input("Go")  # a new last line, insert mode: typing starts requests
         nvim.input("def ")
-        text = wait_for(lambda: suggestion(nvim), timeout=30, what="ghost text in the demo")
+        wait_for(lambda: suggestion(nvim), timeout=30, what="ghost text in the demo")
+        # the first part shows first and the rest replaces it once typing pauses: <Tab> takes
+        # what is on screen when it is pressed, so read it once it is the whole suggestion
+        wait_for(lambda: nvim.exec_lua("local c = require('local_copilot.ghost').current\n"
+                                       "return c ~= nil and c.final == true"), timeout=30, what="the whole suggestion")
+        text = suggestion(nvim)
+        assert text
         row = len(nvim.current.buffer) - 1
         before = nvim.current.buffer[row]  # "def " after the sample's indent
         nvim.input("<Tab>")
