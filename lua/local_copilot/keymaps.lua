@@ -34,14 +34,33 @@ local function fallback(prev, lhs)
   feed(rhs, prev.noremap ~= 1)
 end
 
+-- lhs -> { name = action, prev = what the key did before we mapped it }
 M.installed = {}
 
+-- Give `lhs` back what it did before we mapped it.
+local function restore(lhs, prev)
+  pcall(vim.keymap.del, 'i', lhs)
+  if prev and not vim.tbl_isempty(prev) then vim.fn.mapset('i', false, prev) end
+end
+
+-- Map the keys of `keymaps` (setup() again replaces the previous set: a key whose action
+-- changed is re-bound, a key no longer named does what it did before).
 function M.apply(keymaps)
+  local wanted = {}
   for name, lhs in pairs(keymaps or {}) do
-    local action = M.actions[name]
-    if action and type(lhs) == 'string' and lhs ~= '' and not M.installed[lhs] then
+    if M.actions[name] and type(lhs) == 'string' and lhs ~= '' then wanted[lhs] = name end
+  end
+  for lhs, km in pairs(M.installed) do
+    if wanted[lhs] ~= km.name then
+      restore(lhs, km.prev)
+      M.installed[lhs] = nil
+    end
+  end
+  for lhs, name in pairs(wanted) do
+    if not M.installed[lhs] then
       local prev = vim.fn.maparg(lhs, 'i', false, true)
-      M.installed[lhs] = true
+      local action = M.actions[name]
+      M.installed[lhs] = { name = name, prev = prev }
       vim.keymap.set('i', lhs, function()
         if not action() then fallback(prev, lhs) end
       end, { desc = 'local-copilot: ' .. name .. ' (falls back to the key)' })

@@ -135,6 +135,31 @@ def test_tab_falls_back_to_the_users_mapping_and_the_completion_menu(open_nvim: 
     assert nvim.call("maparg", "<Tab>", "i") != ""  # a mapping remains; none was removed
 
 
+def test_setup_again_rebinds_and_gives_keys_back(open_nvim: Any, phrase_server: Any) -> None:
+    nvim = open_nvim(phrase_server.url, ["def f():", "\t"], keymaps={"accept": "<Tab>"})
+    nvim.command("inoremap <C-j> USERJ")  # the user's own mapping of the key accept moves to
+
+    def setup(keymaps: dict[str, Any]) -> None:
+        nvim.exec_lua("require('local_copilot').setup(...)", {
+            "backends": {"llama.cpp": {"url": phrase_server.url, "endpoint": "infill"}}, "keymaps": keymaps})
+
+    def desc(lhs: str) -> str:
+        return nvim.call("maparg", lhs, "i", False, True).get("desc", "")
+
+    assert desc("<Tab>") == "local-copilot: accept (falls back to the key)"
+    setup({"accept": "<C-j>"})  # accept moves: <Tab> does what it did before (Neovim's own
+    assert not desc("<Tab>").startswith("local-copilot")  # snippet-jump mapping), <C-j> accepts
+    assert desc("<C-j>") == "local-copilot: accept (falls back to the key)"
+    at_end_of(nvim, 2)
+    assert wait_ghost(nvim, lambda t: t == PHRASE)
+    nvim.input("<C-j>")
+    wait_for(lambda: nvim.current.buffer[1:] == ["\trun(a, b)", "\tok"], what="<C-j> accepted")
+    setup({"accept": False})  # no keys: <C-j> does what the user mapped it to
+    assert nvim.call("maparg", "<C-j>", "i") == "USERJ"
+    nvim.input("<C-j>")
+    wait_for(lambda: nvim.current.buffer[2] == "\tokUSERJ", what="the user's <C-j>")
+
+
 def test_next_and_prev_fetch_and_cycle_alternatives(open_nvim: Any, branch_server: Any) -> None:
     nvim = open_nvim(branch_server.url, ["def f():", "\t"], ui=True)
     at_end_of(nvim, 2)
