@@ -4,6 +4,7 @@
     local-copilot stop   BACKEND
     local-copilot status [BACKEND] [--json]
     local-copilot doctor [BACKEND] [--config FILE] [--url URL] [--json]
+    local-copilot complete FILE[:LINE[:COL]] [--backend NAME] [--config FILE] [--url URL] [--json]
     local-copilot bench  --backend NAME=URL [--backend NAME=URL ...] [-n TOKENS] [--concurrency 1,2,4,8]
 
 BACKEND is a name from the configuration (built-ins: llama.cpp, vllm, ollama, openai) or
@@ -31,7 +32,7 @@ import msgspec
 import platformdirs
 
 from .config import BackendConfig, load_config
-from .errors import ConfigError, LocalCopilotError
+from .errors import BackendError, ConfigError, LocalCopilotError
 from .servers.options import ServerOptions, server_options
 
 __all__ = ["main", "build_parser", "resolve_backend"]
@@ -251,6 +252,51 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     return 1 if report.broken else 0
 
 
+def _position(spec: str) -> tuple[str, int | None, int | None]:
+    """FILE, FILE:LINE or FILE:LINE:COL (1-based; `-` is standard input). A name that exists
+    as a file is taken as one, colons and all."""
+    readings: list[tuple[str, int | None, int | None]] = [(spec, None, None)]
+    head, _, last = spec.rpartition(":")
+    if head and last.isdigit():
+        readings.append((head, int(last), None))
+        first, _, mid = head.rpartition(":")
+        if first and mid.isdigit():
+            readings.append((first, int(mid), int(last)))
+    for reading in readings:
+        if reading[0] == "-" or Path(reading[0]).is_file():
+            return reading
+    return readings[-1]  # no such file: the error names the file without the position
+
+
+def _cmd_complete(args: argparse.Namespace) -> int:
+    from .oneshot import complete_text
+
+    path, line, col = _position(args.file)
+    if path == "-":
+        text, path = sys.stdin.read(), ""
+    else:
+        try:
+            text = Path(path).read_text(encoding="utf-8", errors="surrogateescape")
+        except OSError as exc:
+            raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    raw = read_config_file(config_file(args.config))
+    name = args.backend or raw.get("backend") or "llama.cpp"
+    fields, _ = _flag_overrides(args)
+    backends = raw.setdefault("backends", {})
+    if fields and isinstance(backends, dict):
+        backends[name] = {**(backends.get(name) or {}), **fields}
+    raw["backend"] = name
+    try:
+        answer = complete_text(raw, text, path=path, line=line, col=col)
+    except BackendError as exc:
+        raise BackendError(f"{exc} (is its server running? `local-copilot status {name}`)") from None
+    if args.json:
+        print(json.dumps({"backend": answer.backend, "text": answer.text, "seconds": round(answer.seconds, 3)}))
+    else:
+        sys.stdout.write(answer.text + ("\n" if answer.text and not answer.text.endswith("\n") else ""))
+    return 0
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from .bench.cli import run
 
@@ -310,6 +356,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=10.0, help="seconds the live FIM probe may take (default 10)")
     _backend_flags(p, server=False)
     p.set_defaults(func=_cmd_doctor)
+
+    p = sub.add_parser("complete", help="print the suggestion the plugin would show at a spot of a file "
+                                        "(the backend must be running)")
+    p.add_argument("file", metavar="FILE[:LINE[:COL]]",
+                   help="the file (- for standard input) and the cursor: 1-based line, and column in bytes as "
+                        "Neovim counts it (one past the end is the end of the line); default: the end of the file")
+    p.add_argument("--backend", help="the backend to ask (default: the configured one, else llama.cpp)")
+    p.add_argument("--json", action="store_true", help='{"backend", "text", "seconds"} instead of the text')
+    _backend_flags(p, server=False)
+    p.set_defaults(func=_cmd_complete)
 
     from .bench.cli import add_arguments
 

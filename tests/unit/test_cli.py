@@ -66,3 +66,14 @@ def test_status_of_nothing_running_exits_3(monkeypatch: pytest.MonkeyPatch, tmp_
     assert "stopped" in capsys.readouterr().out
     assert cli.main(["status", "llama.cpp", "--url", url, "--json"]) == 3
     assert json.loads(capsys.readouterr().out)[0]["state"] == "stopped"
+
+
+def test_complete_reads_file_line_and_column(tmp_path: Path) -> None:
+    assert cli._position("a.py") == ("a.py", None, None)
+    assert cli._position("a.py:12") == ("a.py", 12, None)
+    assert cli._position("dir/a.py:12:5") == ("dir/a.py", 12, 5)
+    assert cli._position("-") == ("-", None, None)
+    odd = tmp_path / "notes:2:3"  # an existing file whose name looks like a spot is taken whole
+    odd.write_text("")
+    assert cli._position(str(odd)) == (str(odd), None, None)
+    assert cli._position(f"{odd}:4") == (str(odd), 4, None)

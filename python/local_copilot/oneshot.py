@@ -1,0 +1,116 @@
+"""One completion outside Neovim (`local-copilot complete`): a file, a cursor, the engine.
+
+The same Engine the editor uses runs once on a snapshot built from the file, so the prompt,
+the window fit, the template, the post-processing and the continuation are the editor's; the
+suggestion it would draw is the answer. Nothing is started: the backend must be running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from .config import load_config
+from .engine import Engine
+from .log import setup_logging
+from .errors import BackendError, ConfigError
+from .render import RenderPlan
+from .snapshot import Snapshot
+
+__all__ = ["Answer", "complete_text", "cursor_at", "filetype_of"]
+
+# the file types a snapshot names, by extension (the template and post-processor read it)
+_FILETYPES = {
+    ".py": "python", ".lua": "lua", ".js": "javascript", ".ts": "typescript", ".tsx": "typescriptreact",
+    ".jsx": "javascriptreact", ".rs": "rust", ".go": "go", ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp",
+    ".hpp": "cpp", ".java": "java", ".rb": "ruby", ".sh": "sh", ".md": "markdown", ".toml": "toml",
+    ".json": "json", ".yaml": "yaml", ".yml": "yaml", ".vim": "vim", ".zig": "zig", ".kt": "kotlin",
+}
+
+
+class Answer:
+    """The suggestion the editor would show at the cursor ("" when the model had none)."""
+
+    __slots__ = ("text", "seconds", "backend")
+
+    def __init__(self, text: str, seconds: float, backend: str) -> None:
+        self.text, self.seconds, self.backend = text, seconds, backend
+
+
+def filetype_of(path: str) -> str:
+    return _FILETYPES.get(Path(path).suffix.lower(), "")
+
+
+def cursor_at(lines: list[str], line: int | None, col: int | None) -> tuple[int, int]:
+    """0-based row and byte column for a 1-based LINE and COL (COL as Neovim counts it: bytes,
+    and one past the last byte is the end of the line); by default the end of the last line."""
+    if not lines:
+        lines.append("")
+    row = len(lines) - 1 if line is None else line - 1
+    if not 0 <= row < len(lines):
+        raise ConfigError(f"line {line} is not in the file (it has {len(lines)} lines)")
+    size = len(lines[row].encode("utf-8", "surrogateescape"))
+    byte = size if col is None else col - 1
+    if not 0 <= byte <= size:
+        raise ConfigError(f"column {col} is not on line {row + 1} (it has {size} bytes; {size + 1} is its end)")
+    return row, byte
+
+
+class _Collector:
+    """The Editor port: keeps the final plan, or why there is none."""
+
+    def __init__(self) -> None:
+        self.plan: RenderPlan | None = None
+        self.failure = ""
+        self.done = asyncio.Event()
+
+    def show(self, plan: RenderPlan) -> None:
+        if plan.final:
+            self.plan = plan
+            self.done.set()
+
+    def notify(self, message: str, level: str) -> None:
+        if level in ("error", "warn") and not self.failure:
+            self.failure = message
+
+    def backend_state(self, state: str, message: str) -> None:
+        if state == "down":
+            self.failure = self.failure or message
+            self.done.set()
+
+
+async def _complete(raw: dict[str, Any], snap: Snapshot) -> Answer:
+    # one answer, nothing after it: no speculative request for the spot after an accept
+    cfg = load_config({**raw, "speculative": False})
+    setup_logging(cfg.log_level)  # the engine's warnings to the plugin's log, as in the editor; the error to stderr
+    editor = _Collector()
+    engine = Engine(editor)
+    engine.configure(cfg)
+    t0 = time.monotonic()
+    try:
+        engine.submit(snap)
+        # the engine has its own per-request timeouts; this only bounds a probe plus a request
+        limit = 2 * cfg.active.timeout_ms / 1000 + 5
+        try:
+            await asyncio.wait_for(editor.done.wait(), limit)
+        except TimeoutError:
+            raise BackendError(f"{cfg.backend}: no suggestion within {limit:g} s") from None
+    finally:
+        await engine.close()
+    if editor.plan is None:
+        raise BackendError(editor.failure.removeprefix("local-copilot: ") or f"{cfg.backend}: no answer")
+    return Answer(editor.plan.text, time.monotonic() - t0, cfg.backend)
+
+
+def complete_text(raw: dict[str, Any], text: str, *, path: str = "", line: int | None = None,
+                  col: int | None = None) -> Answer:
+    """The suggestion for `text` (a file's contents) at LINE:COL, from the configured backend."""
+    lines = text.split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()  # the file's final newline ends its last line, as in Neovim
+    row, byte = cursor_at(lines, line, col)
+    snap = Snapshot(buf=1, tick=1, row=row, col=byte, first=0, lines=lines, nlines=len(lines),
+                    ft=filetype_of(path), path=str(Path(path).resolve()) if path else "", seq=1)
+    return asyncio.run(_complete(raw, snap))

@@ -1,0 +1,85 @@
+"""`local-copilot complete FILE:LINE:COL`: the suggestion the editor would show, from the
+terminal, against the real llama-server (the phrase model writes PHRASE)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from local_copilot import cli
+from local_copilot.servers.llama_cpp import LlamaServer
+
+from ..conftest import PHRASE
+from ..fakes.recording_proxy import RecordingProxy
+from .nvim_session import REPO
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture()
+def proxy(phrase_server: LlamaServer) -> Iterator[RecordingProxy]:
+    p = RecordingProxy(phrase_server.port)
+    yield p
+    p.close()
+
+
+def _config(tmp_path: Path, url: str) -> str:
+    # the phrase model is asked through /infill, as the editor's tests ask it
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"backends": {"llama.cpp": {"url": url, "endpoint": "infill"}}}))
+    return str(path)
+
+
+def test_prints_the_suggestion_for_a_spot_and_sends_the_file_around_it(
+        tmp_path: Path, proxy: RecordingProxy, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("LOCAL_COPILOT_LOG_DIR", str(tmp_path / "log"))
+    src = tmp_path / "job.py"
+    src.write_text("import os\n\ndef main():\n\t\n\treturn 0\n")
+    assert cli.main(["complete", f"{src}:4:2", "--config", _config(tmp_path, proxy.url)]) == 0
+    out = capsys.readouterr()
+    assert out.out == PHRASE + "\n" and out.err == ""
+    body = proxy.bodies("/infill")[0]
+    # the cursor sits after the tab of line 4: the text above, the line so far, the text below
+    assert body["input_prefix"] == "import os\n\ndef main():\n"
+    assert body["prompt"] == "\t"
+    assert body["input_suffix"] == "\n\treturn 0"
+
+
+def test_json_and_standard_input_as_a_user_runs_it(tmp_path: Path, phrase_server: LlamaServer) -> None:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO / "python"), "LOCAL_COPILOT_LOG_DIR": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-m", "local_copilot.cli", "complete", "-", "--json",
+                          "--config", _config(tmp_path, phrase_server.url)],
+                         input="def f():\n\t", capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert res.returncode == 0, res.stderr
+    answer = json.loads(res.stdout)
+    assert answer["backend"] == "llama.cpp" and answer["text"] == PHRASE and answer["seconds"] > 0
+
+
+def test_a_server_that_is_not_there_is_one_line_on_stderr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("LOCAL_COPILOT_LOG_DIR", str(tmp_path))
+    src = tmp_path / "a.py"
+    src.write_text("x = 1\n")
+    assert cli.main(["complete", str(src), "--url", "http://127.0.0.1:9"]) == 1
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert out.err.splitlines() == ["local-copilot: llama.cpp: cannot reach http://127.0.0.1:9 (ConnectError) "
+                                    "(is its server running? `local-copilot status llama.cpp`)"]
+
+
+@pytest.mark.parametrize(("spot", "message"), [
+    (":9", "line 9 is not in the file (it has 1 lines)"),
+    (":1:8", "column 8 is not on line 1 (it has 5 bytes; 6 is its end)"),
+])
+def test_a_spot_outside_the_file_says_where_it_is(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  spot: str, message: str) -> None:
+    src = tmp_path / "a.py"
+    src.write_text("x = 1\n")
+    assert cli.main(["complete", f"{src}{spot}", "--url", "http://127.0.0.1:9"]) == 1
+    assert capsys.readouterr().err == f"local-copilot: {message}\n"
