@@ -97,7 +97,11 @@ def test_secret_files_are_never_sent(proxy: RecordingProxy, open_nvim: Any, tmp_
     for name, line in SECRETS.items():
         (tmp_path / name).write_text("\n".join([line] + [f"{line} line {i}" for i in range(100)]) + "\n")
     visible = tmp_path / "helpers.py"
-    visible.write_text("".join(f"def visiblemarker_{i}(a):\n    return a + {i}\n" for i in range(60)))
+    # short lines: the tiny model's vocabulary takes ~1.1 bytes per token, and a 64-line chunk
+    # of the longer lines this file had (~1,210 bytes) cost 1,010-1,090 tokens by the host's
+    # estimate, whose last digits depend on which answers calibrated it: around the 1,024
+    # tokens cross-file context gets, so it was sometimes left out (make test saw it once)
+    visible.write_text("".join(f"visiblemarker_{i} = {i}\n" if i % 8 == 0 else f"v{i} = {i}\n" for i in range(120)))
     main = tmp_path / "main.py"
     nvim = open_nvim({"backends": {"llama.cpp": {"url": proxy.url}}, "debounce_ms": 0, "adaptive_debounce": False})
     nvim.command("set hidden")
