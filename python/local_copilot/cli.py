@@ -289,6 +289,8 @@ def _cmd_complete(args: argparse.Namespace) -> int:
     try:
         answer = complete_text(raw, text, path=path, line=line, col=col)
     except BackendError as exc:
+        if "cannot reach" not in str(exc):  # ServerUnavailable's wording for a refused connection
+            raise
         raise BackendError(f"{exc} (is its server running? `local-copilot status {name}`)") from None
     if args.json:
         print(json.dumps({"backend": answer.backend, "text": answer.text, "seconds": round(answer.seconds, 3)}))
