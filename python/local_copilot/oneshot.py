@@ -14,20 +14,12 @@ from typing import Any
 
 from .config import load_config
 from .engine import Engine
-from .log import setup_logging
 from .errors import BackendError, ConfigError
+from .log import setup_logging
 from .render import RenderPlan
 from .snapshot import Snapshot
 
-__all__ = ["Answer", "complete_text", "cursor_at", "filetype_of"]
-
-# the file types a snapshot names, by extension (the template and post-processor read it)
-_FILETYPES = {
-    ".py": "python", ".lua": "lua", ".js": "javascript", ".ts": "typescript", ".tsx": "typescriptreact",
-    ".jsx": "javascriptreact", ".rs": "rust", ".go": "go", ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp",
-    ".hpp": "cpp", ".java": "java", ".rb": "ruby", ".sh": "sh", ".md": "markdown", ".toml": "toml",
-    ".json": "json", ".yaml": "yaml", ".yml": "yaml", ".vim": "vim", ".zig": "zig", ".kt": "kotlin",
-}
+__all__ = ["Answer", "complete_text", "cursor_at"]
 
 
 class Answer:
@@ -39,15 +31,9 @@ class Answer:
         self.text, self.seconds, self.backend = text, seconds, backend
 
 
-def filetype_of(path: str) -> str:
-    return _FILETYPES.get(Path(path).suffix.lower(), "")
-
-
 def cursor_at(lines: list[str], line: int | None, col: int | None) -> tuple[int, int]:
     """0-based row and byte column for a 1-based LINE and COL (COL as Neovim counts it: bytes,
     and one past the last byte is the end of the line); by default the end of the last line."""
-    if not lines:
-        lines.append("")
     row = len(lines) - 1 if line is None else line - 1
     if not 0 <= row < len(lines):
         raise ConfigError(f"line {line} is not in the file (it has {len(lines)} lines)")
@@ -112,5 +98,5 @@ def complete_text(raw: dict[str, Any], text: str, *, path: str = "", line: int |
         lines.pop()  # the file's final newline ends its last line, as in Neovim
     row, byte = cursor_at(lines, line, col)
     snap = Snapshot(buf=1, tick=1, row=row, col=byte, first=0, lines=lines, nlines=len(lines),
-                    ft=filetype_of(path), path=str(Path(path).resolve()) if path else "", seq=1)
+                    path=str(Path(path).resolve()) if path else "", seq=1)  # no filetype: the engine reads none
     return asyncio.run(_complete(raw, snap))
