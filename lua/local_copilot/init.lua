@@ -25,6 +25,8 @@ local state = {
   watched = {}, -- buf -> true once nvim_buf_attach watches its edits
   registered = false, -- the rplugin was found registered (it stays so)
   facts = {}, -- buf -> what the keystroke path reads of a buffer (see buf_facts)
+  revived = 0, -- python3 hosts started anew after one exited (see revive_host)
+  host_gone = false, -- it kept exiting: nothing is sent until Neovim restarts
 }
 
 -- The manifest defines the rplugin's functions lazily: a FuncUndefined autocmd starts the
@@ -51,6 +53,29 @@ local function host_running()
   return vim.fn.exists('*LocalCopilotEvent') == 1
 end
 
+local MAX_REVIVALS = 3
+
+-- The python3 host exited (a crash, the OOM killer): Neovim's remote#host keeps handing out
+-- its dead channel and never starts another, so every event would fail. Registering the host
+-- anew makes the next Require start a fresh one, with every registered plugin. Returns its
+-- channel, or nil once the host has exited too often.
+local function revive_host()
+  if state.revived >= MAX_REVIVALS then
+    state.host_gone = true
+    M.notify('local-copilot: the Python host keeps exiting; completion is off until Neovim restarts'
+      .. ' (:LocalCopilot log, :checkhealth local_copilot)', 'error')
+    return nil
+  end
+  state.revived = state.revived + 1
+  M.notify('local-copilot: the Python host exited; starting a new one (:LocalCopilot log)', 'warn')
+  vim.cmd("call remote#host#Register('python3', '*', function('provider#python3#Require'))")
+  local ok, id = pcall(vim.fn['remote#host#Require'], 'python3')
+  if not ok or type(id) ~= 'number' or id <= 0 then return nil end
+  state.direct = nil
+  state.sent_config_version = -1 -- the new host has no options yet
+  return id
+end
+
 -- The python3 host's channel once it runs: events go to it with vim.rpcnotify. The rplugin
 -- function LocalCopilotEvent (which also starts the host) converts its arguments to Vim values
 -- first, ~0.1 ms more per keystroke for a snapshot (bench/run.py).
@@ -58,8 +83,11 @@ local function host_channel()
   local chan = state.chan
   if chan and api.nvim_get_chan_info(chan).id == chan then return chan end
   state.chan = nil
-  if not host_running() then return nil end
+  if state.host_gone or not host_running() then return nil end
   local ok, id = pcall(vim.fn['remote#host#Require'], 'python3')
+  if ok and type(id) == 'number' and id > 0 and api.nvim_get_chan_info(id).id ~= id then
+    id = revive_host()
+  end
   if ok and type(id) == 'number' and id > 0 then
     state.chan = id
     state.base = {} -- a new host has none of the windows sent before
@@ -85,12 +113,18 @@ function M._emit(name, payload)
   end
   if state.chan and pcall(vim.rpcnotify, state.chan, 'local_copilot_event', name, payload) then return end
   local chan = host_channel()
+  if state.host_gone then return end
   if chan then
-    vim.rpcnotify(chan, 'local_copilot_event', name, payload)
-  else
-    vim.fn.LocalCopilotEvent(name, payload) -- starts the host when needed
+    if state.sent_config_version ~= config.version and name ~= 'config' then
+      -- a host started anew after the last one exited: it needs the options first
+      state.sent_config_version = config.version
+      pcall(vim.rpcnotify, chan, 'local_copilot_event', 'config', config.user)
+    end
+    pcall(vim.rpcnotify, chan, 'local_copilot_event', name, payload)
+  elseif not host_running() then
+    vim.fn.LocalCopilotEvent(name, payload) -- starts the host
     host_channel()
-  end
+  end -- else a host that exited could not be started anew now: the next event tries again
 end
 
 local function send(name, payload)

@@ -319,3 +319,46 @@ def test_real_llama_server_killed_mid_stream(session: Callable[..., Session], mo
         s.assert_messages_clean()
     finally:
         restarted.stop()
+
+
+def test_python_host_killed_comes_back(session: Callable[..., Session], llama_server: LlamaServer) -> None:
+    """The python3 host dies (a crash, the OOM killer): Neovim's remote#host would keep handing
+    out the dead channel; the plugin starts a new host, says so once, and completes again."""
+    s = session(llama_server.url)
+    s.type("a")
+    wait_ghost(s.nvim, lambda t: t.startswith("xxxx"), timeout=30)
+    pid = s.nvim.call("jobpid", s.nvim.call("remote#host#Require", "python3"))
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z",
+             what="the host gone")
+    s.reset_main_loop_probe()
+    s.type("b")  # the next keystroke finds the host gone and starts another
+    wait_ghost(s.nvim, lambda t: t.startswith("xxxx"), timeout=30)
+    assert s.nvim.call("jobpid", s.nvim.call("remote#host#Require", "python3")) != pid
+    s.type("c")
+    wait_ghost(s.nvim, lambda t: t.startswith("xxxx"), timeout=30)
+    s.assert_buffer_untouched()
+    text = s.assert_messages_clean()
+    assert ours(text) == ["local-copilot: the Python host exited; starting a new one (:LocalCopilot log)"], text
+
+
+def test_a_host_that_keeps_dying_is_given_up_with_one_error(session: Callable[..., Session],
+                                                            llama_server: LlamaServer) -> None:
+    s = session(llama_server.url)
+    for _ in range(4):  # three new hosts, then no more
+        s.type("a")
+        wait_ghost(s.nvim, lambda t: t.startswith("xxxx"), timeout=30)
+        pid = s.nvim.call("jobpid", s.nvim.call("remote#host#Require", "python3"))
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z",
+                 what="the host gone")
+    s.type("b")
+    wait_for(lambda: "keeps exiting" in messages(s.nvim), what="the last notification")
+    s.type("cd")  # nothing more is sent, nothing fails
+    s.assert_buffer_untouched()
+    text = messages(s.nvim)
+    for bad in ("Traceback", "Error executing", "E5108", "stack traceback", "Invalid channel"):
+        assert bad not in text, text
+    assert ours(text) == 3 * ["local-copilot: the Python host exited; starting a new one (:LocalCopilot log)"] + [
+        "local-copilot: the Python host keeps exiting; completion is off until Neovim restarts "
+        "(:LocalCopilot log, :checkhealth local_copilot)"], text
