@@ -21,19 +21,25 @@ KEY_LINES_AFTER = 16
 
 
 def context_key(ctx: FimContext) -> str:
-    return finish_key(key_head(ctx.prev_lines), ctx.middle, ctx.line_suffix, key_tail(ctx.next_lines))
+    return finish_key(key_head(ctx.prev_lines, ctx.path), ctx.middle, ctx.line_suffix, key_tail(ctx.next_lines))
 
 
 # context_key in parts, so a window kept between keystrokes hashes its lines once (window.py)
-def key_head(prev_lines: Sequence[str]) -> Any:
-    """The hash state after the lines above the cursor."""
+def _lines(lines: Sequence[str]) -> bytes:
+    # counted: the joins of [] and of [""] are the same bytes (row 0, or under an empty line)
+    return f"{len(lines)}\x00".encode() + "\n".join(lines).encode("utf-8", "surrogateescape") + b"\x00"
+
+
+def key_head(prev_lines: Sequence[str], path: str = "") -> Any:
+    """The hash state after the file's path and the lines above the cursor (two files can hold
+    the same text around the cursor; their prompts name different files)."""
     h = hashlib.blake2b(digest_size=16)
-    h.update("\n".join(prev_lines[-KEY_LINES_BEFORE:]).encode("utf-8", "surrogateescape") + b"\x00")
+    h.update(path.encode("utf-8", "surrogateescape") + b"\x00" + _lines(prev_lines[-KEY_LINES_BEFORE:]))
     return h
 
 
 def key_tail(next_lines: Sequence[str]) -> bytes:
-    return "\n".join(next_lines[:KEY_LINES_AFTER]).encode("utf-8", "surrogateescape") + b"\x00"
+    return _lines(next_lines[:KEY_LINES_AFTER])
 
 
 def finish_key(head: Any, middle: str, line_suffix: str, tail: bytes) -> str:

@@ -38,7 +38,7 @@ class WindowFitter:
         self._clear()
 
     def _clear(self) -> None:
-        self._where: tuple[int, int, int, int] | None = None  # buf, row, lines_before, lines_after
+        self._where: tuple[int, int, int, int, str] | None = None  # buf, row, lines_before, lines_after, path
         self._above: list[str] = []
         self._below: list[str] = []
         self._prev: tuple[str, ...] = ()
@@ -63,7 +63,7 @@ class WindowFitter:
         lines = snap.lines
         above = lines[max(0, idx - lines_before):idx]
         below = lines[idx + 1:idx + 1 + lines_after]
-        where = (snap.buf, snap.row, lines_before, lines_after)
+        where = (snap.buf, snap.row, lines_before, lines_after, snap.path)
         if where != self._where or above != self._above or below != self._below:
             self._load(where, above, below)
         line = lines[idx]
@@ -96,12 +96,12 @@ class WindowFitter:
         )
         return Fitted(ctx, key, math.ceil(prompt_bytes / est.bytes_per_token))
 
-    def _load(self, where: tuple[int, int, int, int], above: list[str], below: list[str]) -> None:
+    def _load(self, where: tuple[int, int, int, int, str], above: list[str], below: list[str]) -> None:
         self._where, self._above, self._below = where, above, below
         self._prev, self._next = tuple(above), tuple(below)
         self._pre_bytes = cumulative_bytes(reversed(above))
         self._suf_bytes = cumulative_bytes(below)
-        self._head = key_head(self._prev)
+        self._head = key_head(self._prev, where[4])
         self._tail = key_tail(self._next)
         self._prefixes.clear()
         self._suffixes.clear()

@@ -1,6 +1,6 @@
 """WindowFitter gives what build_context + fit_context + context_key give, snapshot after
 snapshot, whether it reuses the last window (typing on one line) or not (edits above or below,
-another row or buffer, a changed estimate)."""
+another row, buffer or file name, a changed estimate)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_the_fitted_window_matches_building_and_fitting_it_anew(budget: int | No
     est = TokenEstimator()
     fitter = WindowFitter()
     lines = _lines(600, seed=1)
-    row, buf = 300, 1
+    row, buf, path = 300, 1, "/p/a.py"
     typed = ""
     rnd = random.Random(2)
     for step in range(120):
@@ -50,13 +50,15 @@ def test_the_fitted_window_matches_building_and_fitting_it_anew(budget: int | No
             typed = ""
         elif action < 0.9:
             buf = 3 - buf
+        elif action < 0.93:
+            path = "/p/b.py" if path == "/p/a.py" else "/p/a.py"  # the buffer renamed (:saveas)
         else:
             est.observe(prompt_bytes=rnd.randrange(1000, 4000), prompt_tokens=1000)  # the estimate drifts
         first = row - 200
         window = list(lines[first:row + 61])
         window[row - first] = lines[row] + typed + "tail()"
         col = char_to_byte_col(window[row - first], len(lines[row] + typed))
-        snap = Snapshot(buf=buf, tick=step, row=row, col=col, first=first, lines=window, ts=4)
+        snap = Snapshot(buf=buf, tick=step, row=row, col=col, first=first, lines=window, ts=4, path=path)
         got = fitter.fit(snap, lines_before=200, lines_after=60, budget=budget, est=est, prefix_share=0.75)
         ctx, key, tokens = _reference(snap, 200, 60, budget, est)
         assert got.ctx == ctx and got.key == key and got.tokens == tokens, step

@@ -51,3 +51,16 @@ def test_lru_evicts_the_oldest() -> None:
     cache.put("c", "3")
     assert cache.get("b") is None and cache.get("a") == "1" and cache.get("c") == "3"
     assert cache.hits == 3 and cache.misses == 1
+
+
+def test_cache_key_names_the_file_and_counts_empty_lines() -> None:
+    def at(path: str, lines: list[str], row: int) -> str:
+        snap = Snapshot(buf=1, tick=1, row=row, col=0, first=0, lines=lines, path=path)
+        return context_key(build_context(snap, lines_before=500, lines_after=500))
+
+    # two empty files: the same text, different prompts (the path is in them)
+    assert at("/p/a.py", [""], 0) != at("/p/b.lua", [""], 0)
+    assert at("/p/a.py", [""], 0) == at("/p/a.py", [""], 0)
+    # row 0 of a file vs row 1 under an empty first line; the same below the cursor
+    assert at("/p/a.py", ["x"], 0) != at("/p/a.py", ["", "x"], 1)
+    assert at("/p/a.py", ["x"], 0) != at("/p/a.py", ["x", ""], 0)
