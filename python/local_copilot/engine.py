@@ -599,11 +599,14 @@ class Engine:
         assert self.backend is not None
         raws = [""] * req.n
         stream = self.backend.complete(req)
+        # a server that ignores max_tokens must not hold next()/prev() open: as in _stream
+        max_chunks, chunks = req.n * (req.n_predict + 16), 0
         try:
             async for chunk in stream:
                 if 0 <= chunk.index < req.n:
                     raws[chunk.index] += chunk.text
-                if chunk.done:
+                chunks += len(chunk.parts) or 1
+                if chunk.done or chunks >= max_chunks:
                     break
         except (BackendError, ConfigError) as exc:
             self._failed(exc)

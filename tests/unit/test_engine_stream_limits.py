@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -56,5 +57,36 @@ async def test_a_stream_past_n_predict_is_cut_and_its_text_kept(fake: Any) -> No
     final = editor.plans[-1].text
     assert set(final) == {"z"} and 20 <= len(final) <= 20 + 16, final
     await wait_until(lambda: server.disconnects >= 1)  # the endless stream was closed
+    assert not editor.notes
+    await engine.close()
+
+
+async def test_alternatives_from_a_server_that_ignores_max_tokens_are_cut(fake: Any) -> None:
+    """next()/prev() on an OpenAI-compatible server asks for n candidates in one stream; one
+    that never ends is cut like any other (it held the request open until the user typed)."""
+    def forever() -> Iterator[Step]:
+        while True:
+            for i in range(3):
+                yield sse({"choices": [{"index": i, "text": "abc"[i], "finish_reason": None}]})
+            yield 0.001
+
+    def script(path: str, body: dict) -> tuple[int, Any]:
+        if path == "/v1/models":
+            return 200, [json.dumps({"object": "list", "data": [{"id": "m", "owned_by": "vllm"}]}).encode()]
+        if path == "/tokenize":
+            return 200, [json.dumps({"tokens": [1000 + len(body["prompt"])]}).encode()]
+        return 200, forever()
+
+    server = fake(script)
+    editor = RecordingEditor()
+    engine = Engine(editor)
+    engine.configure(load_config({"backend": "openai", "speculative": False, "n_predict": 20,
+                                  "backends": {"openai": {"url": server.url, "fim_template": "qwen"}}}))
+    engine.alternatives(snap(1))
+    await wait_until(lambda: any(p.final for p in editor.plans))
+    texts = [c.text for c in editor.plans[-1].items]
+    assert set(texts) == {"a" * len(texts[0]), "b" * len(texts[1]), "c" * len(texts[2])}, texts
+    assert all(20 <= len(t) <= 20 + 16 for t in texts), texts
+    await wait_until(lambda: server.disconnects >= 1)  # the stream was closed
     assert not editor.notes
     await engine.close()
