@@ -71,6 +71,15 @@ local function revive_host()
   vim.cmd("call remote#host#Register('python3', '*', function('provider#python3#Require'))")
   local ok, id = pcall(vim.fn['remote#host#Require'], 'python3')
   if not ok or type(id) ~= 'number' or id <= 0 then return nil end
+  -- rplugin functions (LocalCopilotCall, ...) were defined with the dead channel in them
+  pcall(api.nvim_exec2, ([[
+    for plugin in remote#host#PluginsForHost('python3')
+      for spec in plugin.specs
+        if spec.type ==# 'function'
+          call remote#define#FunctionOnChannel(%d, plugin.path.':function:'.spec.name, spec.sync, spec.name, spec.opts)
+        endif
+      endfor
+    endfor]]):format(id), {})
   state.direct = nil
   state.sent_config_version = -1 -- the new host has no options yet
   return id

@@ -321,20 +321,30 @@ def test_real_llama_server_killed_mid_stream(session: Callable[..., Session], mo
         restarted.stop()
 
 
+def kill_host(nvim: Any) -> int:
+    """SIGKILL the python3 host; return once Neovim has seen both its channels close (a key
+    typed before that goes into the dead pipe and is lost: the next one starts a new host)."""
+    job = nvim.call("remote#host#Require", "python3")
+    own = nvim.call("LocalCopilotCall", "debug_state")["channel"]
+    pid = nvim.call("jobpid", job)
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: all(not nvim.api.get_chan_info(c) for c in (job, own) if c), what="the host's channels closed")
+    return int(pid)
+
+
 def test_python_host_killed_comes_back(session: Callable[..., Session], llama_server: LlamaServer) -> None:
     """The python3 host dies (a crash, the OOM killer): Neovim's remote#host would keep handing
     out the dead channel; the plugin starts a new host, says so once, and completes again."""
     s = session(llama_server.url)
     s.type("a")
     wait_ghost(s.nvim, lambda t: t.startswith("xxxx"), timeout=30)
-    pid = s.nvim.call("jobpid", s.nvim.call("remote#host#Require", "python3"))
-    os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z",
-             what="the host gone")
+    pid = kill_host(s.nvim)
     s.reset_main_loop_probe()
     s.type("b")  # the next keystroke finds the host gone and starts another
     wait_ghost(s.nvim, lambda t: t.startswith("xxxx"), timeout=30)
     assert s.nvim.call("jobpid", s.nvim.call("remote#host#Require", "python3")) != pid
+    # the plugin's functions reach the new host too (:LocalCopilot status, stats, checkhealth)
+    assert s.nvim.call("LocalCopilotCall", "status")["stats"]["counters"]["requests"] >= 1
     s.type("c")
     wait_ghost(s.nvim, lambda t: t.startswith("xxxx"), timeout=30)
     s.assert_buffer_untouched()
@@ -348,10 +358,7 @@ def test_a_host_that_keeps_dying_is_given_up_with_one_error(session: Callable[..
     for _ in range(4):  # three new hosts, then no more
         s.type("a")
         wait_ghost(s.nvim, lambda t: t.startswith("xxxx"), timeout=30)
-        pid = s.nvim.call("jobpid", s.nvim.call("remote#host#Require", "python3"))
-        os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z",
-                 what="the host gone")
+        kill_host(s.nvim)
     s.type("b")
     wait_for(lambda: "keeps exiting" in messages(s.nvim), what="the last notification")
     s.type("cd")  # nothing more is sent, nothing fails
