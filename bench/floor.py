@@ -24,6 +24,8 @@ from typing import Any
 
 import msgpack
 
+import harness as H
+
 KEYS_PER_BURST = 8
 INTERVAL_S = 0.09
 LINES_BEFORE, LINES_AFTER = 60, 20  # a prompt of ~2,700 tokens of the tiny model, the host's size
@@ -88,12 +90,6 @@ while data := chan.recv(65536):
 """
 
 
-def _cpu_s(pid: int) -> float:
-    """A process's CPU time, the scheduler's nanosecond count over its threads."""
-    with open(f"/proc/{pid}/schedstat") as f:
-        return int(f.read().split()[0]) / 1e9
-
-
 def lean_host_ms_per_key(server_url: str, lines: list[str], bursts: int = 12) -> dict[str, Any]:
     """CPU of the lean host per key over `bursts` typing bursts (8 keys, 90 ms apart), each on a
     line of its own in the middle of `lines`; the median burst is the number."""
@@ -127,14 +123,14 @@ def lean_host_ms_per_key(server_url: str, lines: list[str], bursts: int = 12) ->
         per_key = []
         for b in range(bursts + 1):  # the first burst warms up
             text = ""
-            cpu0 = _cpu_s(proc.pid)
+            cpu0 = H.proc_cpu_s(proc.pid)
             for ch in "xxxxxxxx"[:KEYS_PER_BURST]:
                 t0 = time.monotonic()
                 text += ch
                 key({"row": row, "first": first, "col": len(text), "line": text})
                 time.sleep(max(0.0, INTERVAL_S - (time.monotonic() - t0)))
             if b:
-                per_key.append((_cpu_s(proc.pid) - cpu0) * 1000 / KEYS_PER_BURST)
+                per_key.append((H.proc_cpu_s(proc.pid) - cpu0) * 1000 / KEYS_PER_BURST)
     finally:
         mine.close()
         try:
@@ -149,7 +145,6 @@ if __name__ == "__main__":
     import tempfile
     from pathlib import Path
 
-    import harness as H
     from run import sample_source
 
     with tempfile.TemporaryDirectory(prefix="lc-floor-") as tmp, H.tiny_server(Path(tmp)) as server:

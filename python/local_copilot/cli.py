@@ -231,18 +231,26 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return 0 if running else 3  # 3 = not running, as LSB status commands do
 
 
-def _cmd_doctor(args: argparse.Namespace) -> int:
-    from . import diagnostics
-    from .log import log_path
-
-    raw = read_config_file(config_file(args.config))
+def _flagged_backend(args: argparse.Namespace, raw: dict[str, Any]) -> tuple[str, bool]:
+    """The backend a command is about (its BACKEND/--backend, else the configured one, else
+    llama.cpp), with the command's --url/--kind/--model/--cmd applied to it in `raw`; and
+    whether any such flag was given."""
     name = args.backend or raw.get("backend") or "llama.cpp"
     fields, _ = _flag_overrides(args)
     if fields:
         backends = raw.setdefault("backends", {})
         if isinstance(backends, dict):
             backends[name] = {**(backends.get(name) or {}), **fields}
-    report = diagnostics.collect_sync(raw, backend=args.backend or (name if fields else None), editor=False,
+    return name, bool(fields)
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from . import diagnostics
+    from .log import log_path
+
+    raw = read_config_file(config_file(args.config))
+    name, flagged = _flagged_backend(args, raw)
+    report = diagnostics.collect_sync(raw, backend=args.backend or (name if flagged else None), editor=False,
                                       log_file=log_path(), probe_timeout=args.timeout)
     if args.json:
         print(msgspec.json.encode(report).decode())
@@ -280,11 +288,7 @@ def _cmd_complete(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
     raw = read_config_file(config_file(args.config))
-    name = args.backend or raw.get("backend") or "llama.cpp"
-    fields, _ = _flag_overrides(args)
-    backends = raw.setdefault("backends", {})
-    if fields and isinstance(backends, dict):
-        backends[name] = {**(backends.get(name) or {}), **fields}
+    name, _ = _flagged_backend(args, raw)
     raw["backend"] = name
     try:
         answer = complete_text(raw, text, path=path, line=line, col=col)

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .budget import utf8_len
 from .config import load_config
 from .engine import Engine
 from .errors import BackendError, ConfigError
@@ -37,7 +38,7 @@ def cursor_at(lines: list[str], line: int | None, col: int | None) -> tuple[int,
     row = len(lines) - 1 if line is None else line - 1
     if not 0 <= row < len(lines):
         raise ConfigError(f"line {line} is not in the file (it has {len(lines)} lines)")
-    size = len(lines[row].encode("utf-8", "surrogateescape"))
+    size = utf8_len(lines[row])
     byte = size if col is None else col - 1
     if not 0 <= byte <= size:
         raise ConfigError(f"column {col} is not on line {row + 1} (it has {size} bytes; {size + 1} is its end)")
