@@ -1,10 +1,12 @@
-"""Shared test helpers: waiting on conditions (never bare sleeps) and time constants."""
+"""Shared test helpers: waiting on conditions (never bare sleeps), time constants, and the
+kernel's table of TCP sockets."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import NamedTuple, TypeVar
 
 T = TypeVar("T")
 
@@ -22,3 +24,20 @@ def wait_for(fn: Callable[[], T], *, timeout: float = TIMEOUT, interval: float =
         time.sleep(interval)
         last = fn()
     return last
+
+
+class TcpSocket(NamedTuple):
+    local_addr: str  # hex, as the kernel writes it (127.0.0.1 is 0100007F)
+    local_port: int
+    remote_port: int
+    state: str  # hex: 01 ESTABLISHED, 08 CLOSE_WAIT, 0A LISTEN
+    inode: str
+
+
+def tcp_sockets() -> Iterator[TcpSocket]:
+    """Every TCP socket on this machine, from /proc/net/tcp and /proc/net/tcp6."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            f = row.split()
+            addr, port = f[1].rsplit(":", 1)
+            yield TcpSocket(addr, int(port, 16), int(f[2].rsplit(":", 1)[1], 16), f[3], f[9])

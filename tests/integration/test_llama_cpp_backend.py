@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -13,6 +12,8 @@ import pytest
 
 from local_copilot.backends import FimRequest, LlamaCppBackend
 from local_copilot.config import load_config
+
+from ..helpers import tcp_sockets
 
 pytestmark = pytest.mark.integration
 
@@ -82,14 +83,8 @@ def connections_to(port: int) -> dict[int, str]:
         if target.startswith("socket:["):
             mine.add(target[8:-1])
     states = {"01": "ESTABLISHED", "08": "CLOSE_WAIT"}
-    found = {}
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            f = line.split()
-            local, remote, state, inode = f[1], f[2], f[3], f[9]
-            if inode in mine and int(remote.rsplit(":", 1)[1], 16) == port and state in states:
-                found[int(local.rsplit(":", 1)[1], 16)] = states[state]
-    return found
+    return {s.local_port: states[s.state] for s in tcp_sockets()
+            if s.inode in mine and s.remote_port == port and s.state in states}
 
 
 async def test_an_unstreamed_answer_is_one_chunk_and_keeps_the_connection(llama_server: Any) -> None:

@@ -26,7 +26,7 @@ from local_copilot.servers.llama_cpp import LlamaServer, free_port
 
 from ..fakes.fake_server import FakeServer, infill_stream, llama
 from ..fakes.recording_proxy import RecordingProxy
-from ..helpers import wait_for
+from ..helpers import tcp_sockets, wait_for
 from .nvim_session import lua, start_nvim, wait_ghost
 
 pytestmark = pytest.mark.integration
@@ -146,14 +146,7 @@ def test_secret_files_are_never_sent(proxy: RecordingProxy, open_nvim: Any, tmp_
 
 def listeners(port: int) -> list[str]:
     """Local addresses listening on `port`, from /proc/net/tcp and /proc/net/tcp6 (state 0A)."""
-    found = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for row in Path(table).read_text().splitlines()[1:]:
-            fields = row.split()
-            addr, hexport = fields[1].rsplit(":", 1)
-            if int(hexport, 16) == port and fields[3] == "0A":
-                found.append(addr)
-    return found
+    return [s.local_addr for s in tcp_sockets() if s.local_port == port and s.state == "0A"]
 
 
 LOOPBACK_HEX = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1, ::1
