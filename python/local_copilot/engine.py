@@ -24,7 +24,8 @@ from typing import Protocol
 import httpx
 import msgspec
 
-from .backends import Backend, FimRequest, make_backend
+from .backends import Backend, Chunk, FimRequest, make_backend
+from .backends.base import Started
 from .budget import TokenEstimator, utf8_len
 from .cache import SuggestionCache, context_key
 from .config import Config
@@ -164,6 +165,8 @@ class Engine:
         # snapshot to send once it has (see submit)
         self._unanswered: set[int] = set()
         self._next: dict[int, Snapshot] = {}
+        # buf -> the timer that continues a first part shown by _first_now once typing pauses
+        self._pauses: dict[int, asyncio.TimerHandle] = {}
         self.notifier = EpisodeNotifier(editor.notify)
         self.estimator = TokenEstimator()
         self.cache = SuggestionCache()
@@ -219,7 +222,8 @@ class Engine:
             self.stats.count("deferred")
             return
         self.cancel(snap.buf)
-        self._tasks[snap.buf] = loop.create_task(self._run(snap))
+        if not self._first_now(snap):
+            self._tasks[snap.buf] = loop.create_task(self._run(snap))
 
     def alternatives(self, snap: Snapshot) -> None:
         """Fetch more candidates for the spot of `snap` (next/prev when only one is known)."""
@@ -235,6 +239,9 @@ class Engine:
 
     def cancel(self, buf: int) -> None:
         self._next.pop(buf, None)
+        pause = self._pauses.pop(buf, None)
+        if pause is not None:
+            pause.cancel()
         for tasks in (self._tasks, self._speculative):
             task = tasks.pop(buf, None)
             if task is not None and not task.done():
@@ -252,7 +259,7 @@ class Engine:
         self._unanswered.discard(buf)
 
     def cancel_all(self) -> None:
-        for buf in set(self._tasks) | set(self._speculative):
+        for buf in set(self._tasks) | set(self._speculative) | set(self._pauses):
             self.cancel(buf)
 
     def add_chunk(self, filename: str, lines: list[str], around: int | None = None) -> None:
@@ -283,9 +290,14 @@ class Engine:
     # -- internals -----------------------------------------------------------------------
 
     async def _prepare(self, snap: Snapshot) -> _Prepared:
+        assert self.backend is not None
+        return self._prepare_for(snap, await self.backend.context_limit())
+
+    def _prepare_for(self, snap: Snapshot, limit: int | None) -> _Prepared:
+        """_prepare() for a server whose context per request is `limit` tokens."""
         assert self.config is not None and self.backend is not None
         cfg, backend = self.config, self.backend
-        budget, extra_budget = self._budget(await backend.context_limit(), cfg)
+        budget, extra_budget = self._budget(limit, cfg)
         fitted = self._window.fit(snap, lines_before=cfg.context.lines_before, lines_after=cfg.context.lines_after,
                                   budget=None if budget is None else budget - extra_budget, est=self.estimator,
                                   prefix_share=cfg.context.prefix_share)
@@ -373,89 +385,163 @@ class Engine:
             return self.config.n_predict
         return first if 0 < first < self.config.n_predict else self.config.n_predict
 
-    async def _paused(self, buf: int) -> None:
-        """Return once the user has stopped typing in `buf` for a bit (cancelled if they type)."""
-        loop = asyncio.get_running_loop()
+    def _pause_end(self, buf: int) -> float:
+        """The loop time at which the user has stopped typing in `buf` for a bit."""
         last, interval = self._typing.get(buf, (float("-inf"), None))
-        pause = self.PAUSE_MIN_S if interval is None else min(self.PAUSE_MAX_S, max(self.PAUSE_MIN_S, 2 * interval))
-        wait = last + pause - loop.time()
-        if wait > 0:
-            await asyncio.sleep(wait)
+        return last + (self.PAUSE_MIN_S if interval is None
+                       else min(self.PAUSE_MAX_S, max(self.PAUSE_MIN_S, 2 * interval)))
 
-    async def _run(self, snap: Snapshot) -> None:
+    def _first_now(self, snap: Snapshot) -> bool:
+        """The first part of a suggestion right here, in the snapshot's own callback: the
+        common case while typing (a server known to answer within a frame, one request per
+        keystroke). A task per key, its loop turns, the stream's async layers and a
+        cancelled pause per key cost ~0.2 ms of host CPU per keystroke (bench/run.py),
+        against a budget of 1 ms for all of it. False when this does not apply (nothing was
+        done): the caller starts the usual task. An answer that is not there in time, or is
+        not plain, goes on in a task as it would have."""
+        backend, cfg = self.backend, self.config
+        assert backend is not None and cfg is not None
+        if not backend.answers_now:
+            return False
+        try:
+            prep = self._prepare_for(snap, backend.context_limit_now())
+            cached = self.cache.get(prep.key) if cfg.reuse else None
+            if cached is not None:
+                self.stats.count("cache_hits")
+                self._first_shown(snap, prep, _Outcome(cached, cached, self.cache.is_partial(prep.key)), cached=True)
+                return True
+            self.stats.count("requests")
+            req = self._first_request(prep.req)
+            started = time.perf_counter()
+            got = backend.answer_now(req)
+            if not isinstance(got, Chunk):
+                task = self._tasks[snap.buf] = asyncio.get_running_loop().create_task(
+                    self._run(snap, prep, None if got is None else (req, got)))
+                if got is not None:  # dropped if the task is cancelled before it reads it
+                    task.add_done_callback(lambda _: got.abort())
+                return True
+            self._succeeded()
+            generated = self._account(req, got)
+            result = process(got.text, prep.pctx, final=True)
+            done = time.perf_counter()
+            self.stats.latency(backend.name, done - started, done - started, len(got.text))
+            count = generated if generated is not None else int(bool(got.text))
+            self._first_shown(snap, prep, _Outcome(result.text, got.text, not result.done and count >= req.n_predict))
+        except (BackendError, ConfigError) as exc:
+            self._failed(exc)
+        except Exception:  # a bug must not reach :messages as a stack trace
+            self._internal_error()
+        return True
+
+    def _first_shown(self, snap: Snapshot, prep: _Prepared, out: _Outcome, *, cached: bool = False) -> None:
+        """A first part is in (`cached`: from the cache): show it, and continue it once the user
+        pauses (a timer: a key typed before then cancels it for nothing), or it is all."""
+        if out.truncated and prep.req.n_predict > self._first_n():
+            if not cached:
+                self.cache.put(prep.key, out.text, partial=True)
+            self.editor.show(self._plan(snap, [out.text], final=False))
+            self._pauses[snap.buf] = asyncio.get_running_loop().call_at(
+                self._pause_end(snap.buf), self._continue, snap, prep, out)
+            return
+        self.cache.put(prep.key, out.text)
+        self.editor.show(self._plan(snap, [out.text], final=True, cached=cached))
+        self._finished(snap, out.text)
+
+    def _continue(self, snap: Snapshot, prep: _Prepared, first: _Outcome) -> None:
+        self._pauses.pop(snap.buf, None)
+        self._tasks[snap.buf] = asyncio.get_running_loop().create_task(self._run_rest(snap, prep, first))
+
+    async def _run(self, snap: Snapshot, prep: _Prepared | None = None,
+                   sent: tuple[FimRequest, Started] | None = None) -> None:
         assert self.backend is not None and self.config is not None
         drawer = _Drawer(self, snap)
         try:
-            await self._suggest(snap, drawer)
+            await self._suggest(snap, drawer, prep, sent)
         except _Superseded:
             pass
         finally:
-            drawer.stop()
-            newer = self._next.pop(snap.buf, None)
-            if newer is not None and self._tasks.get(snap.buf) is asyncio.current_task():
-                self.stats.count("cancels")
-                self._tasks[snap.buf] = asyncio.get_running_loop().create_task(self._run(newer))
+            self._settle(snap, drawer)
 
-    async def _suggest(self, snap: Snapshot, drawer: _Drawer) -> None:
+    async def _run_rest(self, snap: Snapshot, prep: _Prepared, first: _Outcome) -> None:
+        """The rest of a suggestion after its first part, once the user paused."""
+        drawer = _Drawer(self, snap)
+        drawer.shown, drawer.drawn = first.text, True
+        try:
+            more = self._continuation(prep.req, first.raw)
+            self.stats.count("continuations")
+            out = await self._stream(prep, drawer.on_text, more, base_raw=first.raw, gate=True)
+            if out is None:  # broken half-way: the part shown is not to be accepted
+                self.editor.show(self._plan(snap, [""], final=True))
+                return
+            self.cache.put(prep.key, out.text)
+            self.editor.show(self._plan(snap, [out.text], final=True))
+            self._finished(snap, out.text)
+        except _Superseded:
+            pass
+        finally:
+            self._settle(snap, drawer)
+
+    def _settle(self, snap: Snapshot, drawer: _Drawer) -> None:
+        """A request task ends: a snapshot that waited for its answer goes next."""
+        drawer.stop()
+        newer = self._next.pop(snap.buf, None)
+        if newer is not None and self._tasks.get(snap.buf) is asyncio.current_task():
+            self.stats.count("cancels")
+            self._tasks[snap.buf] = asyncio.get_running_loop().create_task(self._run(newer))
+
+    async def _suggest(self, snap: Snapshot, drawer: _Drawer, prep: _Prepared | None = None,
+                       sent: tuple[FimRequest, Started] | None = None) -> None:
+        """`prep`: the snapshot already prepared; `sent`: its first request, already out."""
         assert self.config is not None
         for attempt in (1, 2):
-            try:
-                prep = await self._prepare(snap)
-            except (BackendError, ConfigError) as exc:
-                self._failed(exc)
-                return
-            cached = self.cache.get(prep.key) if self.config.reuse else None
+            if prep is None:
+                try:
+                    prep = await self._prepare(snap)
+                except (BackendError, ConfigError) as exc:
+                    self._failed(exc)
+                    return
+            cached = self.cache.get(prep.key) if self.config.reuse and sent is None else None
             if cached is not None:
                 self.stats.count("cache_hits")
-                if not self.cache.is_partial(prep.key):
-                    self.editor.show(self._plan(snap, [cached], final=True, cached=True))
-                    self._finished(snap, cached)
-                    return
-                # the quick first part (typically prefetched as if accepted): show it, go on
-                drawer.on_text(cached)
-                drawer.flush()
-                out: _Outcome | None = _Outcome(cached, cached, True)
-                break
-            self.stats.count("requests")
-            req = self._first_request(prep.req)
+                self._first_shown(snap, prep, _Outcome(cached, cached, self.cache.is_partial(prep.key)), cached=True)
+                return
+            if sent is None:
+                self.stats.count("requests")
+                req, inflight = self._first_request(prep.req), None
+            else:
+                (req, inflight), sent = sent, None
             try:
-                out = await self._stream(prep, drawer.on_text, req, retry_overflow=attempt == 1, gate=True)
+                out = await self._stream(prep, drawer.on_text, req, retry_overflow=attempt == 1, gate=True,
+                                         inflight=inflight)
             except _PromptTooLong:
+                prep = None
                 continue  # the estimator now knows the server's count: fit again
             break
         else:
             return
-        if out is not None and out.truncated and prep.req.n_predict > self._first_n():
-            if not cached:
-                self.cache.put(prep.key, out.text, partial=True)
-            drawer.on_text(out.text)
-            drawer.flush()
-            await self._paused(snap.buf)
-            more = self._continuation(prep.req, out.raw)
-            self.stats.count("continuations")
-            out = await self._stream(prep, drawer.on_text, more, base_raw=out.raw, gate=True)
         if out is None:
             if drawer.drawn:  # a stream that broke half-way: its partial text is not to be accepted
                 self.editor.show(self._plan(snap, [""], final=True))
             return
-        self.cache.put(prep.key, out.text)
-        self.editor.show(self._plan(snap, [out.text], final=True))
-        self._finished(snap, out.text)
+        drawer.stop()
+        self._first_shown(snap, prep, out)
 
     async def _stream(self, prep: _Prepared, on_text: Callable[[str], None] | None = None,
                       req: FimRequest | None = None, *, base_raw: str = "",
-                      retry_overflow: bool = False, gate: bool = False) -> _Outcome | None:
+                      retry_overflow: bool = False, gate: bool = False,
+                      inflight: Started | None = None) -> _Outcome | None:
         """Run one streaming request through the post-processor; None when it failed.
 
         `base_raw` is model text a continuation request carries in its prompt: the stream's
         text is appended to it before post-processing. With `gate`, the buffer counts as
-        unanswered until the first chunk, and a snapshot that came meanwhile supersedes it."""
+        unanswered until the first chunk, and a snapshot that came meanwhile supersedes it.
+        `inflight`: `req` is already out (Backend.answer_now); its answer is read."""
         assert self.backend is not None
         req = req or prep.req
         raw = base_raw
         started = time.perf_counter()
         first_token: float | None = None
-        stream = self.backend.complete(req)
+        stream = self.backend.complete(req, inflight)
         # A server that ignores n_predict (or a broken proxy) can stream forever; every backend
         # sends about one token per chunk, so past n_predict chunks (plus slack) stop reading:
         # closing the stream stops the server, and the text so far is the suggestion
@@ -488,11 +574,10 @@ class Engine:
                         text = "".join(chunk.parts[:max_chunks - chunks])
                         count = max_chunks - chunks
                     chunks += count
-                if chunk.timings and "predicted_n" in chunk.timings:
-                    generated = chunk.timings["predicted_n"]
-                    self._observe_speed(chunk.timings)
-                if chunk.prompt_tokens and self.backend.counts_full_prompt:
-                    self.estimator.observe(_prompt_bytes(req), chunk.prompt_tokens)
+                if chunk.timings or chunk.prompt_tokens:
+                    said = self._account(req, chunk)
+                    if said is not None:
+                        generated = said
                 if text and first_token is None:
                     first_token = time.perf_counter()
                 raw += text
@@ -519,9 +604,7 @@ class Engine:
             self._failed(exc)
             return None
         except Exception:  # a bug must not reach :messages as a stack trace
-            self.stats.count("errors")
-            log.exception("completion request failed")
-            self.notifier.failure("internal", "local-copilot: internal error, see the log (:LocalCopilot log)", "error")
+            self._internal_error()
             return None
         finally:
             if gate:
@@ -535,6 +618,23 @@ class Engine:
         log.debug("completion done in %.1f ms: %d chars", (done - started) * 1000, len(final))
         truncated = not ended and (generated if generated is not None else chunks) >= req.n_predict
         return _Outcome(final, raw, truncated)
+
+    def _account(self, req: FimRequest, chunk: Chunk) -> float | None:
+        """The server's counters on a chunk: its speed, the prompt's size in tokens (for the
+        estimator). Returns the tokens it generated, when it says."""
+        assert self.backend is not None
+        generated = None
+        if chunk.timings and "predicted_n" in chunk.timings:
+            generated = chunk.timings["predicted_n"]
+            self._observe_speed(chunk.timings)
+        if chunk.prompt_tokens and self.backend.counts_full_prompt:
+            self.estimator.observe(_prompt_bytes(req), chunk.prompt_tokens)
+        return generated
+
+    def _internal_error(self) -> None:
+        self.stats.count("errors")
+        log.exception("completion request failed")
+        self.notifier.failure("internal", "local-copilot: internal error, see the log (:LocalCopilot log)", "error")
 
     def _finished(self, snap: Snapshot, text: str) -> None:
         self._last[snap.buf] = (snap, text)

@@ -33,6 +33,7 @@ __all__ = [
     "ConnectTimeout",
     "ReadTimeout",
     "RemoteProtocolError",
+    "Sent",
     "StreamClient",
     "StreamResponse",
     "TransportError",
@@ -283,6 +284,12 @@ class StreamResponse:
         self._complete = True
         return data
 
+    def abort(self) -> None:
+        """Drop the response unread: the connection closes (the server stops generating)."""
+        conn, self._conn = self._conn, None  # type: ignore[assignment]
+        if conn is not None:
+            conn.abort()
+
     def close(self) -> None:
         if self._conn is None:
             return
@@ -297,6 +304,30 @@ class StreamResponse:
 
     async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
+
+
+def _request_bytes(head: str, body: bytes, headers: dict[str, str]) -> bytes:
+    extra = "".join(f"\r\n{k}: {v}" for k, v in headers.items())
+    return f"{head}\r\nContent-Length: {len(body)}{extra}\r\n\r\n".encode("latin-1") + body
+
+
+class Sent:
+    """A request on its way (StreamClient.post_now): its connection, and what of it was sent
+    and of the answer read so far (None: nothing yet)."""
+
+    __slots__ = ("key", "conn", "request", "sent", "buf", "wait_s", "kept")
+
+    def __init__(self, key: tuple[str, int, bool], conn: _Conn, request: bytes, sent: int | None,
+                 buf: bytearray | None, wait_s: float, *, kept: bool = True) -> None:
+        self.key, self.conn, self.request, self.sent, self.buf = key, conn, request, sent, buf
+        self.wait_s = wait_s
+        self.kept = kept  # a kept connection: one the server may have closed meanwhile
+
+    def abort(self) -> None:
+        """Drop the request (unless finish() took it): the server sees the connection close."""
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            conn.abort()
 
 
 class StreamClient:
@@ -375,6 +406,33 @@ class StreamClient:
             found = self._routes[url] = (key, head)
         return found
 
+    def post_now(self, url: str, body: bytes, headers: dict[str, str], wait_s: float) -> StreamResponse | Sent | None:
+        """post() as far as it goes without the event loop: on a kept connection, send the
+        request and wait up to `wait_s` in poll() on this thread for the answer's head.
+
+        A StreamResponse when the head came in time; else the request in flight (`Sent`:
+        `await finish(sent)` reads its answer, `sent.abort()` drops it); None when no kept
+        connection could take it (nothing was sent). For a server known to answer within a
+        frame this is one request per keystroke with no task, timer or loop turn."""
+        key, head = self._route(url)
+        request = _request_bytes(head, body, headers)
+        idle = self._idle.get(key) or []
+        while idle:
+            conn = idle.pop()
+            if not conn.reusable(time.monotonic() - conn.released):
+                conn.abort()
+                continue
+            try:
+                sent, buf = self._start(conn, request, wait_s)
+                end = buf.find(b"\r\n\r\n")
+                if end >= 0:
+                    return self._response(key, conn, buf, end)
+            except RemoteProtocolError:  # the server had closed it (or it answered garbage): the next
+                conn.abort()
+                continue
+            return Sent(key, conn, request, sent, buf, wait_s)
+        return None
+
     async def post(self, url: str, body: bytes, headers: dict[str, str], *, wait_s: float = 0.0) -> StreamResponse:
         """Send the request and read the status line and headers (use as `async with`).
 
@@ -384,27 +442,36 @@ class StreamClient:
         machine (two loop turns, a future, a task wakeup; bench/run.py), one request per
         keystroke. A snapshot that arrives meanwhile would wait for this answer anyway (see
         Engine.submit)."""
-        key, head = self._route(url)
-        extra = "".join(f"\r\n{k}: {v}" for k, v in headers.items())
-        request = f"{head}\r\nContent-Length: {len(body)}{extra}\r\n\r\n".encode("latin-1") + body
-        # a kept connection the server has closed meanwhile fails at once: then a fresh one
-        idle = self._idle.get(key) or []
-        while idle:
-            conn = idle.pop()
-            if not conn.reusable(time.monotonic() - conn.released):
-                conn.abort()
-                continue
-            try:
-                return await self._send(key, conn, request, wait_s)
-            except RemoteProtocolError:
-                conn.abort()
-        return await self._send(key, await self._connect(key), request, wait_s)
+        got = self.post_now(url, body, headers, wait_s)
+        if isinstance(got, StreamResponse):
+            return got
+        if got is None:  # no kept connection: a fresh one
+            key, head = self._route(url)
+            got = Sent(key, await self._connect(key), _request_bytes(head, body, headers), None, None, wait_s,
+                       kept=False)
+        return await self.finish(got)
 
-    async def _send(self, key: tuple[str, int, bool], conn: _Conn, request: bytes, wait_s: float) -> StreamResponse:
-        buf = bytearray()
+    async def finish(self, sent: Sent) -> StreamResponse:
+        """The answer's head for a request post_now() left in flight (or a fresh connection's)."""
+        conn, sent.conn = sent.conn, None
+        if conn is None:
+            raise RemoteProtocolError("the request was dropped")
         try:
-            sent = 0
-            if wait_s > 0 and isinstance(conn, _SocketConn):
+            return await self._send(sent.key, conn, sent.request, sent.wait_s, sent.sent, sent.buf)
+        except RemoteProtocolError:
+            if not sent.kept:
+                raise
+        # a kept connection the server had closed meanwhile: once more on a fresh one
+        return await self._send(sent.key, await self._connect(sent.key), sent.request, sent.wait_s)
+
+    @staticmethod
+    def _start(conn: _Conn, request: bytes, wait_s: float) -> tuple[int, bytearray]:
+        """Send what the socket takes now and wait up to `wait_s` for the answer, in poll();
+        only with `wait_s` on a plain socket (else all of it is left to _send)."""
+        buf = bytearray()
+        sent = 0
+        if wait_s > 0 and isinstance(conn, _SocketConn):
+            try:
                 sent = conn.send_now(request)
                 if sent == len(request):
                     # sent at once and awaited in poll(): no timer, task or loop turn when the
@@ -414,12 +481,21 @@ class StreamClient:
                         if not data:
                             raise ConnectionResetError("closed")
                         buf += data
-            end = buf.find(b"\r\n\r\n")
-            if end < 0:
+            except (ConnectionError, OSError):
+                conn.abort()
+                raise RemoteProtocolError("the server closed the connection before answering") from None
+        return sent, buf
+
+    async def _send(self, key: tuple[str, int, bool], conn: _Conn, request: bytes, wait_s: float,
+                    sent: int | None = None, buf: bytearray | None = None) -> StreamResponse:
+        if sent is None or buf is None:
+            sent, buf = self._start(conn, request, wait_s)
+        try:
+            if buf.find(b"\r\n\r\n") < 0:
                 async with asyncio.timeout(self.timeout):
                     if sent < len(request):
                         await conn.send(memoryview(request)[sent:])
-                    while (end := buf.find(b"\r\n\r\n")) < 0:
+                    while buf.find(b"\r\n\r\n") < 0:
                         if len(buf) > 64 * 1024:
                             raise RemoteProtocolError("response headers longer than 64 KB")
                         data = await conn.recv()
@@ -435,6 +511,10 @@ class StreamClient:
         except BaseException:  # cancelled while waiting (the next keystroke): the server must see it
             conn.abort()
             raise
+        return self._response(key, conn, buf, buf.find(b"\r\n\r\n"))
+
+    def _response(self, key: tuple[str, int, bool], conn: _Conn, buf: bytearray, end: int) -> StreamResponse:
+        """The status line and headers in buf[:end]; what follows is the body's start."""
         head = bytes(buf[:end]).decode("latin-1").split("\r\n")
         conn.pending = buf[end + 4:]
         try:

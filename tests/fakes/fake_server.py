@@ -121,6 +121,13 @@ class FakeServer(LoopbackServer):
                 if (body.get("stream") is False and path in ("/completion", "/infill") and status == 200
                         and isinstance(steps, list)):  # an endless generator streams anyway
                     steps, ctype = one_answer(steps), "application/json"  # as llama-server does
+                    if len(steps) == 2 and isinstance(steps[0], float) and isinstance(steps[1], bytes):
+                        # a whole answer goes out with its length, as llama-server sends it
+                        await asyncio.sleep(steps[0])
+                        writer.write(f"HTTP/1.1 {status} X\r\ncontent-type: {ctype}\r\n"
+                                     f"content-length: {len(steps[1])}\r\n\r\n".encode() + steps[1])
+                        await writer.drain()
+                        continue
                 writer.write(
                     f"HTTP/1.1 {status} X\r\ncontent-type: {ctype}\r\ntransfer-encoding: chunked\r\n\r\n".encode()
                 )

@@ -12,6 +12,8 @@ until the chunk ring changes.
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from local_copilot.config import load_config
@@ -41,6 +43,16 @@ class Recorder:
         pass
 
 
+async def answered(editor: Recorder, i: int, timeout: float = 30.0) -> None:
+    """Until the request for the i-th snapshot has ended: its suggestion is final, or an error
+    was shown (the assertions after tell which)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while len(editor.final) <= i and not editor.notes:
+        assert loop.time() < end, f"no answer to request {i}"
+        await asyncio.sleep(0.01)
+
+
 def typed(i: int, first: int) -> Snapshot:
     """The buffer with `i` letters typed at row 250, col 5 (a new text each time: no cache hit)."""
     lines = list(LINES)
@@ -57,13 +69,13 @@ async def test_requests_with_cross_file_chunks_fit_the_servers_context(llama_ser
     try:
         for i in range(6):  # typing in a long file: the estimate calibrates on these
             engine.submit(typed(i, first=50))
-            await engine._tasks[1]
+            await answered(editor, i)
         # the user visited other files (BufEnter/BufLeave send chunks around the cursor)
         for k in range(6):
             engine.add_chunk(f"/proj/other{k}.py", [f"other_{k}_{n} = {n} + {n}  # more" for n in range(128)], around=64)
         for i in range(6, 10):
             engine.submit(typed(i, first=50))
-            await engine._tasks[1]
+            await answered(editor, i)
         counters = engine.stats.summary()["counters"]
         assert editor.notes == [], (editor.notes, f"bytes per token estimate: {engine.estimator.bytes_per_token}")
         assert counters.get("errors", 0) == 0, counters

@@ -230,3 +230,60 @@ async def test_a_key_typed_during_an_unstreamed_continuation_waits_for_it_and_ge
     assert [p for p in editor.plans if p.seq == 3][-1].text == "t" * 64
     assert engine.stats.counters["deferred"] == 1
     await engine.close()
+
+
+async def test_keys_typed_before_the_pause_each_get_their_first_part_and_only_the_last_is_continued(fake: Any) -> None:
+    # a fast server: each key's first part is asked for and drawn right in the key's callback
+    # (Engine._first_now); the continuation waits on a timer that the next key cancels
+    server = fake(timed(30, ms_per_token=0.5))
+    engine, editor = await _first_suggestion(server)
+    line = "x = "
+    for seq in range(2, 7):  # five keys, 30 ms apart: faster than the pause
+        line += "a"
+        engine.submit(snap(seq, line))
+        assert [p.text for p in editor.plans if p.seq == seq] == ["t" * 8]  # drawn before submit returned
+        await asyncio.sleep(0.03)
+    await wait_until(lambda: any(p.final and p.seq == 6 for p in editor.plans))
+    asked = [(b["n_predict"], b["stream"], b["prompt"]) for b in infills(server)[2:]]
+    assert asked == [(8, False, "x = " + "a" * k) for k in range(1, 6)] + [(56, False, line + "t" * 8)]
+    assert not any(p.final for p in editor.plans if 2 <= p.seq <= 5)
+    assert [p for p in editor.plans if p.seq == 6][-1].text == "t" * 30
+    await engine.close()
+
+
+async def test_a_quick_first_part_that_comes_late_is_read_from_the_request_already_sent(fake: Any) -> None:
+    server = fake(timed(30, ms_per_token=0.5))
+    engine, editor = await _first_suggestion(server)
+    server.first_byte_delay = 0.08  # longer than the engine waits outside the loop (one frame)
+    engine.submit(snap(2, "x = y"))
+    assert not [p for p in editor.plans if p.seq == 2]  # not there yet: the loop reads it on
+    await wait_until(lambda: any(p.final and p.seq == 2 for p in editor.plans))
+    second = [(b["n_predict"], b["stream"]) for b in infills(server) if b["prompt"].startswith("x = y")]
+    assert second == [(8, False), (56, False)]  # the first part was asked for once, not again
+    assert [(p.text, p.final) for p in editor.plans if p.seq == 2] == [("t" * 8, False), ("t" * 30, True)]
+    assert not editor.notes
+    await engine.close()
+
+
+async def test_an_error_answer_to_a_quick_first_part_is_one_notification_and_then_it_resumes(fake: Any) -> None:
+    fast = timed(30, ms_per_token=0.5)
+    failing = {"on": False}
+
+    def script(path: str, body: dict[str, Any]) -> tuple[int, list[Step]]:
+        if failing["on"] and path == "/completion":
+            return 500, [json.dumps({"error": {"code": 500, "message": "slot crashed"}}).encode()]
+        return fast(path, body)
+
+    server = fake(script)
+    engine, editor = await _first_suggestion(server)
+    failing["on"] = True
+    for seq, line in ((2, "x = y"), (3, "x = yz")):
+        engine.submit(snap(seq, line))
+        await wait_until(lambda: len(editor.notes) == 1 and engine.stats.counters["errors"] == seq - 1)
+    assert "HTTP 500: slot crashed" in editor.notes[0][0]
+    assert not any(p.seq in (2, 3) for p in editor.plans)  # nothing drawn, nothing to accept
+    failing["on"] = False
+    engine.submit(snap(4, "x = yzw"))
+    await wait_until(lambda: any(p.final and p.seq == 4 for p in editor.plans))
+    assert len(editor.notes) == 1 and editor.states[-1] == "ok"
+    await engine.close()

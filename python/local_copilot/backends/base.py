@@ -15,9 +15,13 @@ import msgspec
 from ..config import BackendConfig
 from ..errors import ProtocolError, ServerError, ServerUnavailable
 from ..fim_templates import ExtraChunk
-from ..http_stream import StreamClient, StreamResponse, TransportError
+from ..http_stream import Sent, StreamClient, StreamResponse, TransportError
 
-__all__ = ["Backend", "Chunk", "FimRequest", "HttpBackend", "raise_for_status", "auth_headers", "connect_errors"]
+__all__ = ["Backend", "Chunk", "FimRequest", "HttpBackend", "Started", "raise_for_status", "auth_headers", "connect_errors"]
+
+
+# a request answer_now() left in flight: sent (maybe answered in part), or its head read
+Started = Sent | StreamResponse
 
 
 class FimRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -83,8 +87,26 @@ class Backend(Protocol):
         """Tokens one request may use (per-slot context), or None when the server won't say."""
         ...
 
-    def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
-        """Stream the completion; closing the iterator closes the HTTP stream (cancel)."""
+    def complete(self, req: FimRequest, started: Started | None = None) -> AsyncIterator[Chunk]:
+        """Stream the completion; closing the iterator closes the HTTP stream (cancel).
+        `started`: the request answer_now() left in flight; its answer is read instead."""
+        ...
+
+    def context_limit_now(self) -> int | None:
+        """context_limit() without asking the server (only once answers_now is true)."""
+        ...
+
+    @property
+    def answers_now(self) -> bool:
+        """Whether a quick request (FimRequest.quick) can be made without the event loop now:
+        the server was probed and its dialect answers unstreamed (see answer_now)."""
+        ...
+
+    def answer_now(self, req: FimRequest) -> Chunk | Started | None:
+        """A quick request's whole answer without the event loop: its one (done) chunk when the
+        server wrote it within QUICK_ANSWER_S; what is in flight when not, to be read by
+        complete(req, started) or dropped by abort(); None when it cannot go so (nothing was
+        sent). Raises BackendError as complete() would."""
         ...
 
     def close(self) -> None:
@@ -173,12 +195,17 @@ class HttpBackend:
     def close(self) -> None:
         self.streams.close()
 
-    async def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
+    async def complete(self, req: FimRequest, started: Started | None = None) -> AsyncIterator[Chunk]:
         """Backend.complete, in the dialect's request (_request) and events (_chunks)."""
-        path, body, parser, last = await self._request(req)
+        try:
+            path, body, parser, last = await self._request(req)
+        except BaseException:
+            if started is not None:
+                started.abort()
+            raise
         # closed here when the last chunk returns, not by the garbage collector (whose
         # finalizer wakes the event loop through its self-pipe: two syscalls per request)
-        async with aclosing(self.payloads(path, body, parser, last, quick=req.quick)) as batches:
+        async with aclosing(self.payloads(path, body, parser, last, quick=req.quick, started=started)) as batches:
             async for batch in batches:
                 for chunk in self._chunks(batch):
                     yield chunk
@@ -188,6 +215,35 @@ class HttpBackend:
     async def _request(self, req: FimRequest) -> tuple[str, dict[str, Any], _Parser, Callable[[bytes], bool]]:
         """The completion request's path and body, its stream's parser and what its final
         payload looks like (once the server is probed)."""
+        raise NotImplementedError
+
+    # Backend.answers_now: only a dialect that can ask for one unstreamed answer (llama.cpp)
+    answers_now = False
+
+    def context_limit_now(self) -> int | None:
+        raise NotImplementedError
+
+    def answer_now(self, req: FimRequest) -> Chunk | Started | None:
+        """Backend.answer_now. Anything unusual (an error status, a streamed or partial answer)
+        is left in flight for complete(), which reads and judges it as always."""
+        if not (req.quick and not req.stream and self.answers_now):
+            return None
+        path, body, _, _ = self._request_now(req)
+        try:
+            got = self.streams.post_now(self.base + path, _encode(body), auth_headers(self.cfg), self.QUICK_ANSWER_S)
+        except TransportError as exc:
+            raise self._unreachable(exc) from exc
+        if not isinstance(got, StreamResponse) or got.status != 200 or not _whole_json(got):
+            return got
+        data = got.read_now()
+        if data is None or len(data) > self.MAX_ANSWER_BYTES:
+            return got
+        got.close()  # read to its end: the connection is kept for the next request
+        chunk = self._decode(data)
+        return chunk if chunk.done else Chunk(text=chunk.text, done=True)
+
+    def _request_now(self, req: FimRequest) -> tuple[str, dict[str, Any], _Parser, Callable[[bytes], bool]]:
+        """_request() once the server is probed (answers_now)."""
         raise NotImplementedError
 
     def _chunks(self, batch: list[bytes]) -> Iterable[Chunk]:
@@ -246,7 +302,7 @@ class HttpBackend:
 
     async def payloads(self, path: str, body: dict[str, Any], parser: _Parser,
                        last: Callable[[bytes], bool] | None = None, *,
-                       quick: bool = False) -> AsyncIterator[list[bytes]]:
+                       quick: bool = False, started: Started | None = None) -> AsyncIterator[list[bytes]]:
         """The stream's payloads (SSE data or NDJSON lines), a list per network read; closing
         this closes the stream, which tells the server to stop.
 
@@ -257,6 +313,7 @@ class HttpBackend:
         A request with `"stream": false` answered with one JSON document yields that document
         as the only payload (a server that streams anyway is parsed as a stream). With
         `quick`, that answer is first awaited without the event loop (StreamClient.post).
+        `started`: the request is already out (answer_now); its answer is read here.
 
         The last payloads are handed over after the response is closed: a consumer that stops
         at the final chunk must not leave the connection held until this generator is
@@ -265,8 +322,14 @@ class HttpBackend:
         try:
             unstreamed = body.get("stream") is False
             wait_s = self.QUICK_ANSWER_S if unstreamed and quick else 0.0
-            async with await self.streams.post(self.base + path, _encode(body), auth_headers(self.cfg),
-                                               wait_s=wait_s) as response:
+            if started is None:
+                response = await self.streams.post(self.base + path, _encode(body), auth_headers(self.cfg),
+                                                   wait_s=wait_s)
+            elif isinstance(started, Sent):
+                response = await self.streams.finish(started)
+            else:
+                response = started
+            async with response:
                 await raise_for_status(self.name, response)
                 if unstreamed and _whole_json(response):
                     final = [await self._whole(response)]

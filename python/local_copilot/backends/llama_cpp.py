@@ -117,8 +117,7 @@ class LlamaCppBackend(HttpBackend):
 
     async def context_limit(self) -> int | None:
         await self.ensure_ready()
-        assert self.props is not None
-        return self.props.default_generation_settings.n_ctx or None
+        return self.context_limit_now()
 
     async def ensure_ready(self) -> FimTemplate | None:
         if self.props is None:
@@ -189,7 +188,18 @@ class LlamaCppBackend(HttpBackend):
 
     async def _request(self, req: FimRequest) -> tuple[str, dict[str, Any], SSEParser, Callable[[bytes], bool]]:
         await self.ensure_ready()
+        return self._request_now(req)
+
+    def _request_now(self, req: FimRequest) -> tuple[str, dict[str, Any], SSEParser, Callable[[bytes], bool]]:
         return self.endpoint, self.body(req), SSEParser(), _final
+
+    @property
+    def answers_now(self) -> bool:
+        return self._resolved and self.props is not None
+
+    def context_limit_now(self) -> int | None:
+        assert self.props is not None
+        return self.props.default_generation_settings.n_ctx or None
 
     def _chunks(self, batch: list[bytes]) -> Iterable[Chunk]:
         """One network read's events: all but the last merged into one chunk, decoded as one
