@@ -173,6 +173,9 @@ class Engine:
         self.stats = Stats()
         self.ring = ContextRing()
         self._window = WindowFitter()  # the last snapshot's window, fitted (window.py)
+        # the speculative request's own: it must not evict the window the user types in (the
+        # next key would fit all of it anew, ~0.2 ms of host CPU)
+        self._spec_window = WindowFitter()
         # ms the server takes per generated token (smoothed; from its timings), None until known
         self._token_ms: float | None = None
 
@@ -191,7 +194,7 @@ class Engine:
         self._client = httpx.AsyncClient(timeout=timeout, transport=self._transport, trust_env=False)
         self.backend = make_backend(cfg.backend, active, self._client)
         self.estimator = TokenEstimator()  # bytes per token differ between models
-        self._window = WindowFitter()
+        self._window, self._spec_window = WindowFitter(), WindowFitter()
         self._token_ms = None
         self.cache.clear()
         self.stats.set_backend(cfg.backend)
@@ -254,6 +257,7 @@ class Engine:
         a whole window of its text)."""
         self.cancel(buf)
         self._window.forget_buffer(buf)
+        self._spec_window.forget_buffer(buf)
         self._last.pop(buf, None)
         self._typing.pop(buf, None)
         self._unanswered.discard(buf)
@@ -289,16 +293,16 @@ class Engine:
 
     # -- internals -----------------------------------------------------------------------
 
-    async def _prepare(self, snap: Snapshot) -> _Prepared:
+    async def _prepare(self, snap: Snapshot, window: WindowFitter | None = None) -> _Prepared:
         assert self.backend is not None
-        return self._prepare_for(snap, await self.backend.context_limit())
+        return self._prepare_for(snap, await self.backend.context_limit(), window)
 
-    def _prepare_for(self, snap: Snapshot, limit: int | None) -> _Prepared:
+    def _prepare_for(self, snap: Snapshot, limit: int | None, window: WindowFitter | None = None) -> _Prepared:
         """_prepare() for a server whose context per request is `limit` tokens."""
         assert self.config is not None and self.backend is not None
         cfg, backend = self.config, self.backend
         budget, extra_budget = self._budget(limit, cfg)
-        fitted = self._window.fit(snap, lines_before=cfg.context.lines_before, lines_after=cfg.context.lines_after,
+        fitted = (window or self._window).fit(snap, lines_before=cfg.context.lines_before, lines_after=cfg.context.lines_after,
                                   budget=None if budget is None else budget - extra_budget, est=self.estimator,
                                   prefix_share=cfg.context.prefix_share)
         ctx, key = fitted.ctx, fitted.key
@@ -646,7 +650,7 @@ class Engine:
     async def _speculate(self, snap: Snapshot, text: str) -> None:
         """Compute the suggestion that follows `text`, as if it were accepted; cache only."""
         try:
-            prep = await self._prepare(accepted_snapshot(snap, text))
+            prep = await self._prepare(accepted_snapshot(snap, text), self._spec_window)
         except (BackendError, ConfigError):
             return
         if self.cache.get(prep.key) is not None:

@@ -121,3 +121,47 @@ async def test_a_request_bigger_than_the_socket_buffer_is_sent_whole(server: Any
     body = b'"' + b"x" * (4 << 20) + b'"'
     assert await _post(client, url, body, wait_s=0.05) == b'{"echo": ' + body + b"}"
     client.close()
+
+
+async def test_post_now_gives_a_plain_answer_as_bytes_and_keeps_the_connection(server: Any) -> None:
+    url, handler = server
+    client = StreamClient(timeout=5)
+    assert client.post_now(url + "/completion", b'"zero"', {}, 1.0, whole=True) is None  # no kept connection yet
+    assert await _post(client, url, b'"one"', wait_s=1.0) == b'{"echo": "one"}'
+    got = client.post_now(url + "/completion", b'"two"', {}, 1.0, whole=True)
+    assert got == b'{"echo": "two"}'
+    assert await _post(client, url, b'"three"', wait_s=1.0) == b'{"echo": "three"}'
+    assert handler.peers == [handler.peers[0]] * 3  # one connection, kept through all three
+    client.close()
+
+
+async def test_post_now_leaves_a_late_answer_in_flight_and_finish_reads_it(server: Any) -> None:
+    url, handler = server
+    client = StreamClient(timeout=5)
+    assert await _post(client, url, b'"one"', wait_s=1.0) == b'{"echo": "one"}'
+    handler.delay_s = 0.2
+    sent = client.post_now(url + "/completion", b'"late"', {}, 0.02, whole=True)
+    assert not isinstance(sent, (bytes, type(None)))  # still on its way after 20 ms
+    async with await client.finish(sent) as response:  # type: ignore[arg-type]
+        assert response.status == 200 and await response.read() == b'{"echo": "late"}'
+    assert len(handler.peers) == 2 and handler.peers[1] == handler.peers[0]  # sent once, on the kept one
+    client.close()
+
+
+@pytest.mark.parametrize("head, plain", [  # True: b"{}"; an int: bytes still to come
+    (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}", True),
+    (b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}", True),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n{}", 1),  # a byte still to come
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}HTTP", False),  # bytes past it
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", False),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}", False),
+    (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 2\r\n\r\n{}", False),
+    (b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 2\r\n\r\n{}", False),
+    (b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n{}", False),
+])
+def test_only_a_plain_whole_answer_skips_the_response_parse(head: bytes, plain: bool | int) -> None:
+    from local_copilot.http_stream import _plain_body
+
+    buf = bytearray(head)
+    got = _plain_body(buf, buf.find(b"\r\n\r\n"))
+    assert got == (b"{}" if plain is True else None if plain is False else plain)

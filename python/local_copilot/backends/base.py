@@ -228,22 +228,21 @@ class HttpBackend:
         is left in flight for complete(), which reads and judges it as always."""
         if not (req.quick and not req.stream and self.answers_now):
             return None
-        path, body, _, _ = self._request_now(req)
+        path, body = self._body_now(req)
         try:
-            got = self.streams.post_now(self.base + path, _encode(body), auth_headers(self.cfg), self.QUICK_ANSWER_S)
+            got = self.streams.post_now(self.base + path, _encode(body), auth_headers(self.cfg), self.QUICK_ANSWER_S,
+                                        whole=True)
         except TransportError as exc:
             raise self._unreachable(exc) from exc
-        if not isinstance(got, StreamResponse) or got.status != 200 or not _whole_json(got):
+        if not isinstance(got, bytes):
             return got
-        data = got.read_now()
-        if data is None or len(data) > self.MAX_ANSWER_BYTES:
-            return got
-        got.close()  # read to its end: the connection is kept for the next request
-        chunk = self._decode(data)
+        if len(got) > self.MAX_ANSWER_BYTES:
+            raise ProtocolError(f"{self.name}: answer longer than {self.MAX_ANSWER_BYTES // 1024} KB")
+        chunk = self._decode(got)
         return chunk if chunk.done else Chunk(text=chunk.text, done=True)
 
-    def _request_now(self, req: FimRequest) -> tuple[str, dict[str, Any], _Parser, Callable[[bytes], bool]]:
-        """_request() once the server is probed (answers_now)."""
+    def _body_now(self, req: FimRequest) -> tuple[str, dict[str, Any]]:
+        """The request's path and body once the server is probed (answers_now)."""
         raise NotImplementedError
 
     def _chunks(self, batch: list[bytes]) -> Iterable[Chunk]:

@@ -188,10 +188,10 @@ class LlamaCppBackend(HttpBackend):
 
     async def _request(self, req: FimRequest) -> tuple[str, dict[str, Any], SSEParser, Callable[[bytes], bool]]:
         await self.ensure_ready()
-        return self._request_now(req)
-
-    def _request_now(self, req: FimRequest) -> tuple[str, dict[str, Any], SSEParser, Callable[[bytes], bool]]:
         return self.endpoint, self.body(req), SSEParser(), _final
+
+    def _body_now(self, req: FimRequest) -> tuple[str, dict[str, Any]]:
+        return self.endpoint, self.body(req)
 
     @property
     def answers_now(self) -> bool:
