@@ -6,11 +6,14 @@
 --   * the plugin's main-thread work is timed: every autocmd callback of the LocalCopilot
 --     group, trigger() (snapshot + notification, run by the debounce timer) and ghost.show
 --     (render plans from the host); nested calls are counted once.
---   * the same callbacks' CPU time (getrusage): on a 2-core machine shared with the host and
---     the server, the wall time also holds the moments Neovim was preempted mid-callback.
+--   * the same callbacks' CPU time: on a 2-core machine shared with the host and the server,
+--     the wall time also holds the moments Neovim was preempted mid-callback. The main
+--     thread's own (getrusage_thread, libuv >= 1.50); the process's getrusage also counted
+--     Neovim's other threads and over-read.
 local api, hr = vim.api, vim.uv.hrtime
+local rusage = vim.uv.getrusage_thread or vim.uv.getrusage
 local function cpu_ns()
-  local r = vim.uv.getrusage()
+  local r = rusage()
   return ((r.utime.sec + r.stime.sec) * 1e6 + r.utime.usec + r.stime.usec) * 1000
 end
 local lc = require('local_copilot')

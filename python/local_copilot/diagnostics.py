@@ -508,7 +508,7 @@ def _server_items(name: str, url: str, env: Mapping[str, str]) -> list[Item]:
             rc = s.get("exit_code")
             items.append(Item(level="warn", message=f"the server local-copilot started exited"
                                                     f"{f' with code {rc}' if rc is not None else ''}",
-                              advice=[f"read its log: {s.get('log')}", f":LocalCopilotBackend restart"]))
+                              advice=[f"read its log: {s.get('log')}", ":LocalCopilotBackend restart"]))
     return items
 
 

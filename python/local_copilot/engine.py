@@ -416,26 +416,36 @@ class Engine:
                 return True
             self.stats.count("requests")
             req = self._first_request(prep.req)
-            started = time.perf_counter()
-            got = backend.answer_now(req)
-            if not isinstance(got, Chunk):
-                task = self._tasks[snap.buf] = asyncio.get_running_loop().create_task(
-                    self._run(snap, prep, None if got is None else (req, got)))
-                if got is not None:  # dropped if the task is cancelled before it reads it
-                    task.add_done_callback(lambda _: got.abort())
+            got = self._answer_now(prep, req)
+            if isinstance(got, _Outcome):
+                self._first_shown(snap, prep, got)
                 return True
-            self._succeeded()
-            generated = self._account(req, got)
-            result = process(got.text, prep.pctx, final=True)
-            done = time.perf_counter()
-            self.stats.latency(backend.name, done - started, done - started, len(got.text))
-            count = generated if generated is not None else int(bool(got.text))
-            self._first_shown(snap, prep, _Outcome(result.text, got.text, not result.done and count >= req.n_predict))
+            task = self._tasks[snap.buf] = asyncio.get_running_loop().create_task(
+                self._run(snap, prep, None if got is None else (req, got)))
+            if got is not None:  # dropped if the task is cancelled before it reads it
+                task.add_done_callback(lambda _: got.abort())
         except (BackendError, ConfigError) as exc:
             self._failed(exc)
         except Exception:  # a bug must not reach :messages as a stack trace
             self._internal_error()
         return True
+
+    def _answer_now(self, prep: _Prepared, req: FimRequest) -> _Outcome | Started | None:
+        """Backend.answer_now, its answer taken in as _stream takes a stream's: the outcome;
+        else what is still in flight, or None (nothing was sent). Raises BackendError."""
+        backend = self.backend
+        assert backend is not None
+        started = time.perf_counter()
+        got = backend.answer_now(req)
+        if not isinstance(got, Chunk):
+            return got
+        self._succeeded()
+        generated = self._account(req, got)
+        result = process(got.text, prep.pctx, final=True)
+        done = time.perf_counter()
+        self.stats.latency(backend.name, done - started, done - started, len(got.text))
+        count = generated if generated is not None else int(bool(got.text))
+        return _Outcome(result.text, got.text, not result.done and count >= req.n_predict)
 
     def _first_shown(self, snap: Snapshot, prep: _Prepared, out: _Outcome, *, cached: bool = False) -> None:
         """A first part is in (`cached`: from the cache): show it, and continue it once the user
@@ -659,7 +669,18 @@ class Engine:
         # only the quick first part: it is shown at once after accept, and continued from
         # there once the user pauses (a whole n_predict here doubled the tokens per burst)
         first = self._first_n()
-        out = await self._stream(prep, req=self._first_request(prep.req))
+        req = self._first_request(prep.req)
+        got: _Outcome | Started | None = None
+        if self.backend is not None and self.backend.answers_now:  # without the stream's async layers
+            try:
+                got = self._answer_now(prep, req)
+            except (BackendError, ConfigError) as exc:
+                self._failed(exc)
+                return
+            except Exception:  # a bug must not reach :messages as a stack trace
+                self._internal_error()
+                return
+        out = got if isinstance(got, _Outcome) else await self._stream(prep, req=req, inflight=got)
         if out is not None:
             self.cache.put(prep.key, out.text, partial=out.truncated and first < prep.req.n_predict)
 

@@ -367,7 +367,7 @@ def cut_stop_strings(raw: str, stop_strings: Sequence[str], *, final: bool) -> t
     While streaming, a tail that could still grow into a stop string is held back.
     """
     cut = -1
-    for s in stop_strings:
+    for s in stop_strings if any(map(raw.__contains__, stop_strings)) else ():  # (the common case: none)
         if s:
             i = raw.find(s)
             if i >= 0 and (cut < 0 or i < cut):
