@@ -64,6 +64,7 @@ class LocalCopilotPlugin:
         # else in the window changed (see _snapshot)
         self._windows: dict[int, Snapshot] = {}
         self._seqs: dict[int, int] = {}  # buf -> the newest snapshot seq handled
+        self._submitted: dict[int, int] = {}  # buf -> the newest seq given to the engine (worker loop)
 
     def _start(self) -> Engine:
         if self._engine is None:
@@ -165,6 +166,22 @@ class LocalCopilotPlugin:
         payload["lines"] = lines
         return msgspec.convert(payload, Snapshot)
 
+    def _submit(self, snap: Snapshot) -> None:
+        """On the worker loop: the engine gets a buffer's snapshots oldest first. _snapshot
+        drops an older one as it is read, but one read on the host's channel reaches this
+        loop a hop later, maybe after a newer one read here on the worker's own channel (only
+        while Lua switches channels): it would cancel the newer one's request."""
+        if snap.seq < self._submitted.get(snap.buf, 0):
+            return
+        self._submitted[snap.buf] = snap.seq
+        assert self._engine is not None
+        self._engine.submit(snap)
+
+    def _forget(self, buf: int) -> None:
+        self._submitted.pop(buf, None)
+        assert self._engine is not None
+        self._engine.forget(buf)
+
     @pynvim.rpc_export("local_copilot_event", sync=False)
     @guarded
     def on_notification(self, name: str, payload: Any = None) -> None:
@@ -192,7 +209,7 @@ class LocalCopilotPlugin:
                 return
             snap = self._snapshot(payload)
             if snap is not None:
-                run(engine.submit, snap)
+                run(self._submit, snap)
         elif name == "alternatives":
             engine = self._start()
             if self.config is None:
@@ -237,7 +254,7 @@ class LocalCopilotPlugin:
         elif name == "forget":  # the buffer was wiped: its window and seq are of no use
             self._windows.pop(int(payload), None)
             self._seqs.pop(int(payload), None)
-            run(self._start().forget, int(payload))
+            run(self._forget, int(payload))
         elif name == "hello":
             self._start()
 
