@@ -25,15 +25,10 @@ class FimContext(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def indent_width(line: str, tabstop: int) -> int:
-    width = 0
-    for ch in line:
-        if ch == " ":
-            width += 1
-        elif ch == "\t":
-            width += tabstop - width % tabstop if tabstop > 0 else 1
-        else:
-            break
-    return width
+    """Display width of the leading spaces and tabs (a tab to the next multiple of `tabstop`;
+    1 when tabstop is 0). In C: a loop here per character ran on every keystroke."""
+    lead = line[:len(line) - len(line.lstrip(" \t"))]
+    return len(lead.expandtabs(tabstop)) if "\t" in lead and tabstop > 0 else len(lead)
 
 
 def join_prefix(lines: Sequence[str]) -> str:

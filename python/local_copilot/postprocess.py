@@ -329,9 +329,18 @@ def _walk_back(
     statement start is out of sight or the brackets do not match up: callers then
     assume nothing.
     """
-    pending = list(_summary(line)[0])
+    return _walk_back_from(prev, _summary(line)[0], indent_width(line, tabstop), tabstop)
+
+
+# While the user types, `line` changes on every key and `prev` (the same tuple) does not; the
+# walk depends on `line` only through its unmatched closers and its indent. Memoized, a key
+# costs a lookup instead of ~90 lines of Python (bench/run.py: host CPU per keystroke).
+@lru_cache(maxsize=64)
+def _walk_back_from(
+    prev: tuple[str, ...], closers: tuple[str, ...], lo: int, tabstop: int
+) -> tuple[int | None, _Opener | None]:
+    pending = list(closers)
     own = bool(pending)  # still resolving `line`'s own statement
-    lo = indent_width(line, tabstop)
     top = len(prev)  # earliest line known to belong to the statement
     enc: _Opener | None = None
     for j in range(len(prev) - 1, max(-1, len(prev) - 1 - _WALK_LIMIT), -1):
