@@ -8,13 +8,26 @@
 --     (render plans from the host); nested calls are counted once.
 --   * the same callbacks' CPU time: on a 2-core machine shared with the host and the server,
 --     the wall time also holds the moments Neovim was preempted mid-callback. The main
---     thread's own (getrusage_thread, libuv >= 1.50); the process's getrusage also counted
---     Neovim's other threads and over-read.
+--     thread's own, from CLOCK_THREAD_CPUTIME_ID (LuaJIT's FFI, Linux): the process's
+--     getrusage also counted Neovim's other threads and over-read, and getrusage_thread
+--     moves in steps of the scheduler tick (most ~50 us callbacks read 0).
 local api, hr = vim.api, vim.uv.hrtime
-local rusage = vim.uv.getrusage_thread or vim.uv.getrusage
-local function cpu_ns()
-  local r = rusage()
-  return ((r.utime.sec + r.stime.sec) * 1e6 + r.utime.usec + r.stime.usec) * 1000
+local cpu_ns
+local has_ffi, ffi = pcall(require, 'ffi')
+if has_ffi and jit and jit.os == 'Linux' then
+  pcall(ffi.cdef, 'typedef struct { long tv_sec; long tv_nsec; } lcb_timespec;'
+    .. ' int clock_gettime(int clk, lcb_timespec *ts);')
+  local ts = ffi.new('lcb_timespec')
+  local CLOCK_THREAD_CPUTIME_ID = 3
+  cpu_ns = function()
+    ffi.C.clock_gettime(CLOCK_THREAD_CPUTIME_ID, ts)
+    return tonumber(ts.tv_sec) * 1e9 + tonumber(ts.tv_nsec)
+  end
+else
+  cpu_ns = function()
+    local r = vim.uv.getrusage()
+    return ((r.utime.sec + r.stime.sec) * 1e6 + r.utime.usec + r.stime.usec) * 1000
+  end
 end
 local lc = require('local_copilot')
 local ghost = require('local_copilot.ghost')
