@@ -420,10 +420,20 @@ class Engine:
             if isinstance(got, _Outcome):
                 self._first_shown(snap, prep, got)
                 return True
-            task = self._tasks[snap.buf] = asyncio.get_running_loop().create_task(
-                self._run(snap, prep, None if got is None else (req, got)))
-            if got is not None:  # dropped if the task is cancelled before it reads it
-                task.add_done_callback(lambda _: got.abort())
+            # counted and looked up in the cache already: the task goes on from the request
+            task = self._tasks[snap.buf] = asyncio.get_running_loop().create_task(self._run(snap, prep, (req, got)))
+            if got is not None:
+                buf = snap.buf
+                # unanswered from now on (submit keeps it; _stream's gate takes over), and
+                # dropped if the task is cancelled before it reads it
+                self._unanswered.add(buf)
+
+                def dropped(done: asyncio.Task[None]) -> None:
+                    got.abort()
+                    if self._tasks.get(buf) in (done, None):
+                        self._unanswered.discard(buf)
+
+                task.add_done_callback(dropped)
         except (BackendError, ConfigError) as exc:
             self._failed(exc)
         except Exception:  # a bug must not reach :messages as a stack trace
@@ -453,7 +463,8 @@ class Engine:
         if out.truncated and prep.req.n_predict > self._first_n():
             if not cached:
                 self.cache.put(prep.key, out.text, partial=True)
-            self.editor.show(self._plan(snap, [out.text], final=False))
+            if out.text:  # nothing to show yet (a stream's drawer would not draw it either)
+                self.editor.show(self._plan(snap, [out.text], final=False))
             self._pauses[snap.buf] = asyncio.get_running_loop().call_at(
                 self._pause_end(snap.buf), self._continue, snap, prep, out)
             return
@@ -466,7 +477,7 @@ class Engine:
         self._tasks[snap.buf] = asyncio.get_running_loop().create_task(self._run_rest(snap, prep, first))
 
     async def _run(self, snap: Snapshot, prep: _Prepared | None = None,
-                   sent: tuple[FimRequest, Started] | None = None) -> None:
+                   sent: tuple[FimRequest, Started | None] | None = None) -> None:
         assert self.backend is not None and self.config is not None
         drawer = _Drawer(self, snap)
         try:
@@ -504,8 +515,9 @@ class Engine:
             self._tasks[snap.buf] = asyncio.get_running_loop().create_task(self._run(newer))
 
     async def _suggest(self, snap: Snapshot, drawer: _Drawer, prep: _Prepared | None = None,
-                       sent: tuple[FimRequest, Started] | None = None) -> None:
-        """`prep`: the snapshot already prepared; `sent`: its first request, already out."""
+                       sent: tuple[FimRequest, Started | None] | None = None) -> None:
+        """`prep`: the snapshot already prepared; `sent`: its first request (counted, the cache
+        looked up) and what of it is already out, if anything."""
         assert self.config is not None
         for attempt in (1, 2):
             if prep is None:

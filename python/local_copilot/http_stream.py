@@ -447,17 +447,22 @@ class StreamClient:
         idle = self._idle.get(key) or []
         while idle:
             conn = idle.pop()
+            if whole and not isinstance(conn, _SocketConn):  # TLS: nothing to wait for here
+                idle.append(conn)
+                return None
             if not conn.reusable(time.monotonic() - conn.released):
                 conn.abort()
                 continue
             try:
-                sent, buf = self._start(conn, request, wait_s)
+                sent, buf = self._start(conn, request, max(0.0, deadline - time.monotonic()))
                 end = buf.find(b"\r\n\r\n")
                 if end >= 0:
                     plain = _plain_body(buf, end) if whole else None
                     # the head and the body can come in two segments (two writes)
-                    while isinstance(plain, int) and isinstance(conn, _SocketConn) \
-                            and (left := deadline - time.monotonic()) > 0 and (data := conn.recv_within(left)):
+                    while isinstance(plain, int) and (left := deadline - time.monotonic()) > 0:
+                        data = self._recv_within(conn, left)
+                        if not data:
+                            break
                         buf += data
                         plain = _plain_body(buf, end)
                     if isinstance(plain, bytes):
@@ -469,6 +474,16 @@ class StreamClient:
                 continue
             return Sent(key, conn, request, sent, buf, wait_s)
         return None
+
+    @staticmethod
+    def _recv_within(conn: _Conn, seconds: float) -> bytes | None:
+        if not isinstance(conn, _SocketConn):
+            return None
+        try:
+            return conn.recv_within(seconds)
+        except (ConnectionError, OSError):
+            conn.abort()
+            raise RemoteProtocolError("the server closed the connection mid-answer") from None
 
     async def post(self, url: str, body: bytes, headers: dict[str, str], *, wait_s: float = 0.0) -> StreamResponse:
         """Send the request and read the status line and headers (use as `async with`).

@@ -287,3 +287,32 @@ async def test_an_error_answer_to_a_quick_first_part_is_one_notification_and_the
     await wait_until(lambda: any(p.final and p.seq == 4 for p in editor.plans))
     assert len(editor.notes) == 1 and editor.states[-1] == "ok"
     await engine.close()
+
+
+async def test_a_key_right_after_a_late_quick_first_part_waits_for_it_instead_of_cancelling_it(fake: Any) -> None:
+    # the first part went out from the key's callback and is still unanswered when the next key
+    # is read in the same loop step: llama-server would evaluate the dropped request anyway
+    server = fake(timed(30, ms_per_token=0.5))
+    engine, editor = await _first_suggestion(server)
+    server.first_byte_delay = 0.08
+    engine.submit(snap(2, "x = y"))
+    engine.submit(snap(3, "x = yz"))  # no loop turn in between
+    await wait_until(lambda: any(p.final and p.seq == 3 for p in editor.plans))
+    prompts = [b["prompt"] for b in infills(server)[2:]]
+    assert prompts[:2] == ["x = y", "x = yz"]  # the first kept, the second sent once it answered
+    assert engine.stats.counters["deferred"] == 1 and server.disconnects == 0
+    assert not any(p.seq == 2 for p in editor.plans)
+    await engine.close()
+
+
+async def test_each_request_is_counted_once_when_the_lane_hands_it_to_a_task(fake: Any) -> None:
+    # speed unknown (no timings): the first parts stream, so the keystroke lane hands each one
+    # to the task that streams it; the stats (:LocalCopilot stats) count each request once
+    server = fake(honouring(30))
+    engine, editor = await _first_suggestion(server)
+    engine.submit(snap(2, "x = y"))
+    await wait_until(lambda: any(p.final and p.seq == 2 for p in editor.plans))
+    firsts = [b for b in infills(server) if b["n_predict"] == 8]
+    assert len(firsts) == 2 and engine.stats.counters["requests"] == 2
+    assert engine.cache.misses == 2  # one lookup per snapshot
+    await engine.close()

@@ -165,3 +165,26 @@ def test_only_a_plain_whole_answer_skips_the_response_parse(head: bytes, plain: 
     buf = bytearray(head)
     got = _plain_body(buf, buf.find(b"\r\n\r\n"))
     assert got == (b"{}" if plain is True else None if plain is False else plain)
+
+
+async def test_post_now_gives_up_on_a_connection_reset_between_head_and_body(server: Any) -> None:
+    import socket as socket_mod
+
+    url, handler = server
+    client = StreamClient(timeout=5)
+    assert await _post(client, url, b'"one"', wait_s=1.0) == b'{"echo": "one"}'
+
+    def cut(self: Any) -> None:  # the head and half the body, then a reset
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"a")
+        self.wfile.flush()
+        time.sleep(0.05)
+        self.rfile.close()  # the files hold the socket open: closed first, the close below is real
+        self.wfile.close()
+        self.connection.setsockopt(socket_mod.SOL_SOCKET, socket_mod.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        self.connection.close()  # with linger 0: a reset, not an end
+
+    handler.do_POST = cut  # type: ignore[method-assign]
+    assert client.post_now(url + "/completion", b'"two"', {}, 1.0, whole=True) is None  # no OSError
+    assert client._idle.get(next(iter(client._idle))) == []  # the broken connection is not kept
+    client.close()

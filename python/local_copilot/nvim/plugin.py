@@ -204,7 +204,7 @@ class LocalCopilotPlugin:
         elif name == "snapshot":
             if "config" in payload:
                 self._configure(payload.pop("config"), run)
-            engine = self._start()
+            self._start()
             if self.config is None:
                 return
             snap = self._snapshot(payload)
