@@ -145,6 +145,10 @@ class Engine:
     # a continuation the server writes within this long comes as one answer (_continuation):
     # a response within 0.1 s reads as instant, streamed or not (Nielsen's limit)
     WHOLE_ANSWER_S = 0.1
+    # suggestions in a row that may go unaccepted before the speculative prefetch pauses (until
+    # the next accept): a user typing their own text gains nothing from it, and it costs the
+    # server a prompt evaluation the next keystroke's request may queue behind
+    SPECULATE_UNACCEPTED = 8
     # how long the user must stop typing before a first part is continued: 2 typing
     # intervals (a slower key is a pause), within these bounds
     PAUSE_MIN_S = 0.06
@@ -178,6 +182,7 @@ class Engine:
         self._spec_window = WindowFitter()
         # ms the server takes per generated token (smoothed; from its timings), None until known
         self._token_ms: float | None = None
+        self._unaccepted = 0  # suggestions finished since the user last took one (or typed it)
 
     # -- configuration -------------------------------------------------------------------
 
@@ -275,10 +280,12 @@ class Engine:
 
     def note_accept(self, kind: str) -> None:
         self.stats.count(f"accepts_{kind}")
+        self._unaccepted = 0
 
     def note_typed_through(self, snap: Snapshot, text: str) -> None:
         """The user typed part of the shown suggestion; the rest is the answer for this spot."""
         self.stats.count("typed_through")
+        self._unaccepted = 0
         if self.config is not None and text:
             ctx = build_context(snap, lines_before=self.config.context.lines_before,
                                 lines_after=self.config.context.lines_after)
@@ -666,6 +673,9 @@ class Engine:
         self._last[snap.buf] = (snap, text)
         cfg = self.config
         if not text or cfg is None or not cfg.speculate:
+            return
+        self._unaccepted += 1
+        if self._unaccepted > self.SPECULATE_UNACCEPTED:
             return
         self._speculative[snap.buf] = asyncio.get_running_loop().create_task(self._speculate(snap, text))
 

@@ -316,3 +316,24 @@ async def test_each_request_is_counted_once_when_the_lane_hands_it_to_a_task(fak
     assert len(firsts) == 2 and engine.stats.counters["requests"] == 2
     assert engine.cache.misses == 2  # one lookup per snapshot
     await engine.close()
+
+
+async def test_the_prefetch_pauses_after_suggestions_go_unaccepted_and_resumes_at_an_accept(fake: Any) -> None:
+    server = fake(timed(12, ms_per_token=0.5))
+    editor = RecordingEditor()
+    engine = Engine(editor)
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}},
+                                  "speculative": True, "n_predict": 64, "n_predict_first": 8}))
+    limit = Engine.SPECULATE_UNACCEPTED
+    line = "x = "
+    for seq in range(1, limit + 3):  # suggestions the user types past, a pause after each
+        line += "a"
+        engine.submit(snap(seq, line))
+        await wait_until(lambda: any(p.final and p.seq == seq for p in editor.plans))
+        await wait_until(lambda: all(t.done() for t in engine._speculative.values()))
+    assert engine.stats.counters["speculative"] == limit  # not for the ones after that
+    engine.note_accept("full")
+    line += "a"
+    engine.submit(snap(limit + 3, line))
+    await wait_until(lambda: engine.stats.counters["speculative"] == limit + 1)
+    await engine.close()
