@@ -167,7 +167,8 @@ def test_next_and_prev_fetch_and_cycle_alternatives(open_nvim: Any, branch_serve
     assert lua(nvim, "require('local_copilot').next()") is True
     other = {PHRASE: "zq", "zq": PHRASE}[first]
     shown = wait_ghost(nvim, lambda t: t.startswith(other), timeout=30)
-    assert "(2/2)" in shown or any("(2/2)" in ln for ln in screen_lines(nvim))
+    items = nvim.exec_lua("return vim.tbl_map(function(i) return i.text end, require('local_copilot.ghost').current.items)")
+    assert "(2/2)" in shown or any("(2/2)" in ln for ln in screen_lines(nvim)), items
     assert lua(nvim, "require('local_copilot').status()") == "showing 2/2"
     assert lua(nvim, "require('local_copilot').prev()") is True
     wait_ghost(nvim, lambda t: t.startswith(first))
