@@ -410,16 +410,13 @@ class Engine:
         against a budget of 1 ms for all of it. False when this does not apply (nothing was
         done): the caller starts the usual task. An answer that is not there in time, or is
         not plain, goes on in a task as it would have."""
-        backend, cfg = self.backend, self.config
-        assert backend is not None and cfg is not None
+        backend = self.backend
+        assert backend is not None and self.config is not None
         if not backend.answers_now:
             return False
         try:
             prep = self._prepare_for(snap, backend.context_limit_now())
-            cached = self.cache.get(prep.key) if cfg.reuse else None
-            if cached is not None:
-                self.stats.count("cache_hits")
-                self._first_shown(snap, prep, _Outcome(cached, cached, self.cache.is_partial(prep.key)), cached=True)
+            if self._shown_from_cache(snap, prep):
                 return True
             self.stats.count("requests")
             req = self._first_request(prep.req)
@@ -463,6 +460,16 @@ class Engine:
         self.stats.latency(backend.name, done - started, done - started, len(got.text))
         count = generated if generated is not None else int(bool(got.text))
         return _Outcome(result.text, got.text, not result.done and count >= req.n_predict)
+
+    def _shown_from_cache(self, snap: Snapshot, prep: _Prepared) -> bool:
+        """A suggestion (or its first part) the cache has for this spot, shown; False: none."""
+        assert self.config is not None
+        cached = self.cache.get(prep.key) if self.config.reuse else None
+        if cached is None:
+            return False
+        self.stats.count("cache_hits")
+        self._first_shown(snap, prep, _Outcome(cached, cached, self.cache.is_partial(prep.key)), cached=True)
+        return True
 
     def _first_shown(self, snap: Snapshot, prep: _Prepared, out: _Outcome, *, cached: bool = False) -> None:
         """A first part is in (`cached`: from the cache): show it, and continue it once the user
@@ -533,10 +540,7 @@ class Engine:
                 except (BackendError, ConfigError) as exc:
                     self._failed(exc)
                     return
-            cached = self.cache.get(prep.key) if self.config.reuse and sent is None else None
-            if cached is not None:
-                self.stats.count("cache_hits")
-                self._first_shown(snap, prep, _Outcome(cached, cached, self.cache.is_partial(prep.key)), cached=True)
+            if sent is None and self._shown_from_cache(snap, prep):
                 return
             if sent is None:
                 self.stats.count("requests")

@@ -442,7 +442,11 @@ class StreamClient:
         `whole`, a plain answer (200, one JSON document, all of it there) comes as its body's
         bytes and the connection is kept (see _plain_body)."""
         key, head = self._route(url)
-        request = _request_bytes(head, body, headers)
+        return self._on_kept(key, _request_bytes(head, body, headers), wait_s, whole)
+
+    def _on_kept(self, key: tuple[str, int, bool], request: bytes, wait_s: float,
+                 whole: bool) -> bytes | StreamResponse | Sent | None:
+        """post_now() for a request already in bytes."""
         deadline = time.monotonic() + wait_s
         idle = self._idle.get(key) or []
         while idle:
@@ -494,13 +498,14 @@ class StreamClient:
         machine (two loop turns, a future, a task wakeup; bench/run.py), one request per
         keystroke. A snapshot that arrives meanwhile would wait for this answer anyway (see
         Engine.submit)."""
-        got = self.post_now(url, body, headers, wait_s)
+        key, head = self._route(url)
+        request = _request_bytes(head, body, headers)
+        got = self._on_kept(key, request, wait_s, False)
         if isinstance(got, StreamResponse):
             return got
         if got is None:  # no kept connection: a fresh one
-            key, head = self._route(url)
-            got = Sent(key, await self._connect(key), _request_bytes(head, body, headers), None, None, wait_s,
-                       kept=False)
+            got = Sent(key, await self._connect(key), request, None, None, wait_s, kept=False)
+        assert isinstance(got, Sent)
         return await self.finish(got)
 
     async def finish(self, sent: Sent) -> StreamResponse:
