@@ -13,23 +13,34 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections.abc import Iterable
-from itertools import accumulate
+from itertools import accumulate, count
+from operator import add
 
 from .context import FimContext, join_prefix, join_suffix
 
-__all__ = ["TokenEstimator", "fit_context", "cut_lines", "cumulative_bytes", "utf8_len", "CUT_STEP"]
+__all__ = ["TokenEstimator", "LineCosts", "fit_context", "cut_lines", "cumulative_bytes", "utf8_len", "CUT_STEP"]
 
 CUT_STEP = 8  # lines; the prefix's first line moves only in steps of this many rows
 
 
 class TokenEstimator:
-    """Bytes per token, learned from what the server says it evaluated."""
+    """Bytes per token, learned from what the server says it evaluated.
+
+    `bytes_per_token` moves in steps of 1/STEPS, rounded down (the safe side): the server's
+    count moves it a little on every answer, and each move made the window's cut be found
+    anew on the next keystroke (window.py keeps the cut's costs per ratio)."""
+
+    STEPS = 128
 
     # floor 1.0: byte-level vocabularies without many merges (and the tiny test model) give
     # ~1.4 bytes per token on code; at a floor of 1.5 such prompts could never be made to fit
     def __init__(self, bytes_per_token: float = 2.5, floor: float = 1.0, ceiling: float = 5.0) -> None:
-        self.bytes_per_token = bytes_per_token
         self._floor, self._ceiling = floor, ceiling
+        self._set(bytes_per_token)
+
+    def _set(self, value: float) -> None:
+        self._exact = value  # blended unrounded, so the steps do not drift down
+        self.bytes_per_token = max(self._floor, math.floor(value * self.STEPS) / self.STEPS)
 
     def tokens(self, text: str) -> int:
         return math.ceil(utf8_len(text) / self.bytes_per_token)
@@ -39,16 +50,16 @@ class TokenEstimator:
             return
         seen = prompt_bytes / prompt_tokens
         # lean to the smaller (safer) ratio: overestimating tokens only costs context
-        blended = 0.7 * self.bytes_per_token + 0.3 * seen
-        self.bytes_per_token = max(self._floor, min(self._ceiling, min(blended, seen * 1.1)))
+        blended = 0.7 * self._exact + 0.3 * seen
+        self._set(max(self._floor, min(self._ceiling, min(blended, seen * 1.1))))
 
     def overflowed(self, prompt_bytes: int, prompt_tokens: int | None) -> None:
         """The server refused a prompt as too long; with its own count, take that ratio (less a
         margin) at once, else count more pessimistically."""
         if prompt_tokens and prompt_bytes > 0:
-            self.bytes_per_token = max(self._floor, min(self.bytes_per_token, prompt_bytes / prompt_tokens * 0.95))
+            self._set(max(self._floor, min(self._exact, prompt_bytes / prompt_tokens * 0.95)))
         else:
-            self.bytes_per_token = max(self._floor, self.bytes_per_token * 0.7)
+            self._set(max(self._floor, self._exact * 0.7))
 
 
 def fit_context(ctx: FimContext, budget: int, est: TokenEstimator, *, first_row: int,
@@ -60,16 +71,14 @@ def fit_context(ctx: FimContext, budget: int, est: TokenEstimator, *, first_row:
     always kept whole: that is where the completion goes.
 
     A line costs its bytes and its newline at the learned ratio, plus one token (a line's
-    tokens end at its newline). This runs per keystroke, and on a window that does not fit
-    a Python loop over its lines cost ~0.1 ms there (bench/run.py): the sums are taken in C
-    (accumulate) and the cut found by bisection.
+    tokens end at its newline): see LineCosts.
     """
     core = est.tokens(ctx.middle + ctx.line_suffix) + 1
-    pre_bytes = cumulative_bytes(reversed(ctx.prev_lines))  # nearest the cursor first
-    suf_bytes = cumulative_bytes(ctx.next_lines)
-    keep_from, suffix_keep = cut_lines(pre_bytes, suf_bytes, budget - core, est.bytes_per_token,
-                                       first_row=first_row, prefix_share=prefix_share)
-    if keep_from == 0 and suffix_keep == len(suf_bytes):
+    bpt = est.bytes_per_token
+    pre = LineCosts(cumulative_bytes(reversed(ctx.prev_lines)), bpt)  # nearest the cursor first
+    suf = LineCosts(cumulative_bytes(ctx.next_lines), bpt)
+    keep_from, suffix_keep = cut_lines(pre, suf, budget - core, first_row=first_row, prefix_share=prefix_share)
+    if keep_from == 0 and suffix_keep == len(suf):
         return ctx
     prev = ctx.prev_lines[keep_from:]
     nxt = ctx.next_lines[:suffix_keep]
@@ -87,15 +96,43 @@ def fit_context(ctx: FimContext, budget: int, est: TokenEstimator, *, first_row:
     )
 
 
-def cut_lines(pre_bytes: list[int], suf_bytes: list[int], room: float, bpt: float, *, first_row: int,
+class LineCosts:
+    """What the first n of some lines cost in tokens at `bpt` bytes per token, for any n.
+
+    `cum` are the lines' cumulative UTF-8 bytes (nearest the cursor first); a line costs its
+    bytes and its newline at `bpt`, plus one token (a line's tokens end at its newline). This
+    runs per keystroke: a Python loop over a window's lines cost ~0.1 ms there, a bisection
+    with a cost function per probe ~25 calls (bench/run.py). Scaled by `bpt` the costs are
+    sums in C, and how many lines fit is one bisection in C."""
+
+    __slots__ = ("bpt", "_scaled")
+
+    def __init__(self, cum: list[int], bpt: float) -> None:
+        self.bpt = bpt
+        # cost(n) * bpt = cum[n-1] + n * (1 + bpt)
+        self._scaled = list(map(add, cum, count(1.0 + bpt, 1.0 + bpt)))
+
+    def __len__(self) -> int:
+        return len(self._scaled)
+
+    def total(self) -> float:
+        """Tokens of all the lines."""
+        return self._scaled[-1] / self.bpt if self._scaled else 0.0
+
+    def within(self, tokens: float) -> int:
+        """How many of the lines (from the first) fit in `tokens`."""
+        return bisect_right(self._scaled, tokens * self.bpt)
+
+
+def cut_lines(pre: LineCosts, suf: LineCosts, room: float, *, first_row: int,
               prefix_share: float) -> tuple[int, int]:
     """Where fit_context cuts: (index of the first prefix line kept, suffix lines kept).
 
-    `pre_bytes` are the cumulative bytes of the lines above, nearest the cursor first,
-    `suf_bytes` those of the lines below; `room` is the budget less the cursor line."""
+    `pre` are the costs of the lines above, nearest the cursor first, `suf` those of the
+    lines below; `room` is the budget less the cursor line."""
     left = max(0, room)
-    n_pre, n_suf = len(pre_bytes), len(suf_bytes)
-    total_pre, total_suf = _cost(pre_bytes, n_pre, bpt), _cost(suf_bytes, n_suf, bpt)
+    n_pre, n_suf = len(pre), len(suf)
+    total_pre, total_suf = pre.total(), suf.total()
     if total_pre + total_suf <= left:
         return 0, n_suf
     # share the room; a side that needs less than its share leaves the rest to the other
@@ -105,11 +142,10 @@ def cut_lines(pre_bytes: list[int], suf_bytes: list[int], room: float, bpt: floa
     want_suf = left - min(want_pre, total_pre)
 
     # prefix: keep the lines nearest the cursor, cut where (first_row + index) % CUT_STEP == 0
-    keep = _lines_within(pre_bytes, want_pre, bpt)
-    keep_from = n_pre - keep
-    while keep_from < n_pre and (first_row + keep_from) % CUT_STEP != 0:
-        keep_from += 1  # round the cut down to an anchored row: stable while typing below
-    return keep_from, _lines_within(suf_bytes, want_suf, bpt)
+    keep_from = n_pre - pre.within(want_pre)
+    # round the cut down to an anchored row: stable while typing below
+    keep_from = min(n_pre, keep_from + -(first_row + keep_from) % CUT_STEP)
+    return keep_from, suf.within(want_suf)
 
 
 def utf8_len(text: str) -> int:
@@ -123,14 +159,3 @@ def cumulative_bytes(lines: Iterable[str]) -> list[int]:
     lines = list(lines)
     # all ASCII, as code mostly is: one check, then len() in C instead of a call per line
     return list(accumulate(map(len if "".join(lines).isascii() else utf8_len, lines)))
-
-
-def _lines_within(cum: list[int], tokens: float, bpt: float) -> int:
-    """How many of the lines behind `cum` fit in `tokens` (each costs its bytes and newline
-    at `bpt`, plus 1)."""
-    return bisect_right(range(len(cum)), tokens, key=lambda i: _cost(cum, i + 1, bpt))
-
-
-def _cost(cum: list[int], n: int, bpt: float) -> float:
-    """Tokens of the first `n` lines behind `cum`."""
-    return (cum[n - 1] + n) / bpt + n if n else 0.0

@@ -61,7 +61,11 @@ class Stats:
 
     def count(self, name: str, n: int = 1) -> None:
         self.counters[name] += n
-        self.by_backend.setdefault(self._backend or "?", Counter())[name] += n
+        key = self._backend or "?"
+        mine = self.by_backend.get(key)
+        if mine is None:  # not setdefault: that built a Counter per call (several per keystroke)
+            mine = self.by_backend[key] = Counter()
+        mine[name] += n
 
     def __getitem__(self, name: str) -> int:
         return self.counters[name]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .budget import TokenEstimator, cumulative_bytes, cut_lines, utf8_len
+from .budget import LineCosts, TokenEstimator, cumulative_bytes, cut_lines, utf8_len
 from .cache import finish_key, key_head, key_tail
 from .context import FimContext, indent_width, join_prefix, join_suffix
 from .snapshot import Snapshot
@@ -45,6 +45,7 @@ class WindowFitter:
         self._next: tuple[str, ...] = ()
         self._pre_bytes: list[int] = []  # cumulative, nearest the cursor first
         self._suf_bytes: list[int] = []
+        self._costs: tuple[LineCosts, LineCosts] | None = None  # of the lines above and below, at one ratio
         self._head: Any = None  # cache key hash state after the lines above
         self._tail = b""
         # joins of the kept lines, by where they were cut (a few per window: bpt drifts)
@@ -74,9 +75,12 @@ class WindowFitter:
         core_bytes = utf8_len(middle) + utf8_len(line_suffix)
         keep_from, suffix_keep = 0, n_suf
         if budget is not None:
-            core = math.ceil(core_bytes / est.bytes_per_token) + 1
-            keep_from, suffix_keep = cut_lines(self._pre_bytes, self._suf_bytes, budget - core, est.bytes_per_token,
-                                               first_row=snap.row - n_pre, prefix_share=prefix_share)
+            bpt = est.bytes_per_token
+            if self._costs is None or self._costs[0].bpt != bpt:
+                self._costs = LineCosts(self._pre_bytes, bpt), LineCosts(self._suf_bytes, bpt)
+            core = math.ceil(core_bytes / bpt) + 1
+            keep_from, suffix_keep = cut_lines(*self._costs, budget - core, first_row=snap.row - n_pre,
+                                               prefix_share=prefix_share)
         prefix, prev = self._prefix(keep_from)
         tail, nxt = self._suffix(suffix_keep)
         kept_pre, kept_suf = n_pre - keep_from, suffix_keep
@@ -101,6 +105,7 @@ class WindowFitter:
         self._prev, self._next = tuple(above), tuple(below)
         self._pre_bytes = cumulative_bytes(reversed(above))
         self._suf_bytes = cumulative_bytes(below)
+        self._costs = None
         self._head = key_head(self._prev, where[4])
         self._tail = key_tail(self._next)
         self._prefixes.clear()

@@ -60,3 +60,18 @@ def test_estimator_learns_from_server_counts_but_stays_safe() -> None:
     assert 3.5 < est.bytes_per_token <= 4.0
     est.observe(prompt_bytes=1000, prompt_tokens=1000)  # CJK-heavy: 1 byte per token
     assert est.bytes_per_token < 3.0  # drops quickly toward the safe side
+
+
+def test_estimate_holds_still_while_the_servers_ratio_barely_moves() -> None:
+    # while typing, each answer reports a ratio a hair different from the last; the estimate
+    # must not move with each (a new ratio means the window's cut is found anew)
+    est = TokenEstimator()
+    for _ in range(40):
+        est.observe(prompt_bytes=3100, prompt_tokens=2710)
+    settled = est.bytes_per_token
+    assert 3100 / 2710 - 1 / TokenEstimator.STEPS <= settled <= 3100 / 2710  # rounded down: the safe side
+    seen = set()
+    for i in range(200):
+        est.observe(prompt_bytes=3100 + i % 7, prompt_tokens=2710 + i % 3)
+        seen.add(est.bytes_per_token)
+    assert len(seen) <= 2
