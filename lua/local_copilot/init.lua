@@ -27,6 +27,10 @@ local state = {
   facts = {}, -- buf -> what the keystroke path reads of a buffer (see buf_facts)
   revived = 0, -- python3 hosts started anew after one exited (see revive_host)
   host_gone = false, -- it kept exiting: nothing is sent until Neovim restarts
+  -- suggestions shown since the host last heard (it counts them): they ride along with the next
+  -- request, or the host asks (_take_shown) for its stats. A message of their own woke the host
+  -- once per suggestion only to count it (bench/run.py, host CPU per key)
+  shown = 0,
 }
 
 -- The manifest defines the rplugin's functions lazily: a FuncUndefined autocmd starts the
@@ -286,6 +290,13 @@ local function snapshot(buf, facts)
   return snap
 end
 
+-- The suggestions shown since the host last counted them (it adds them to its stats).
+function M._take_shown()
+  local n = state.shown
+  state.shown = 0
+  return n
+end
+
 -- The host lacks the window a snapshot was relative to (it restarted): send it whole.
 function M._resync(buf)
   state.base[buf] = nil
@@ -302,6 +313,7 @@ local function request(kind)
     state.sent_config_version = config.version
     snap.config = config.user
   end
+  if state.shown > 0 then snap.shown, state.shown = state.shown, 0 end
   state.waiting[buf] = true
   send(kind, snap)
   return true
@@ -452,7 +464,7 @@ function M.attach(from_insert_enter)
   au('TextYankPost', on_yank, 'remember yanked text for context')
   api.nvim_create_autocmd('User', { group = group, pattern = 'LocalCopilotSuggestion', callback = function()
     state.waiting[api.nvim_get_current_buf()] = nil
-    tell('shown', 0)
+    state.shown = state.shown + 1
   end, desc = 'local-copilot: request finished' })
 end
 

@@ -85,6 +85,30 @@ def test_accept_with_text_after_the_cursor_does_not_duplicate_it(open_nvim: Any,
     assert tuple(nvim.current.window.cursor) == (2, len("\tx = (run(a, b)"))
 
 
+def test_shown_suggestions_are_counted_without_a_message_each(open_nvim: Any, phrase_server: Any) -> None:
+    # a message per suggestion woke the host only to count it: the count rides along with the
+    # next request, or the host asks Lua for it when its stats are read
+    nvim = open_nvim(phrase_server.url, ["def f():", "\t"])
+    nvim.exec_lua("""
+        local lc = require('local_copilot')
+        local emit = lc._emit
+        _G.EVENTS = {}
+        lc._emit = function(name, payload)
+          table.insert(_G.EVENTS, { name = name, shown = type(payload) == 'table' and payload.shown or 0 })
+          return emit(name, payload)
+        end""")
+    final = "require('local_copilot.ghost').current ~= nil and require('local_copilot.ghost').current.final == true"
+    at_end_of(nvim, 2)
+    assert wait_ghost(nvim, lambda t: t == PHRASE)
+    wait_for(lambda: lua(nvim, final), what="a final suggestion")
+    nvim.input("z")  # not what is shown: a new request, which carries the count
+    wait_for(lambda: any(e["shown"] == 1 for e in lua(nvim, "_G.EVENTS")), what="the count sent with the request")
+    wait_for(lambda: lua(nvim, final) and nvim.current.buffer[1] == "\tz", what="the next final suggestion")
+    # the second one is not sent yet: the stats ask for it
+    wait_for(lambda: counters(nvim).get("shown", 0) == 2, what="both counted")
+    assert "shown" not in [e["name"] for e in lua(nvim, "_G.EVENTS")]
+
+
 def test_typing_what_is_shown_trims_it_without_a_request(open_nvim: Any, phrase_server: Any) -> None:
     nvim = open_nvim(phrase_server.url, ["def f():", "\t"])
     at_end_of(nvim, 2)

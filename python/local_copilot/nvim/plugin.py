@@ -204,7 +204,9 @@ class LocalCopilotPlugin:
         elif name == "snapshot":
             if "config" in payload:
                 self._configure(payload.pop("config"), run)
-            self._start()
+            engine = self._start()
+            if "shown" in payload:  # suggestions Lua showed since the last request
+                run(engine.stats.count, "shown", int(payload.pop("shown")))
             if self.config is None:
                 return
             snap = self._snapshot(payload)
@@ -212,6 +214,8 @@ class LocalCopilotPlugin:
                 run(self._submit, snap)
         elif name == "alternatives":
             engine = self._start()
+            if "shown" in payload:
+                run(engine.stats.count, "shown", int(payload.pop("shown")))
             if self.config is None:
                 return
             snap = self._snapshot(payload)
@@ -249,8 +253,6 @@ class LocalCopilotPlugin:
                 snap = self._snapshot(payload)
                 if snap is not None:
                     run(engine.note_typed_through, snap, text)
-        elif name == "shown":
-            run(self._start().stats.count, "shown")
         elif name == "forget":  # the buffer was wiped: its window and seq are of no use
             self._windows.pop(int(payload), None)
             self._seqs.pop(int(payload), None)
@@ -263,12 +265,11 @@ class LocalCopilotPlugin:
     def on_call(self, args: list[Any]) -> Any:
         name = args[0]
         if name == "status":
-            engine = self._start()
             return {
                 "backend": self.config.backend if self.config else None,
                 "url": self.config.active.url if self.config else None,
                 "config_error": self.config_error,
-                "stats": engine.stats.summary(),
+                "stats": self._summary(),
                 "log": str(log_path()),
             }
         if name == "ping":
@@ -322,9 +323,25 @@ class LocalCopilotPlugin:
         result: dict[str, Any] = self._on_worker(state)
         return result
 
-    def _stats(self) -> dict[str, Any]:
+    def _summary(self) -> dict[str, Any]:
+        """The engine's stats, with the suggestions Lua showed since it last told (it tells
+        with the next request; a stats call must not wait for that)."""
         engine = self._start()
-        summary: dict[str, Any] = self._on_worker(engine.stats.summary)
+        try:
+            shown = int(self.nvim.exec_lua("return require('local_copilot')._take_shown()") or 0)
+        except Exception:  # an older Lua, or none loaded: nothing to add
+            shown = 0
+
+        def take() -> dict[str, Any]:
+            if shown:
+                engine.stats.count("shown", shown)
+            return engine.stats.summary()
+
+        summary: dict[str, Any] = self._on_worker(take)
+        return summary
+
+    def _stats(self) -> dict[str, Any]:
+        summary = self._summary()
         active = self.config.backend if self.config else None
         summary["active"] = active
         if active and "?" in summary["backends"] and active not in summary["backends"]:
@@ -346,7 +363,7 @@ class LocalCopilotPlugin:
             if self.config is not None:
                 raw = msgspec.to_builtins(self.config)
             config_error = self.config_error
-        stats = self._on_worker(engine.stats.summary)
+        stats = self._summary()
         coro = diagnostics.collect(raw, config_error=config_error, stats=stats, log_file=log_path(), editor=True)
         future = asyncio.run_coroutine_threadsafe(coro, self._worker.loop)
         try:
