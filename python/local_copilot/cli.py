@@ -32,7 +32,7 @@ import msgspec
 import platformdirs
 
 from .config import BackendConfig, load_config
-from .errors import BackendError, ConfigError, LocalCopilotError
+from .errors import BackendError, ConfigError, LocalCopilotError, ServerUnavailable
 from .servers.options import ServerOptions, server_options
 
 __all__ = ["main", "build_parser", "resolve_backend"]
@@ -292,8 +292,8 @@ def _cmd_complete(args: argparse.Namespace) -> int:
     raw["backend"] = name
     try:
         answer = complete_text(raw, text, path=path, line=line, col=col)
-    except BackendError as exc:
-        if "cannot reach" not in str(exc):  # ServerUnavailable's wording for a refused connection
+    except ServerUnavailable as exc:
+        if not exc.unreachable:  # loading or slow: running, so the hint would mislead
             raise
         raise BackendError(f"{exc} (is its server running? `local-copilot status {name}`)") from None
     if args.json:

@@ -183,6 +183,7 @@ class Engine:
         # ms the server takes per generated token (smoothed; from its timings), None until known
         self._token_ms: float | None = None
         self._unaccepted = 0  # suggestions finished since the user last took one (or typed it)
+        self.last_failure: Exception | None = None  # the last request's error, as raised (for the CLI)
 
     # -- configuration -------------------------------------------------------------------
 
@@ -782,6 +783,7 @@ class Engine:
         return budget, min(cfg.context.extra_tokens, budget // 3)
 
     def _failed(self, exc: Exception) -> None:
+        self.last_failure = exc
         self.stats.count("errors")
         if isinstance(exc, ServerError) and exc.context_overflow:
             # the prompt did not fit even after fitting it again: count more pessimistically

@@ -35,7 +35,11 @@ class BackendError(LocalCopilotError):
 
 
 class ServerUnavailable(BackendError):
-    pass
+    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+        super().__init__(message)
+        # no connection at all (refused, no route): the server is likely not running, as
+        # opposed to one that is loading (503) or too slow to answer
+        self.unreachable = unreachable
 
 
 class ServerError(BackendError):

@@ -87,6 +87,8 @@ async def _complete(raw: dict[str, Any], snap: Snapshot) -> Answer:
     finally:
         await engine.close()
     if editor.plan is None:
+        if isinstance(engine.last_failure, BackendError):  # its kind tells the CLI what to hint
+            raise engine.last_failure
         raise BackendError(editor.failure.removeprefix("local-copilot: ") or f"{cfg.backend}: no answer")
     return Answer(editor.plan.text, time.monotonic() - t0, cfg.backend)
 

@@ -15,6 +15,7 @@ from local_copilot import cli
 from local_copilot.servers.llama_cpp import LlamaServer
 
 from ..conftest import PHRASE
+from ..fakes.fake_server import FakeServer
 from ..fakes.recording_proxy import RecordingProxy
 from .nvim_session import REPO
 
@@ -71,6 +72,21 @@ def test_a_server_that_is_not_there_is_one_line_on_stderr(tmp_path: Path, monkey
     assert out.out == ""
     assert out.err.splitlines() == ["local-copilot: llama.cpp: cannot reach http://127.0.0.1:9 (ConnectError) "
                                     "(is its server running? `local-copilot status llama.cpp`)"]
+
+
+def test_a_loading_server_is_said_so_without_the_not_running_hint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # the hint goes with the failure's kind (no connection at all), not with its wording
+    monkeypatch.setenv("LOCAL_COPILOT_LOG_DIR", str(tmp_path))
+    server = FakeServer(lambda path, body: (503, [b'{"error":{"code":503,"message":"Loading model"}}']))
+    try:
+        src = tmp_path / "a.py"
+        src.write_text("x = 1\n")
+        assert cli.main(["complete", str(src), "--url", server.url]) == 1
+    finally:
+        server.close()
+    err = capsys.readouterr().err
+    assert err.startswith("local-copilot: llama.cpp: server not ready (503") and "is its server running" not in err, err
 
 
 @pytest.mark.parametrize(("spot", "message"), [

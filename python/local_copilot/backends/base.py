@@ -272,7 +272,7 @@ class HttpBackend:
         if type(exc).__name__ == "ReadTimeout" or (isinstance(exc, httpx.TimeoutException)
                                                    and not isinstance(exc, httpx.ConnectTimeout)):
             return ServerUnavailable(f"{self.name}: no answer from {self.cfg.url} in time")
-        return ServerUnavailable(f"{self.name}: cannot reach {self.cfg.url} ({exc.__class__.__name__})")
+        return ServerUnavailable(f"{self.name}: cannot reach {self.cfg.url} ({exc.__class__.__name__})", unreachable=True)
 
     async def fetch(self, method: str, path: str, decoder: msgspec.json.Decoder[T], *, json: Any = None) -> T:
         """One small JSON request (a probe), decoded strictly."""
