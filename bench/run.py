@@ -21,6 +21,11 @@ What runs (see README, "Benchmarks"):
   (bench/wakeup.py), to read the host CPU per key against.
 * (h) no budget, a yardstick: the floor under the host CPU per key, the CPU of the leanest
   Python loop that does a keystroke's I/O (bench/floor.py) against the same tiny llama-server.
+* (i) Neovim's main thread CPU added per key, whole thread: the same bursts with the plugin
+  enabled and disabled, interleaved, read from the thread's schedstat with nothing polling
+  Neovim while a burst runs. (c) times the plugin's own callbacks only; this also counts what
+  they cause around them: the debounce timer's wakeup, each plan's RPC decode and
+  nvim_exec_lua, and cold caches for all of it.
 """
 
 from __future__ import annotations
@@ -270,6 +275,46 @@ def run_profile(name: str, opts: dict[str, Any], server: Any, env: dict[str, str
     }
 
 
+def _thread_cpu_ns(pid: int, tid: int) -> int:
+    return int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+
+
+def main_thread_added(server: Any, env: dict[str, str], nvim_bin: str, manifest: Path, workdir: Path,
+                      bursts: int) -> dict[str, Any]:
+    """(i): Neovim's main thread CPU per key over whole bursts, plugin on vs off (interleaved;
+    the defaults). Fixed waits instead of polling: a poll is RPC work on that very thread."""
+    nvim = H.start_nvim(nvim_bin, manifest, env, {"backends": {"llama.cpp": {"url": server.url}}, **PROFILES["defaults"]})
+    per_key: dict[bool, list[float]] = {True: [], False: []}
+    try:
+        path = workdir / "sample_main.py"
+        path.write_text("\n".join(sample_source(400)) + "\n")
+        nvim.command(f"edit {path}")
+        nvim.command("call cursor(200, 1)")
+        nvim.input("A")
+        b = Burster(nvim, server.url)
+        H.wait_for(b.ghost_for_current_text, timeout=60, what="the first suggestion (host start)")
+        b.settle()
+        pid = int(nvim.exec_lua("return vim.fn.getpid()"))  # its main thread's id is the pid
+        for i in range(2 * (bursts + 1)):
+            on = i % 2 == 0
+            nvim.exec_lua(f"require('local_copilot').{'enable' if on else 'disable'}()")
+            nvim.input("<CR>")
+            time.sleep(1.0)  # the new line's suggestion and its continuation are done
+            text = BURSTS[i % len(BURSTS)]
+            c0 = _thread_cpu_ns(pid, pid)
+            nvim.exec_lua("LCB.burst(...)", list(text), INTERVAL_MS)
+            # the burst, then the pause, the continuation and its draw (~0.4 s after the last key)
+            time.sleep(len(text) * INTERVAL_MS / 1000 + 1.0)
+            c1 = _thread_cpu_ns(pid, pid)
+            nvim.exec_lua("LCB.stop()")
+            if i >= 2:  # one warm-up pair
+                per_key[on].append((c1 - c0) / len(text) / 1e6)
+    finally:
+        nvim.close()
+    on_ms, off_ms = statistics.median(per_key[True]), statistics.median(per_key[False])
+    return {"on_ms": on_ms, "off_ms": off_ms, "added_ms": on_ms - off_ms, "on": per_key[True], "off": per_key[False]}
+
+
 def _settings(opts: dict[str, Any]) -> dict[str, Any]:
     """The options a profile ran with: the plugin's own defaults, then the profile's."""
     defaults = load_config({})
@@ -402,6 +447,11 @@ def budgets(doc: dict[str, Any]) -> list[dict[str, Any]]:
         row("Python host CPU / key", "<= 1 ms", f"{cpu['mean']:.2f} ms (p50 of bursts {cpu['p50']:.2f})",
             cpu["mean"] <= 1, name)
         row("Python host RSS", "<= 80 MB", f"{p['host_rss_mb']:.1f} MB", p["host_rss_mb"] <= 80, name)
+    if "main_thread" in doc:
+        m = doc["main_thread"]
+        row("Neovim main thread CPU added / key", "<= 0.2 ms",
+            f"{m['added_ms']:.3f} ms (whole thread: {m['on_ms']:.3f} on - {m['off_ms']:.3f} off)",
+            m["added_ms"] <= 0.2, "defaults")
     if "snapshot" in doc:
         s = doc["snapshot"]
         row("snapshot + prompt, 100k vs 1k lines", "<= 1.5 x",
@@ -432,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--startup-runs", type=int, default=15)
     ap.add_argument("--wakeups", type=int, default=100, help="messages per wakeup yardstick (4 of them)")
     ap.add_argument("--floor-bursts", type=int, default=12, help="typing bursts of the floor yardstick")
-    ap.add_argument("--skip", default="", help="comma-separated parts to skip: bursts,snapshot,startup,wakeup,floor")
+    ap.add_argument("--skip", default="", help="comma-separated parts to skip: bursts,mainthread,snapshot,startup,wakeup,floor")
     ap.add_argument("--out", type=Path, default=None, help="JSON file (default bench/results/bench-TIME.json)")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a budget is missed (default: report only)")
     args = ap.parse_args(argv)
@@ -461,6 +511,14 @@ def main(argv: list[str] | None = None) -> int:
                     except Exception as exc:  # report it and measure the rest
                         doc.setdefault("errors", []).append(f"profile {name}: {exc!r}")
                         log(f"  {name} failed: {exc!r}")
+            if "mainthread" not in skip:
+                log("Neovim main thread CPU, whole thread, plugin on vs off ...")
+                try:
+                    doc["main_thread"] = main_thread_added(server, env, nvim_bin, manifest, workdir,
+                                                           max(2, args.bursts // 2))
+                except Exception as exc:
+                    doc.setdefault("errors", []).append(f"main thread: {exc!r}")
+                    log(f"  main thread failed: {exc!r}")
             if "floor" not in skip:
                 log("the leanest Python loop for a keystroke's I/O (the floor) ...")
                 try:
@@ -496,6 +554,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{name}] host CPU per token the server streamed: {p['host_cpu_us_per_token']:.0f} us")
         print(f"[{name}] one key typed after a pause -> ghost text: p50 {p['after_pause_latency_ms']['p50']:.1f} ms")
         print(f"[{name}] host counters: {p['host_counters']}; after the bursts: {p['host_state_after']}")
+    if "main_thread" in doc:
+        m = doc["main_thread"]
+        print(f"\nNeovim main thread CPU per key over whole bursts (ms), plugin on: {[round(x, 3) for x in m['on']]};"
+              f" off: {[round(x, 3) for x in m['off']]}")
     if "snapshot" in doc:
         s = doc["snapshot"]
         print(f"\nsnapshot (us): 1k lines lua {s['1000']['lua_snapshot_us']:.0f} + python {s['1000']['python_prompt_us']:.0f};"

@@ -19,6 +19,7 @@ ROWS = [
     "last key -> ghost text (p50)", "last key -> ghost text (p90)", "tokens generated / burst",
     "prompt tokens evaluated / burst", "Neovim main thread / key (p50)",
     "Neovim main thread CPU / key (p50)", "Python host CPU / key", "Python host RSS",
+    "Neovim main thread CPU added / key",
     "snapshot + prompt, 100k vs 1k lines", "added to nvim --startuptime",
 ]
 
@@ -42,6 +43,9 @@ def test_bench_measures_every_budget(tmp_path: Path) -> None:
     assert p["main_thread_cpu_ms_per_key"]["p50"] >= 0 and p["main_thread_ms_per_key"]["p50"] > 0
     assert p["host_state_after"]["tasks"] == 0
     assert doc["snapshot"]["ratio"] > 0 and doc["startup"]["runs"] == 2
+    # the main thread's whole CPU, plugin on vs off (two bursts each at --bursts 2)
+    assert len(doc["main_thread"]["on"]) == len(doc["main_thread"]["off"]) == 2, doc["main_thread"]
+    assert doc["main_thread"]["on_ms"] > 0 and doc["main_thread"]["off_ms"] > 0
     assert {b["budget"] for b in doc["budgets"]} == set(ROWS)
     # the yardstick for the host CPU row: one Python wakeup's CPU on this machine
     assert set(doc["wakeup"]) == {f"{m}_after_{g}ms_us" for m in ("asyncio", "blocking") for g in (1, 90)}
