@@ -214,19 +214,24 @@ def _per_key(values: Any) -> list[float]:
     return (list(values) + [0] * KEYS_PER_BURST)[:KEYS_PER_BURST]
 
 
+def _typing_in_sample(nvim: Any, server: Any, path: Path) -> Burster:
+    """Insert mode mid-way through a 400-line sample file, its first suggestion shown and done."""
+    path.write_text("\n".join(sample_source(400)) + "\n")
+    nvim.command(f"edit {path}")
+    nvim.command("call cursor(200, 1)")
+    nvim.input("A")
+    b = Burster(nvim, server.url)
+    H.wait_for(b.ghost_for_current_text, timeout=60, what="the first suggestion (host start)")
+    b.settle()
+    return b
+
+
 def run_profile(name: str, opts: dict[str, Any], server: Any, env: dict[str, str], nvim_bin: str, manifest: Path,
                 workdir: Path, bursts: int, warmup: int) -> dict[str, Any]:
     setup = {"backends": {"llama.cpp": {"url": server.url}}, **opts}
     nvim = H.start_nvim(nvim_bin, manifest, env, setup)
     try:
-        path = workdir / "sample.py"
-        path.write_text("\n".join(sample_source(400)) + "\n")
-        nvim.command(f"edit {path}")
-        nvim.command("call cursor(200, 1)")
-        nvim.input("A")
-        b = Burster(nvim, server.url)
-        H.wait_for(b.ghost_for_current_text, timeout=60, what="the first suggestion (host start)")
-        b.settle()
+        b = _typing_in_sample(nvim, server, workdir / "sample.py")
         pid = H.host_pid(nvim)
         samples: list[dict[str, Any]] = []
         for i in range(warmup + bursts):
@@ -286,14 +291,7 @@ def main_thread_added(server: Any, env: dict[str, str], nvim_bin: str, manifest:
     nvim = H.start_nvim(nvim_bin, manifest, env, {"backends": {"llama.cpp": {"url": server.url}}, **PROFILES["defaults"]})
     per_key: dict[bool, list[float]] = {True: [], False: []}
     try:
-        path = workdir / "sample_main.py"
-        path.write_text("\n".join(sample_source(400)) + "\n")
-        nvim.command(f"edit {path}")
-        nvim.command("call cursor(200, 1)")
-        nvim.input("A")
-        b = Burster(nvim, server.url)
-        H.wait_for(b.ghost_for_current_text, timeout=60, what="the first suggestion (host start)")
-        b.settle()
+        _typing_in_sample(nvim, server, workdir / "sample_main.py")
         pid = int(nvim.exec_lua("return vim.fn.getpid()"))  # its main thread's id is the pid
         for i in range(2 * (bursts + 1)):
             on = i % 2 == 0
