@@ -284,33 +284,81 @@ def _thread_cpu_ns(pid: int, tid: int) -> int:
     return int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
 
 
+# The main-thread row's Neovim: no bench/instrument.lua (its wrappers run on that thread), a
+# plain typer, and the variants that split what the plugin adds.
+MAIN_THREAD_LUA = r"""
+local api, ghost = vim.api, require('local_copilot.ghost')
+local show, set_extmark = ghost.show, api.nvim_buf_set_extmark
+LCM = {}
+function LCM.burst(keys, interval_ms)
+  local i, timer = 0, vim.uv.new_timer()
+  timer:start(0, interval_ms, function()
+    i = i + 1
+    if i > #keys then timer:stop(); timer:close(); return end
+    api.nvim_input(keys[i])
+  end)
+end
+function LCM.variant(v)
+  api.nvim_buf_set_extmark, ghost.show = set_extmark, show
+  require('local_copilot')[v == 'off' and 'disable' or 'enable']()
+  if v == 'plans dropped' then
+    ghost.show = function() return false end
+  elseif v == 'no extmark' then
+    api.nvim_buf_set_extmark = function() return 1 end
+  end
+end
+"""
+# plugin off; on, but each render plan dropped as it arrives; on, but ghost.show's extmark not
+# placed (nothing for Neovim to redraw); on
+MAIN_THREAD_VARIANTS = ("on", "off", "plans dropped", "no extmark")
+
+
 def main_thread_added(server: Any, env: dict[str, str], nvim_bin: str, manifest: Path, workdir: Path,
-                      bursts: int) -> dict[str, Any]:
+                      rounds: int) -> dict[str, Any]:
     """(i): Neovim's main thread CPU per key over whole bursts, plugin on vs off (interleaved;
-    the defaults). Fixed waits instead of polling: a poll is RPC work on that very thread."""
-    nvim = H.start_nvim(nvim_bin, manifest, env, {"backends": {"llama.cpp": {"url": server.url}}, **PROFILES["defaults"]})
-    per_key: dict[bool, list[float]] = {True: [], False: []}
+    the defaults), and the variants that split the difference: requests and plan messages,
+    ghost.show's own work, Neovim's redraw of the ghost text. Fixed waits instead of polling: a
+    poll is RPC work on that very thread."""
+    setup = {"backends": {"llama.cpp": {"url": server.url}}, **PROFILES["defaults"]}
+    nvim = H._start_nvim(nvim_bin, manifest, env, setup=setup, columns=120, lines=40)
+    per_key: dict[str, list[float]] = {v: [] for v in MAIN_THREAD_VARIANTS}
     try:
+        nvim.exec_lua(MAIN_THREAD_LUA)
         _typing_in_sample(nvim, server, workdir / "sample_main.py")
         pid = int(nvim.exec_lua("return vim.fn.getpid()"))  # its main thread's id is the pid
-        for i in range(2 * (bursts + 1)):
-            on = i % 2 == 0
-            nvim.exec_lua(f"require('local_copilot').{'enable' if on else 'disable'}()")
+        n = len(MAIN_THREAD_VARIANTS)
+        for i in range(n * (rounds + 1)):
+            v = MAIN_THREAD_VARIANTS[i % n]
+            nvim.exec_lua("LCM.variant(...)", v)
             nvim.input("<CR>")
             time.sleep(1.0)  # the new line's suggestion and its continuation are done
             text = BURSTS[i % len(BURSTS)]
             c0 = _thread_cpu_ns(pid, pid)
-            nvim.exec_lua("LCB.burst(...)", list(text), INTERVAL_MS)
+            nvim.exec_lua("LCM.burst(...)", list(text), INTERVAL_MS)
             # the burst, then the pause, the continuation and its draw (~0.4 s after the last key)
             time.sleep(len(text) * INTERVAL_MS / 1000 + 1.0)
             c1 = _thread_cpu_ns(pid, pid)
-            nvim.exec_lua("LCB.stop()")
-            if i >= 2:  # one warm-up pair
-                per_key[on].append((c1 - c0) / len(text) / 1e6)
+            if i >= n:  # one warm-up round
+                per_key[v].append((c1 - c0) / len(text) / 1e6)
+        nvim.exec_lua("LCM.variant('on')")
+        # the yardstick: one message to Neovim that does nothing, after 90 ms idle (a render
+        # plan is one such message, plus its work)
+        c0 = _thread_cpu_ns(pid, pid)
+        for _ in range(20):
+            nvim.exec_lua("return", async_=True)
+            time.sleep(0.09)
+        message_us = (_thread_cpu_ns(pid, pid) - c0) / 20 / 1000
     finally:
         nvim.close()
-    on_ms, off_ms = statistics.median(per_key[True]), statistics.median(per_key[False])
-    return {"on_ms": on_ms, "off_ms": off_ms, "added_ms": on_ms - off_ms, "on": per_key[True], "off": per_key[False]}
+    med = {v: statistics.median(per_key[v]) for v in MAIN_THREAD_VARIANTS}
+    return {
+        "on_ms": med["on"], "off_ms": med["off"], "added_ms": med["on"] - med["off"],
+        "split_ms": {"requests and plan messages": med["plans dropped"] - med["off"],
+                     "ghost.show": med["no extmark"] - med["plans dropped"],
+                     "redraw of the ghost text": med["on"] - med["no extmark"]},
+        "one_message_us": message_us,
+        "on": per_key["on"], "off": per_key["off"], "per_key": per_key,
+    }
 
 
 def _settings(opts: dict[str, Any]) -> dict[str, Any]:
@@ -513,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
                 log("Neovim main thread CPU, whole thread, plugin on vs off ...")
                 try:
                     doc["main_thread"] = main_thread_added(server, env, nvim_bin, manifest, workdir,
-                                                           max(2, args.bursts // 2))
+                                                           max(2, args.bursts // 3))
                 except Exception as exc:
                     doc.setdefault("errors", []).append(f"main thread: {exc!r}")
                     log(f"  main thread failed: {exc!r}")
@@ -556,6 +604,9 @@ def main(argv: list[str] | None = None) -> int:
         m = doc["main_thread"]
         print(f"\nNeovim main thread CPU per key over whole bursts (ms), plugin on: {[round(x, 3) for x in m['on']]};"
               f" off: {[round(x, 3) for x in m['off']]}")
+        split = ", ".join(f"{k} {v:.3f}" for k, v in m["split_ms"].items())
+        print(f"  what the plugin adds, by variant (ms per key): {split};"
+              f" one message to Neovim doing nothing costs it {m['one_message_us']:.0f} us after 90 ms idle")
     if "snapshot" in doc:
         s = doc["snapshot"]
         print(f"\nsnapshot (us): 1k lines lua {s['1000']['lua_snapshot_us']:.0f} + python {s['1000']['python_prompt_us']:.0f};"

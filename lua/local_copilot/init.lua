@@ -341,25 +341,34 @@ local function debounce()
   return math.max(base, math.min(math.floor(state.interval * 0.5), 150))
 end
 
+local function scheduled_request(gen)
+  if gen ~= state.scheduled then return end
+  if api.nvim_get_mode().mode:sub(1, 1) ~= 'i' then return end
+  if vim.fn.pumvisible() == 1 and not config.get('request_during_completion') then return end
+  M.trigger()
+end
+
 local function schedule_request()
   local delay = debounce()
-  state.timer = state.timer or vim.uv.new_timer()
-  state.timer:stop()
-  -- A timer that has fired already has its callback queued on the main loop, and stop() does
-  -- not take it back: with a 0 ms delay the two events of one keystroke could each send the
-  -- same snapshot (tests/integration/test_faults.py saw two requests for one key). Only the
-  -- latest schedule's callback runs.
+  -- A callback already queued on the main loop is not taken back by stopping its timer: with
+  -- a 0 ms delay the two events of one keystroke could each send the same snapshot
+  -- (tests/integration/test_faults.py saw two requests for one key). Only the latest
+  -- schedule's callback runs.
   state.scheduled = state.scheduled + 1
   local gen = state.scheduled
-  state.timer:start(delay, 0, vim.schedule_wrap(function()
-    if gen ~= state.scheduled then return end
-    if api.nvim_get_mode().mode:sub(1, 1) ~= 'i' then return end
-    if vim.fn.pumvisible() == 1 and not config.get('request_during_completion') then return end
-    M.trigger()
-  end))
+  if state.timer then state.timer:stop() end
+  if delay <= 0 then
+    -- after this keystroke's events and its redraw, without a timer's extra loop turn
+    -- (bench/run.py, Neovim main thread CPU added / key)
+    vim.schedule(function() scheduled_request(gen) end)
+    return
+  end
+  state.timer = state.timer or vim.uv.new_timer()
+  state.timer:start(delay, 0, vim.schedule_wrap(function() scheduled_request(gen) end))
 end
 
 local function on_change()
+  if not state.enabled then return end -- :LocalCopilot disable: not even a scheduled callback
   if ghost.current then
     if ghost.unchanged() then return end -- e.g. the CursorMovedI after a partial accept
     if config.get('reuse') and ghost.typed_through() then
@@ -382,6 +391,19 @@ local function on_change()
   end
   if not config.get('auto_trigger') then return end
   schedule_request()
+end
+
+-- A typed character that does not continue the suggestion takes it off the screen before the
+-- character is inserted: Neovim redraws the line for the character before CursorMovedI and
+-- TextChangedI run, so clearing there (on_change) cost a second redraw of the line per key,
+-- ~0.15 ms of Neovim's main thread with Vim's Python syntax (bench/run.py, split by variant).
+-- Characters that continue it are left to on_change (typed_through).
+local function on_char_pre()
+  local cur = ghost.current
+  if not cur or not state.enabled then return end
+  local char = vim.v.char
+  if config.get('reuse') and char ~= '' and ghost.text(cur):sub(1, #char) == char then return end
+  if ghost.unchanged() then ghost.clear() end
 end
 
 local function on_leave()
@@ -446,6 +468,7 @@ function M.attach(from_insert_enter)
     tell('forget', ev.buf) -- the host drops the window it kept for this buffer
   end, 'forget a wiped buffer')
   au({ 'InsertEnter', 'TextChangedI', 'TextChangedP', 'CursorMovedI' }, on_change, 'request a suggestion')
+  au('InsertCharPre', on_char_pre, 'clear a suggestion the typed character does not continue')
   au({ 'InsertLeave', 'BufLeave', 'WinLeave' }, on_leave, 'clear the suggestion')
   au('CompleteChanged', function()
     if config.get('hide_during_completion') then ghost.set_hidden(true) end

@@ -46,6 +46,10 @@ def test_bench_measures_every_budget(tmp_path: Path) -> None:
     # the main thread's whole CPU, plugin on vs off (two bursts each at --bursts 2)
     assert len(doc["main_thread"]["on"]) == len(doc["main_thread"]["off"]) == 2, doc["main_thread"]
     assert doc["main_thread"]["on_ms"] > 0 and doc["main_thread"]["off_ms"] > 0
+    # and what the plugin adds, split by the variants in between (each measured, two bursts)
+    assert set(doc["main_thread"]["split_ms"]) == {"requests and plan messages", "ghost.show", "redraw of the ghost text"}
+    assert all(len(v) == 2 for v in doc["main_thread"]["per_key"].values()), doc["main_thread"]
+    assert doc["main_thread"]["one_message_us"] > 0 and "what the plugin adds, by variant" in res.stdout
     assert {b["budget"] for b in doc["budgets"]} == set(ROWS)
     # the yardstick for the host CPU row: one Python wakeup's CPU on this machine
     assert set(doc["wakeup"]) == {f"{m}_after_{g}ms_us" for m in ("asyncio", "blocking") for g in (1, 90)}

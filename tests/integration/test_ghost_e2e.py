@@ -85,3 +85,32 @@ def test_typing_on_replaces_the_suggestion_never_a_stale_one(nvim: Any) -> None:
     nvim.input("<Esc>")
     wait_for(lambda: not extmarks(nvim), what="cleared on InsertLeave")
     assert buffer_text(nvim).endswith("\nabc")
+
+
+def test_a_character_that_does_not_continue_the_suggestion_is_never_drawn_beside_it(nvim: Any) -> None:
+    """Neovim redraws the line for a typed character before CursorMovedI runs: the suggestion
+    must be gone by then, or one frame shows it in front of the new character ("a" + ghost + "b")
+    and a second redraw of the line follows."""
+    nvim.exec_lua(
+        "local ns = vim.api.nvim_create_namespace('local_copilot')\n"
+        "_G.DRAWN = {}\n"
+        "vim.api.nvim_set_decoration_provider(vim.api.nvim_create_namespace('test_drawn'), {\n"
+        "  on_line = function(_, _, buf, row)\n"
+        "    if row ~= 2 then return end\n"
+        "    local line = vim.api.nvim_buf_get_lines(buf, row, row + 1, false)[1]\n"
+        "    local mark = vim.api.nvim_buf_get_extmarks(buf, ns, { row, 0 }, { row, -1 }, { details = true })[1]\n"
+        "    table.insert(_G.DRAWN, { line = line, col = mark and mark[3] or -1,\n"
+        "      ghost = mark and mark[4].virt_text and mark[4].virt_text[1][1] or '' })\n"
+        "  end,\n"
+        "})"
+    )
+    nvim.command("normal! G")
+    nvim.input("ia")
+    assert wait_ghost(nvim, lambda t: t == "xxxxxx") == "xxxxxx"
+    nvim.exec_lua("_G.DRAWN = {}")
+    nvim.input("b")  # the suggestion starts with "x": "b" does not continue it
+    wait_for(lambda: [m[1:3] for m in extmarks(nvim)] == [[2, 2]], what="the new suggestion after 'b'")
+    drawn = nvim.exec_lua("return _G.DRAWN")
+    assert any(d["line"] == "ab" for d in drawn), drawn  # the line was drawn with the character
+    stale = [d for d in drawn if d["line"] == "ab" and d["col"] == 1]
+    assert not stale, f"the old suggestion was drawn in front of the typed character: {drawn}"
