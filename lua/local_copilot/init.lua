@@ -397,13 +397,14 @@ end
 -- character is inserted: Neovim redraws the line for the character before CursorMovedI and
 -- TextChangedI run, so clearing there (on_change) cost a second redraw of the line per key,
 -- ~0.15 ms of Neovim's main thread with Vim's Python syntax (bench/run.py, split by variant).
--- Characters that continue it are left to on_change (typed_through).
+-- Characters that continue it are left to on_change (typed_through). A suggestion that no
+-- longer matches the cursor here would be cleared there too (disable() clears it as well).
 local function on_char_pre()
   local cur = ghost.current
-  if not cur or not state.enabled then return end
+  if not cur then return end
   local char = vim.v.char
   if config.get('reuse') and char ~= '' and ghost.text(cur):sub(1, #char) == char then return end
-  if ghost.unchanged() then ghost.clear() end
+  ghost.clear()
 end
 
 local function on_leave()
