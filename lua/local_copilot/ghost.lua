@@ -114,9 +114,15 @@ local function pum_hides()
   return vim.fn.pumvisible() == 1 and require('local_copilot.config').get('hide_during_completion')
 end
 
+-- Called with the buffer once the answer to its latest request is complete, whether or not
+-- it had anything to show (init.lua keeps its 'waiting' status with it).
+function M.on_answered(_) end
+
 -- Draw a render plan from Python. Returns false when the plan is stale and was dropped.
 function M.show(plan)
-  if plan.seq ~= M.last_seq[plan.buf] or not still_valid(plan) then return false end
+  if plan.seq ~= M.last_seq[plan.buf] then return false end
+  if plan.final then M.on_answered(plan.buf) end
+  if not still_valid(plan) then return false end
   local items = plan.items
   if #items == 0 or (#items == 1 and items[1].text == '') then
     M.clear(plan.buf)

@@ -33,6 +33,9 @@ local state = {
   shown = 0,
 }
 
+-- the answer to a buffer's latest request is in, shown or not: nothing is in flight there
+function ghost.on_answered(buf) state.waiting[buf] = nil end
+
 -- The manifest defines the rplugin's functions lazily: a FuncUndefined autocmd starts the
 -- host on first call. Either form means :UpdateRemotePlugins registered us.
 function M.registered(name)
@@ -487,9 +490,8 @@ function M.attach(from_insert_enter)
   end, 'release model servers')
   au('TextYankPost', on_yank, 'remember yanked text for context')
   api.nvim_create_autocmd('User', { group = group, pattern = 'LocalCopilotSuggestion', callback = function()
-    state.waiting[api.nvim_get_current_buf()] = nil
     state.shown = state.shown + 1
-  end, desc = 'local-copilot: request finished' })
+  end, desc = 'local-copilot: count a suggestion shown' })
 end
 
 local function accepted(kind, ok)

@@ -114,3 +114,19 @@ def test_a_character_that_does_not_continue_the_suggestion_is_never_drawn_beside
     assert any(d["line"] == "ab" for d in drawn), drawn  # the line was drawn with the character
     stale = [d for d in drawn if d["line"] == "ab" and d["col"] == 1]
     assert not stale, f"the old suggestion was drawn in front of the typed character: {drawn}"
+
+
+def test_an_answer_with_nothing_to_show_leaves_the_status_idle(nvim: Any) -> None:
+    """The model writes "x" forever: on a blank line above "xxxxxx" its answer only repeats that
+    line, which post-processing drops. The request is over; the status line must not say
+    "waiting" until the next one."""
+    nvim.current.buffer[:] = ["", "xxxxxx"]
+    nvim.command("normal! gg")
+    nvim.input("i")
+    wait_for(lambda: nvim.call("LocalCopilotCall", "debug_state")["tasks"] == 0
+             and nvim.call("LocalCopilotCall", "status")["stats"]["counters"].get("requests", 0) >= 1,
+             what="the request answered")
+    assert extmarks(nvim) == []
+    wait_for(lambda: nvim.exec_lua("return require('local_copilot').status()") == "idle", timeout=5,
+             what="the status back to idle")
+    assert buffer_text(nvim) == "\nxxxxxx"  # nothing inserted
