@@ -135,10 +135,11 @@ def test_soak_10000_keystrokes(nvim_bin: str, manifest: Path, nvim_env: dict[str
                 baseline = rss_mb(pid)
         assert baseline is not None
 
-        # nothing stuck: the last request finishes (or was cancelled), speculative ones too
+        # nothing stuck: the last request finishes (or was cancelled), speculative ones too, and
+        # a first part's rest, fetched once typing pauses, has been fetched
         def settled() -> dict[str, Any] | None:
             state = nvim.call("LocalCopilotCall", "debug_state")
-            return state if state["tasks"] == 0 and state["speculative"] == 0 else None
+            return state if state["tasks"] == state["speculative"] == state["pauses"] == 0 else None
 
         wait_for(settled, timeout=30, what="no request left in flight")
         status = lua(nvim, "require('local_copilot').status()")

@@ -310,6 +310,8 @@ class LocalCopilotPlugin:
             return {
                 "tasks": sum(1 for t in engine._tasks.values() if not t.done()),
                 "speculative": sum(1 for t in engine._speculative.values() if not t.done()),
+                # first parts shown whose rest is fetched once the user pauses (not a task yet)
+                "pauses": sum(1 for h in engine._pauses.values() if not h.cancelled()),
                 # minus the task running this very check
                 "loop_tasks": sum(1 for t in asyncio.all_tasks(loop) if not t.done()) - 1,
                 "bytes_per_token": engine.estimator.bytes_per_token,
@@ -356,7 +358,7 @@ class LocalCopilotPlugin:
 
         from .. import diagnostics
 
-        engine = self._start()
+        self._start()  # the worker runs the probes
         assert self._worker is not None
         config_error = None
         if raw is None:
