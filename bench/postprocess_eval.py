@@ -31,7 +31,7 @@ import sys
 import sysconfig
 import time
 import tokenize
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,7 +135,7 @@ def analyse(path: Path) -> FileInfo | None:
     cur: int | None = None
     stack: list[tuple[tokenize.TokenInfo, list[int]]] = []
     for tok in toks:
-        (sr, sc), (er, _ec) = tok.start, tok.end
+        (sr, sc), er = tok.start, tok.end[0]
         if tok.type == tokenize.COMMENT:
             info.comment_rows.add(sr)
         if tok.type == tokenize.STRING and er > sr:
