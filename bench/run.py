@@ -24,8 +24,8 @@ What runs (see README, "Benchmarks"):
 * (i) Neovim's main thread CPU added per key, whole thread: the same bursts with the plugin
   enabled and disabled, interleaved, read from the thread's schedstat with nothing polling
   Neovim while a burst runs. (c) times the plugin's own callbacks only; this also counts what
-  they cause around them: the debounce timer's wakeup, each plan's RPC decode and
-  nvim_exec_lua, and cold caches for all of it.
+  they cause around them: each plan's RPC message, decode and nvim_exec_lua, the redraw of the
+  ghost text, and cold caches for all of it (split by two more variants).
 """
 
 from __future__ import annotations

@@ -196,6 +196,13 @@ class LocalCopilotPlugin:
         assert self._worker is not None
         self._dispatch(args[0], args[1] if len(args) > 1 else None, self._worker.call)
 
+    def _count_shown(self, payload: dict[str, Any], run: Callable[..., None]) -> Engine:
+        """The suggestions Lua showed since its last request ride along with a request."""
+        engine = self._start()
+        if "shown" in payload:
+            run(engine.stats.count, "shown", int(payload.pop("shown")))
+        return engine
+
     def _dispatch(self, name: str, payload: Any, run: Callable[..., None]) -> None:
         """One event from Lua. `run(fn, *args)` runs `fn` on the worker loop: a hop from
         pynvim's thread, a plain call on the worker's own channel."""
@@ -204,18 +211,14 @@ class LocalCopilotPlugin:
         elif name == "snapshot":
             if "config" in payload:
                 self._configure(payload.pop("config"), run)
-            engine = self._start()
-            if "shown" in payload:  # suggestions Lua showed since the last request
-                run(engine.stats.count, "shown", int(payload.pop("shown")))
+            self._count_shown(payload, run)
             if self.config is None:
                 return
             snap = self._snapshot(payload)
             if snap is not None:
                 run(self._submit, snap)
         elif name == "alternatives":
-            engine = self._start()
-            if "shown" in payload:
-                run(engine.stats.count, "shown", int(payload.pop("shown")))
+            engine = self._count_shown(payload, run)
             if self.config is None:
                 return
             snap = self._snapshot(payload)
