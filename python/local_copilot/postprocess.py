@@ -621,6 +621,8 @@ def repeat_cut(lines: Sequence[str], start: int = 0) -> int | None:
     two non-blank lines, twice back to back.  Only loops ending at or after line
     `start` are looked for (the caller knows there is none before).
     """
+    if len(lines) < 3:  # neither a line 3 times nor a block twice fits
+        return None
     norm = [_rstrip(s) for s in lines]
     n = len(norm)
     best: int | None = None
@@ -757,6 +759,7 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
     nxt_norm = _norm(nxt, ts) if nxt is not None else None
     check0 = _is_blank(prefix) and not _is_blank(l0)
 
+    block: int | None  # None: not taken yet (see below)
     memo = _LOOPS.get(ctx)
     if memo is not None and (
         len(memo.lines) > n_complete or tuple(parts[: len(memo.lines)]) != memo.lines
@@ -767,14 +770,11 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
         kept, fulls = list(memo.kept), list(memo.fulls)
         stack, strays, base = memo.stack, memo.strays, memo.base
         outer_seen, block = memo.outer_seen, memo.block
-        in_comment = False  # only matters for line 0, which the memo covers
     else:
         start = rep_clear = 0
         kept = []
         fulls = []  # kept lines as whole lines (line 0 with the prefix)
-        sp = _scan_line(prefix)
-        in_comment = sp.code_end < len(prefix)
-        stack, strays, base = sp.stack, sp.strays, len(sp.stack)
+        stack, strays, base = (), 0, 0  # line 0's scan sets them
         outer_seen, block = False, 0
     held = False
     m = start  # complete lines processed without a cut
@@ -795,6 +795,8 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
         if k > 0:
             if partial and _is_blank(line):
                 break  # nothing to show yet, indentation unknown
+            if block is None:
+                block = block_indent(ctx, full0)
             if leaves_block(line, stack, block, ts):
                 done = True
                 break
@@ -804,10 +806,10 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
         # stage 4: a closer that the next existing line already has
         scan = _scan_line if partial else _scan_cached
         if k == 0:
-            if in_comment:
-                sc = _Scan(stack, strays, base, (), len(full0))
-            else:
-                sc = scan(full0, (), 0, 0, len(prefix))
+            # one scan of the whole line reporting from the cursor on (a scan of the prefix
+            # first cost as much again per keystroke); after a line comment that starts
+            # before the cursor it stops there, reporting nothing: the completion is text
+            sc = scan(full0, (), 0, 0, len(prefix))
             offs = len(prefix)
         else:
             sc = scan(line, stack, strays, base)
@@ -827,7 +829,9 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
         fulls.append(whole)
         stack, strays, base = sc.stack, sc.strays, sc.base
         if k == 0 and not partial:
-            block = block_indent(ctx, full0)
+            # the cursor's block, taken when a second line needs it: most suggestions while
+            # typing are one line, and the walk up the lines above is most of their cost
+            block = None
         if not partial:
             m = k + 1
             saved = (stack, strays, base, outer_seen, block)
@@ -845,6 +849,8 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
     if cut is None:
         rep_clear = n_full
     if m > start:  # remember the complete lines for the next streamed call
+        if saved[4] is None:
+            saved = (*saved[:4], block_indent(ctx, full0))
         if len(_LOOPS) >= _LOOPS_MAX:
             _LOOPS.clear()
         _LOOPS[ctx] = _Loop(tuple(parts[:m]), tuple(kept[:m]), tuple(fulls[:m]), *saved, rep_clear)
