@@ -733,8 +733,10 @@ class _Loop(NamedTuple):
 
 # Per-context memo of the line loop: each streamed call only processes the lines
 # that completed since the last one, so a call stays cheap even with a large
-# max_lines.  Like _RESUME it never changes a result.
-_LOOPS: dict[PostContext, _Loop] = {}
+# max_lines.  Like _RESUME it never changes a result.  Keyed by the context object
+# (a stream's calls share it; the entry holds it, so its id is not reused): hashing
+# a context hashes every line around the cursor, on every keystroke's answer.
+_LOOPS: dict[int, tuple[PostContext, _Loop]] = {}
 _LOOPS_MAX = 32
 
 
@@ -760,7 +762,8 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
     check0 = _is_blank(prefix) and not _is_blank(l0)
 
     block: int | None  # None: not taken yet (see below)
-    memo = _LOOPS.get(ctx)
+    entry = _LOOPS.get(id(ctx))
+    memo = entry[1] if entry is not None and entry[0] is ctx else None
     if memo is not None and (
         len(memo.lines) > n_complete or tuple(parts[: len(memo.lines)]) != memo.lines
     ):
@@ -853,7 +856,7 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
             saved = (*saved[:4], block_indent(ctx, full0))
         if len(_LOOPS) >= _LOOPS_MAX:
             _LOOPS.clear()
-        _LOOPS[ctx] = _Loop(tuple(parts[:m]), tuple(kept[:m]), tuple(fulls[:m]), *saved, rep_clear)
+        _LOOPS[id(ctx)] = ctx, _Loop(tuple(parts[:m]), tuple(kept[:m]), tuple(fulls[:m]), *saved, rep_clear)
     h = repeat_holdback(complete, parts[n_complete] if n_complete < len(parts) else None)
     if cut is not None and cut <= h:
         return Result(finish(kept[:cut], max_lines), True)
