@@ -39,6 +39,8 @@ def _encode(text: str) -> bytes:
 
 def byte_to_char_col(line: str, col: int) -> int:
     """Neovim columns are bytes, Python strings are code points."""
+    if line.isascii():  # one byte per character (a lone surrogate is not ASCII): no copies
+        return max(0, min(col, len(line)))
     raw = _encode(line)
     col = max(0, min(col, len(raw)))
     return len(raw[:col].decode("utf-8", "surrogateescape"))
