@@ -10,7 +10,11 @@ local subs = {
     if require('local_copilot').registered('LocalCopilotCall') then
       local ok, st = pcall(vim.fn.LocalCopilotCall, 'status')
       if ok and type(st) == 'table' then
-        lines[#lines + 1] = string.format('backend %s at %s', tostring(st.backend), tostring(st.url))
+        if st.backend ~= vim.NIL and st.backend then
+          lines[#lines + 1] = string.format('backend %s at %s', tostring(st.backend), tostring(st.url))
+        else -- no options accepted yet (or rejected ones): there is no backend to name
+          lines[#lines + 1] = 'backend: none'
+        end
         if st.config_error ~= vim.NIL and st.config_error then lines[#lines + 1] = 'config error: ' .. st.config_error end
         local c = st.stats.counters or {}
         lines[#lines + 1] = string.format("requests %d, cancels %d, errors %d, cache hits %d", c.requests or 0, c.cancels or 0, c.errors or 0, c.cache_hits or 0)

@@ -167,6 +167,8 @@ end
 function M.setup(opts)
   vim.validate('opts', opts, 'table', true)
   config.set(opts or {})
+  -- the host judges the new options (a host started later too): it says again if they are bad
+  if state.backend == 'bad option' then state.backend, state.backend_message = nil, '' end
   require('local_copilot.install').use_private_host()
   M._define_highlights()
   require('local_copilot.keymaps').apply(config.get('keymaps'))
@@ -317,7 +319,8 @@ local function request(kind)
     snap.config = config.user
   end
   if state.shown > 0 then snap.shown, state.shown = state.shown, 0 end
-  state.waiting[buf] = true
+  -- with options the host rejected nothing answers (status() says 'bad option')
+  if state.backend ~= 'bad option' then state.waiting[buf] = true end
   send(kind, snap)
   return true
 end
@@ -528,10 +531,11 @@ function M.enable() state.enabled = true end
 function M.disable() state.enabled = false; on_leave() end
 function M.toggle() if state.enabled then M.disable() else M.enable() end end
 
--- For statuslines: 'disabled', 'backend down', 'showing i/n', 'waiting' or 'idle'.
+-- For statuslines: 'disabled', 'bad option', 'backend down', 'showing i/n', 'waiting' or 'idle'.
 function M.status()
   local buf = api.nvim_get_current_buf()
   if not M.buf_enabled(buf) then return 'disabled' end
+  if state.backend == 'bad option' then return 'bad option' end
   if state.backend == 'down' then return 'backend down' end
   if ghost.is_visible() then
     local cur = ghost.current
@@ -541,10 +545,11 @@ function M.status()
   return 'idle'
 end
 
--- Called by the Python host when a request fails or succeeds after failures.
+-- Called by the Python host when a request fails or succeeds after failures ('down', 'ok'),
+-- and when it rejects the options ('bad option', until the next setup()).
 function M._backend_state(s, message)
+  if s ~= 'ok' then state.waiting = {} end -- nothing is in flight now
   state.backend, state.backend_message = s, message or ''
-  if s == 'down' then state.waiting = {} end
 end
 
 -- Called by the Python host; safe from any context.

@@ -283,6 +283,33 @@ def test_status_reports_backend_down_once(open_nvim: Any) -> None:
     assert "Traceback" not in messages and "Error" not in messages.split("cannot reach")[0]
 
 
+def test_status_says_bad_option_until_good_options_come(open_nvim: Any, phrase_server: Any) -> None:
+    """Options the host rejects: it drops every snapshot, so the status line must not say
+    'waiting' (it did, for good); :LocalCopilot status names no backend instead of vim.NIL.
+    Good options from setup() bring suggestions and the plain states back."""
+    nvim = open_nvim(phrase_server.url, ["def f():", "\t"], n_predict="many")
+    at_end_of(nvim, 2)
+    nvim.input("x")
+    wait_for(lambda: lua(nvim, "require('local_copilot').status()") == "bad option", what="the bad option status")
+    seq = "require('local_copilot.ghost').last_seq[vim.api.nvim_get_current_buf()] or 0"
+    before = lua(nvim, seq)
+    nvim.input("y")
+    wait_for(lambda: lua(nvim, seq) > before, what="the key's snapshot sent")
+    assert lua(nvim, "require('local_copilot').status()") == "bad option"
+    nvim.command("LocalCopilot status")
+    shown = nvim.exec_lua("return vim.fn.execute('messages')")
+    assert "local-copilot: bad option" in shown and "backend: none" in shown, shown
+    assert "vim.NIL" not in shown and "Traceback" not in shown, shown
+    assert buffer_text(nvim) == "def f():\n\txy"  # nothing inserted meanwhile
+
+    nvim.exec_lua("require('local_copilot').setup(...)", {
+        "backends": {"llama.cpp": {"url": phrase_server.url, "endpoint": "infill"}}, "debounce_ms": 0,
+        "adaptive_debounce": False})
+    nvim.input("<BS>")
+    wait_ghost(nvim, lambda t: t == PHRASE)
+    assert lua(nvim, "require('local_copilot').status()") == "showing 1/1"
+
+
 def test_user_events_fire_on_suggestion_and_accept(open_nvim: Any, phrase_server: Any) -> None:
     nvim = open_nvim(phrase_server.url, ["def f():", "\t"])
     nvim.exec_lua(

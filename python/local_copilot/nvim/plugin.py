@@ -133,6 +133,9 @@ class LocalCopilotPlugin:
             log.warning("bad config: %s", exc)
             assert self._editor is not None
             self._editor.notify(f"local-copilot: bad option: {exc}", "error")
+            # status() says so until setup() is called again (it said 'waiting' for the
+            # snapshots this host drops)
+            self._editor.backend_state("bad option", str(exc))
             run(engine.cancel_all)
             engine.config = None
             return
