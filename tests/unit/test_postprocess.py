@@ -239,6 +239,15 @@ def test_closer_cut_multi_line() -> None:
     assert not closer_cut(")", ctx("    ", "", [], ["result = foo("]))
 
 
+@pytest.mark.parametrize("final", [True, False])
+def test_a_completion_inside_a_line_comment_is_text(final: bool) -> None:
+    # the ) the next line already has is cut from code...
+    assert process("a)", ctx("x = foo(", "", [")"]), final=final) == Result("a", True)
+    # ...but after a comment that starts before the cursor, brackets are words
+    assert process("a) and more", ctx("x = foo(  # see (", "", [")"]), final=final).text == "a) and more"
+    assert process("}", ctx("# x {", "", ["}"]), final=True) == Result("}", False)
+
+
 def test_autopairs_streaming_holds_the_closer() -> None:
     c = ctx("    foo(", ")")
     assert process("bar", c, final=False).text == "bar"
