@@ -197,15 +197,21 @@ class HttpBackend:
 
     async def complete(self, req: FimRequest, started: Started | None = None) -> AsyncIterator[Chunk]:
         """Backend.complete, in the dialect's request (_request) and events (_chunks)."""
+        body: dict[str, Any] | None = None
         try:
-            path, body, parser, last = await self._request(req)
+            if started is None:
+                path, body, parser, last = await self._request(req)
+            else:  # out already (answer_now): its body is not rendered again, only its answer read
+                path, parser, last = self._sent_request(req)
         except BaseException:
             if started is not None:
                 started.abort()
             raise
+        unstreamed = not req.stream if body is None else body.get("stream") is False
         # closed here when the last chunk returns, not by the garbage collector (whose
         # finalizer wakes the event loop through its self-pipe: two syscalls per request)
-        async with aclosing(self.payloads(path, body, parser, last, quick=req.quick, started=started)) as batches:
+        async with aclosing(self.payloads(path, body, parser, last, unstreamed=unstreamed, quick=req.quick,
+                                          started=started)) as batches:
             async for batch in batches:
                 for chunk in self._chunks(batch):
                     yield chunk
@@ -215,6 +221,10 @@ class HttpBackend:
     async def _request(self, req: FimRequest) -> tuple[str, dict[str, Any], _Parser, Callable[[bytes], bool]]:
         """The completion request's path and body, its stream's parser and what its final
         payload looks like (once the server is probed)."""
+        raise NotImplementedError
+
+    def _sent_request(self, req: FimRequest) -> tuple[str, _Parser, Callable[[bytes], bool]]:
+        """_request() without the body, for a request answer_now() sent already."""
         raise NotImplementedError
 
     # Backend.answers_now: only a dialect that can ask for one unstreamed answer (llama.cpp)
@@ -299,8 +309,8 @@ class HttpBackend:
             raise ProtocolError(f"{self.name}: answer longer than {self.MAX_ANSWER_BYTES // 1024} KB")
         return data
 
-    async def payloads(self, path: str, body: dict[str, Any], parser: _Parser,
-                       last: Callable[[bytes], bool] | None = None, *,
+    async def payloads(self, path: str, body: dict[str, Any] | None, parser: _Parser,
+                       last: Callable[[bytes], bool] | None = None, *, unstreamed: bool,
                        quick: bool = False, started: Started | None = None) -> AsyncIterator[list[bytes]]:
         """The stream's payloads (SSE data or NDJSON lines), a list per network read; closing
         this closes the stream, which tells the server to stop.
@@ -309,19 +319,20 @@ class HttpBackend:
         terminator) is read before that batch is handed over, so the connection is kept for
         the next request instead of closed as a cancel.
 
-        A request with `"stream": false` answered with one JSON document yields that document
-        as the only payload (a server that streams anyway is parsed as a stream). With
+        An `unstreamed` request (`"stream": false`) answered with one JSON document yields that
+        document as the only payload (a server that streams anyway is parsed as a stream). With
         `quick`, that answer is first awaited without the event loop (StreamClient.post).
-        `started`: the request is already out (answer_now); its answer is read here.
+        `started`: the request is already out (answer_now; `body` is None); its answer is read
+        here.
 
         The last payloads are handed over after the response is closed: a consumer that stops
         at the final chunk must not leave the connection held until this generator is
         collected (the next request would open another one)."""
         final: list[bytes] = []
         try:
-            unstreamed = body.get("stream") is False
             wait_s = self.QUICK_ANSWER_S if unstreamed and quick else 0.0
             if started is None:
+                assert body is not None
                 response = await self.streams.post(self.base + path, _encode(body), auth_headers(self.cfg),
                                                    wait_s=wait_s)
             elif isinstance(started, Sent):

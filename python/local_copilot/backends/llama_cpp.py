@@ -190,6 +190,9 @@ class LlamaCppBackend(HttpBackend):
         await self.ensure_ready()
         return self.endpoint, self.body(req), SSEParser(), _final
 
+    def _sent_request(self, req: FimRequest) -> tuple[str, SSEParser, Callable[[bytes], bool]]:
+        return self.endpoint, SSEParser(), _final
+
     def _body_now(self, req: FimRequest) -> tuple[str, dict[str, Any]]:
         return self.endpoint, self.body(req)
 
