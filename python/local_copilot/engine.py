@@ -524,8 +524,12 @@ class Engine:
     def _settle(self, snap: Snapshot, drawer: _Drawer) -> None:
         """A request task ends: a snapshot that waited for its answer goes next."""
         drawer.stop()
+        if self._tasks.get(snap.buf) is not asyncio.current_task():
+            # cancelled, and wound down only now: a newer request owns the buffer, and a
+            # snapshot waiting for that one's answer is its to send (it was dropped here)
+            return
         newer = self._next.pop(snap.buf, None)
-        if newer is not None and self._tasks.get(snap.buf) is asyncio.current_task():
+        if newer is not None:
             self.stats.count("cancels")
             self._tasks[snap.buf] = asyncio.get_running_loop().create_task(self._run(newer))
 
@@ -645,7 +649,8 @@ class Engine:
             self._internal_error()
             return None
         finally:
-            if gate:
+            # (a request cancelled for a newer one leaves that one's flag alone)
+            if gate and self._tasks.get(buf) in (asyncio.current_task(), None):
                 self._unanswered.discard(buf)
             await stream.aclose()  # type: ignore[attr-defined]
         done = time.perf_counter()

@@ -337,3 +337,32 @@ async def test_the_prefetch_pauses_after_suggestions_go_unaccepted_and_resumes_a
     engine.submit(snap(limit + 3, line))
     await wait_until(lambda: engine.stats.counters["speculative"] == limit + 1)
     await engine.close()
+
+
+async def test_a_key_deferred_while_a_cancelled_stream_winds_down_is_not_lost(fake: Any) -> None:
+    # 2 ms per token (as the server reports it): a first part (8 tokens) is asked for as one
+    # answer, the continuation (56) streams. Two keys come in one read while a continuation
+    # streams: the first cancels it and its request goes out at once on a kept connection, still
+    # unanswered when the second is read, which waits for that answer. The cancelled stream's
+    # task wound down only after that and took the waiting key with it: no request for it, no
+    # suggestion, a status stuck at 'waiting' (tests/integration/test_soak.py, now and then).
+    server = fake(timed(64, ms_per_token=2.0, delay=0.001))
+    engine, editor = await _first_suggestion(server)
+    # two requests at once (two buffers) leave two kept connections: one for the continuation,
+    # one for the key that cancels it
+    server.first_byte_delay = 0.03
+    engine.submit(snap(2, "x = y"))
+    engine.submit(snap(20, "a = ", buf=2))
+    await wait_until(lambda: any(p.final and p.seq == 20 for p in editor.plans))
+    server.first_byte_delay = 0.0
+    await wait_until(lambda: any(p.final and p.seq == 2 for p in editor.plans))
+    engine.submit(snap(3, "x = yz"))
+    await wait_until(lambda: any(p.seq == 3 and len(p.text) > 8 and not p.final for p in editor.plans))
+    server.first_byte_delay = 0.05  # the next first part misses the frame: it is read in a task
+    engine.submit(snap(4, "x = yzw"))
+    engine.submit(snap(5, "x = yzwv"))  # no loop turn in between
+    await wait_until(lambda: any(p.final and p.seq == 5 for p in editor.plans), timeout=5)
+    # the key that waited was sent once the one before it was answered, and drawn
+    assert engine.stats.counters["deferred"] == 1
+    assert [b["prompt"] for b in infills(server)][-3:] == ["x = yzw", "x = yzwv", "x = yzwv" + "t" * 8]
+    await engine.close()
