@@ -248,6 +248,9 @@ class Engine:
 
     def cancel(self, buf: int) -> None:
         self._next.pop(buf, None)
+        # what was unanswered is the request cancelled here: a task cancelled before it ran
+        # cannot say so, and a snapshot deferred on its word would wait for nothing
+        self._unanswered.discard(buf)
         pause = self._pauses.pop(buf, None)
         if pause is not None:
             pause.cancel()

@@ -366,3 +366,18 @@ async def test_a_key_deferred_while_a_cancelled_stream_winds_down_is_not_lost(fa
     assert engine.stats.counters["deferred"] == 1
     assert [b["prompt"] for b in infills(server)][-3:] == ["x = yzw", "x = yzwv", "x = yzwv" + "t" * 8]
     await engine.close()
+
+
+async def test_a_key_after_alternatives_cut_off_an_unanswered_request_gets_its_suggestion(fake: Any) -> None:
+    # next()/prev() right after a key whose first part is still unanswered: the key's task is
+    # cancelled before it ever ran, and nothing said its request was no longer awaited. The next
+    # key then waited for it (behind the alternatives, which pass nothing on) and was lost.
+    server = fake(timed(64, ms_per_token=0.5))
+    engine, editor = await _first_suggestion(server)
+    server.first_byte_delay = 0.05  # the first part misses the frame: it is read in a task
+    engine.submit(snap(2, "x = y"))
+    engine.alternatives(snap(3, "x = y"))  # no loop turn in between
+    engine.submit(snap(4, "x = yz"))
+    await wait_until(lambda: any(p.final and p.seq == 4 for p in editor.plans), timeout=5)
+    assert engine.stats.counters["deferred"] == 0
+    await engine.close()
