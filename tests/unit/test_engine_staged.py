@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 from typing import Any
+
+import pytest
 
 from local_copilot.config import load_config
 from local_copilot.engine import Engine
@@ -380,4 +383,35 @@ async def test_a_key_after_alternatives_cut_off_an_unanswered_request_gets_its_s
     engine.submit(snap(4, "x = yz"))
     await wait_until(lambda: any(p.final and p.seq == 4 for p in editor.plans), timeout=5)
     assert engine.stats.counters["deferred"] == 0
+    await engine.close()
+
+
+@pytest.mark.parametrize("seed", [7, 1, 5])
+async def test_every_buffers_latest_snapshot_gets_its_final_suggestion(fake: Any, seed: int) -> None:
+    # seeded random keys, bursts of keys in one loop step, next()/prev(), two buffers and
+    # answers that come late now and then, against a server whose first parts come unstreamed
+    # and whose continuations stream: whatever the order, each buffer's latest snapshot ends
+    # with a final plan (Lua's status waits for exactly that). Seed 7 lost a key every time
+    # before the two fixes above.
+    rng = random.Random(seed)
+    server = fake(timed(64, ms_per_token=2.0, delay=0.001))
+    engine, editor = await _first_suggestion(server)
+    lines = {1: "x = ", 2: "a = "}
+    latest: dict[int, int] = {1: 1}
+    seq = 1
+    for _ in range(60):
+        server.first_byte_delay = rng.choice([0.0, 0.0, 0.0, 0.03])
+        for _ in range(rng.choice([1, 1, 1, 2, 3])):  # keys read in one step
+            buf = rng.choice([1, 1, 1, 2])
+            seq += 1
+            lines[buf] = lines[buf][:-1] if rng.random() < 0.15 and len(lines[buf]) > 4 else lines[buf] + rng.choice("abc")
+            if rng.random() < 0.1:
+                engine.alternatives(snap(seq, lines[buf], buf=buf))
+            else:
+                engine.submit(snap(seq, lines[buf], buf=buf))
+            latest[buf] = seq
+        await asyncio.sleep(rng.choice([0.0, 0.005, 0.02, 0.05, 0.12]))
+    server.first_byte_delay = 0.0
+    for buf, last in latest.items():
+        await wait_until(lambda: any(p.final and p.seq == last and p.buf == buf for p in editor.plans), timeout=5)
     await engine.close()
