@@ -269,7 +269,6 @@ class Engine:
         self._spec_window.forget_buffer(buf)
         self._last.pop(buf, None)
         self._typing.pop(buf, None)
-        self._unanswered.discard(buf)
 
     def cancel_all(self) -> None:
         for buf in set(self._tasks) | set(self._speculative) | set(self._pauses):

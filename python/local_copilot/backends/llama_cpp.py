@@ -188,7 +188,8 @@ class LlamaCppBackend(HttpBackend):
 
     async def _request(self, req: FimRequest) -> tuple[str, dict[str, Any], SSEParser, Callable[[bytes], bool]]:
         await self.ensure_ready()
-        return self.endpoint, self.body(req), SSEParser(), _final
+        path, parser, last = self._sent_request(req)
+        return path, self.body(req), parser, last
 
     def _sent_request(self, req: FimRequest) -> tuple[str, SSEParser, Callable[[bytes], bool]]:
         return self.endpoint, SSEParser(), _final
