@@ -1,4 +1,4 @@
-"""(h) The floor under the host's CPU per key: the leanest Python loop that does a keystroke's I/O.
+"""(h) The floors: the leanest Python loop that does a keystroke's I/O, and the leanest Neovim side.
 
 No budget, a yardstick. A separate Python process does per key only what the host's first
 part cannot skip, and nothing else: it wakes on a msgpack-RPC notification (one line changed,
@@ -11,6 +11,14 @@ same cold caches as the host; its CPU per key is read the same way (scheduler's 
 What the host spends per key above this floor is its own code (the engine's general path:
 cancellation, the window fit, caches, post-processing, statistics), not the machine or
 Python itself: on the project's 2-core VM this loop costs ~0.4 ms per key, the host ~1.5 ms.
+
+The same loop also serves the floor under Neovim's main thread (bench/run.py, (i)): LEAN_NVIM_LUA
+is the least a Neovim side can do to show a suggestion per key. On TextChangedI it sends the
+cursor's line (the window when the row changed) straight from the autocmd; the lean host answers
+with one nvim_exec_lua that places an inline extmark; InsertCharPre takes the mark away before
+the next character is drawn. No options, no state, no checks: what any design that draws a
+suggestion for every key costs the editor's thread (the RPC message, the plan message, the
+redraw of the line).
 """
 
 from __future__ import annotations
@@ -30,7 +38,8 @@ KEYS_PER_BURST = 8
 INTERVAL_S = 0.09
 LINES_BEFORE, LINES_AFTER = 60, 20  # a prompt of ~2,700 tokens of the tiny model, the host's size
 
-# The lean host: argv = socket fd, server host, server port. Blocking I/O, one thread.
+# The lean host: argv = socket fd, server host, server port[, the Lua that draws a plan].
+# Blocking I/O, one thread.
 _LEAN_HOST = r"""
 import socket, sys
 import msgpack, msgspec
@@ -41,6 +50,7 @@ class Answer(msgspec.Struct):
 
 chan = socket.socket(fileno=int(sys.argv[1]))
 address = (sys.argv[2], int(sys.argv[3]))
+draw = sys.argv[4] if len(sys.argv) > 4 else "require('local_copilot.ghost').show(...)"
 
 def connect():
     s = socket.create_connection(address)
@@ -86,8 +96,65 @@ while data := chan.recv(65536):
         got = answer(post(to_json({"prompt": prompt, "n_predict": 6, "stream": False, "cache_prompt": True})))
         plan = {"seq": snap["seq"], "row": snap["row"], "col": col, "text": got.content.split("\n")[0],
                 "prompt_tokens": got.tokens_evaluated}
-        chan.sendall(encode([2, "nvim_exec_lua", ["require('local_copilot.ghost').show(...)", [plan]]]))
+        chan.sendall(encode([2, "nvim_exec_lua", [draw, [plan]]]))
 """
+
+
+# The leanest Neovim side of per-key suggestions (see the docstring); LEAN.on switches it.
+LEAN_NVIM_LUA = r"""
+local api = vim.api
+LEAN = { ns = api.nvim_create_namespace('lean_floor'), seq = 0, on = false, drawn = 0 }
+function LEAN.show(plan)
+  if plan.seq ~= LEAN.seq then return end
+  LEAN.drawn = LEAN.drawn + 1
+  api.nvim_buf_set_extmark(0, LEAN.ns, plan.row, plan.col,
+    { id = 1, virt_text = { { plan.text, 'Comment' } }, virt_text_pos = 'inline' })
+end
+api.nvim_create_autocmd('InsertCharPre', { callback = function()
+  if LEAN.on then pcall(api.nvim_buf_del_extmark, 0, LEAN.ns, 1) end
+end })
+api.nvim_create_autocmd('TextChangedI', { callback = function()
+  if not LEAN.on then return end
+  local row, col = unpack(api.nvim_win_get_cursor(0))
+  row = row - 1
+  LEAN.seq = LEAN.seq + 1
+  local snap = { row = row, col = col, seq = LEAN.seq }
+  if row == LEAN.row then
+    snap.first, snap.line = LEAN.first, api.nvim_buf_get_lines(0, row, row + 1, true)[1]
+  else
+    snap.first = math.max(0, row - 60)
+    snap.lines = api.nvim_buf_get_lines(0, snap.first, row + 21, false)
+    LEAN.row, LEAN.first = row, snap.first
+  end
+  vim.rpcnotify(LEAN.chan, 'local_copilot_event', 'snapshot', snap)
+end })
+"""
+
+
+class LeanNvimSide:
+    """LEAN_NVIM_LUA in `nvim`, connected to a lean host that asks the server at `server_url`.
+    Off until the caller sets LEAN.on; close() stops the host."""
+
+    def __init__(self, nvim: Any, server_url: str, workdir: Any) -> None:
+        host, port = server_url.split("//", 1)[1].rsplit(":", 1)
+        path = str(workdir / "lean.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen(1)
+        try:
+            nvim.exec_lua(LEAN_NVIM_LUA)
+            # connect() completes on the backlog; the host takes the accepted end
+            nvim.exec_lua("LEAN.chan = vim.fn.sockconnect('pipe', ..., { rpc = true })", path)
+            conn, _ = listener.accept()
+        finally:
+            listener.close()
+        self.proc = subprocess.Popen([sys.executable, "-c", _LEAN_HOST, str(conn.fileno()), host, port,
+                                      "LEAN.show(...)"], pass_fds=[conn.fileno()])
+        conn.close()
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
 
 
 def lean_host_ms_per_key(server_url: str, lines: list[str], bursts: int = 12) -> dict[str, Any]:

@@ -300,7 +300,8 @@ function LCM.burst(keys, interval_ms)
 end
 function LCM.variant(v)
   api.nvim_buf_set_extmark, ghost.show = set_extmark, show
-  require('local_copilot')[v == 'off' and 'disable' or 'enable']()
+  LEAN.on = v == 'lean floor'
+  require('local_copilot')[(v == 'off' or LEAN.on) and 'disable' or 'enable']()
   if v == 'plans dropped' then
     ghost.show = function() return false end
   elseif v == 'no extmark' then
@@ -309,20 +310,24 @@ function LCM.variant(v)
 end
 """
 # plugin off; on, but each render plan dropped as it arrives; on, but ghost.show's extmark not
-# placed (nothing for Neovim to redraw); on
-MAIN_THREAD_VARIANTS = ("on", "off", "plans dropped", "no extmark")
+# placed (nothing for Neovim to redraw); on; off, with the leanest Neovim side of per-key
+# suggestions instead (bench/floor.py, LEAN_NVIM_LUA): the floor
+MAIN_THREAD_VARIANTS = ("on", "off", "plans dropped", "no extmark", "lean floor")
 
 
 def main_thread_added(server: Any, env: dict[str, str], nvim_bin: str, manifest: Path, workdir: Path,
                       rounds: int) -> dict[str, Any]:
     """(i): Neovim's main thread CPU per key over whole bursts, plugin on vs off (interleaved;
     the defaults), and the variants that split the difference: requests and plan messages,
-    ghost.show's own work, Neovim's redraw of the ghost text. Fixed waits instead of polling: a
+    ghost.show's own work, Neovim's redraw of the ghost text; and the floor under all of it, the
+    leanest Neovim side in the plugin's place (bench/floor.py). Fixed waits instead of polling: a
     poll is RPC work on that very thread."""
     setup = {"backends": {"llama.cpp": {"url": server.url}}, **PROFILES["defaults"]}
     nvim = H._start_nvim(nvim_bin, manifest, env, setup=setup, columns=120, lines=40)
     per_key: dict[str, list[float]] = {v: [] for v in MAIN_THREAD_VARIANTS}
+    lean = None
     try:
+        lean = floor.LeanNvimSide(nvim, server.url, workdir)
         nvim.exec_lua(MAIN_THREAD_LUA)
         _typing_in_sample(nvim, server, workdir / "sample_main.py")
         pid = int(nvim.exec_lua("return vim.fn.getpid()"))  # its main thread's id is the pid
@@ -341,6 +346,10 @@ def main_thread_added(server: Any, env: dict[str, str], nvim_bin: str, manifest:
             if i >= n:  # one warm-up round
                 per_key[v].append((c1 - c0) / len(text) / 1e6)
         nvim.exec_lua("LCM.variant('on')")
+        # keys typed under the floor's variant, warm-up included, and the suggestions it drew
+        floor_keys = sum(len(BURSTS[i % len(BURSTS)]) for i in range(n * (rounds + 1))
+                         if MAIN_THREAD_VARIANTS[i % n] == "lean floor")
+        floor_drawn = int(nvim.exec_lua("return LEAN.drawn"))
         # the yardstick: one message to Neovim that does nothing, after 90 ms idle (a render
         # plan is one such message, plus its work)
         c0 = _thread_cpu_ns(pid, pid)
@@ -350,6 +359,8 @@ def main_thread_added(server: Any, env: dict[str, str], nvim_bin: str, manifest:
         message_us = (_thread_cpu_ns(pid, pid) - c0) / 20 / 1000
     finally:
         nvim.close()
+        if lean is not None:
+            lean.close()
     med = {v: statistics.median(per_key[v]) for v in MAIN_THREAD_VARIANTS}
     return {
         "on_ms": med["on"], "off_ms": med["off"], "added_ms": med["on"] - med["off"],
@@ -357,6 +368,7 @@ def main_thread_added(server: Any, env: dict[str, str], nvim_bin: str, manifest:
                      "ghost.show": med["no extmark"] - med["plans dropped"],
                      "redraw of the ghost text": med["on"] - med["no extmark"]},
         "one_message_us": message_us,
+        "floor_added_ms": med["lean floor"] - med["off"], "floor_keys": floor_keys, "floor_drawn": floor_drawn,
         "on": per_key["on"], "off": per_key["off"], "per_key": per_key,
     }
 
@@ -607,6 +619,10 @@ def main(argv: list[str] | None = None) -> int:
         split = ", ".join(f"{k} {v:.3f}" for k, v in m["split_ms"].items())
         print(f"  what the plugin adds, by variant (ms per key): {split};"
               f" one message to Neovim doing nothing costs it {m['one_message_us']:.0f} us after 90 ms idle")
+        if "floor_added_ms" in m:
+            print(f"  the floor: the leanest Neovim side of a suggestion per key (bench/floor.py) adds"
+                  f" {m['floor_added_ms']:.3f} ms per key (it drew {m['floor_drawn']} suggestions for {m['floor_keys']}"
+                  f" keys); the plugin adds {m['added_ms'] - m['floor_added_ms']:.3f} ms above it")
     if "snapshot" in doc:
         s = doc["snapshot"]
         print(f"\nsnapshot (us): 1k lines lua {s['1000']['lua_snapshot_us']:.0f} + python {s['1000']['python_prompt_us']:.0f};"

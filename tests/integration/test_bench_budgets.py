@@ -50,6 +50,11 @@ def test_bench_measures_every_budget(tmp_path: Path) -> None:
     assert set(doc["main_thread"]["split_ms"]) == {"requests and plan messages", "ghost.show", "redraw of the ghost text"}
     assert all(len(v) == 2 for v in doc["main_thread"]["per_key"].values()), doc["main_thread"]
     assert doc["main_thread"]["one_message_us"] > 0 and "what the plugin adds, by variant" in res.stdout
+    # the floor under that row: the leanest Neovim side in the plugin's place, which must have
+    # drawn suggestions while typed at (a key's answer that comes after the next key is dropped)
+    m = doc["main_thread"]
+    assert m["floor_keys"] == 3 * 8 and m["floor_drawn"] >= m["floor_keys"] // 2, m
+    assert "the leanest Neovim side of a suggestion per key" in res.stdout
     assert {b["budget"] for b in doc["budgets"]} == set(ROWS)
     # the yardstick for the host CPU row: one Python wakeup's CPU on this machine
     assert set(doc["wakeup"]) == {f"{m}_after_{g}ms_us" for m in ("asyncio", "blocking") for g in (1, 90)}
