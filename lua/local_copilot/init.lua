@@ -12,6 +12,7 @@ local state = {
   sent_config_version = -1,
   timer = nil,
   scheduled = 0, -- generation of the latest scheduled request (see schedule_request)
+  queued = nil, -- the generation whose vim.schedule callback has not run yet
   attached = false,
   warned_unregistered = false,
   waiting = {}, -- buf -> true while a request is in flight (for status())
@@ -348,6 +349,7 @@ local function debounce()
 end
 
 local function scheduled_request(gen)
+  if state.queued == gen then state.queued = nil end
   if gen ~= state.scheduled then return end
   if api.nvim_get_mode().mode:sub(1, 1) ~= 'i' then return end
   if vim.fn.pumvisible() == 1 and not config.get('request_during_completion') then return end
@@ -356,6 +358,10 @@ end
 
 local function schedule_request()
   local delay = debounce()
+  -- one keystroke runs on_change twice (CursorMovedI, then TextChangedI): the callback queued
+  -- for the first reads the editor when it runs, so the second queues nothing (a callback
+  -- and a loop turn less per key)
+  if delay <= 0 and state.queued ~= nil and state.queued == state.scheduled then return end
   -- A callback already queued on the main loop is not taken back by stopping its timer: with
   -- a 0 ms delay the two events of one keystroke could each send the same snapshot
   -- (tests/integration/test_faults.py saw two requests for one key). Only the latest
@@ -366,6 +372,7 @@ local function schedule_request()
   if delay <= 0 then
     -- after this keystroke's events and its redraw, without a timer's extra loop turn
     -- (bench/run.py, Neovim main thread CPU added / key)
+    state.queued = gen
     vim.schedule(function() scheduled_request(gen) end)
     return
   end
