@@ -10,7 +10,8 @@ same cold caches as the host; its CPU per key is read the same way (scheduler's 
 
 What the host spends per key above this floor is its own code (the engine's general path:
 cancellation, the window fit, caches, post-processing, statistics), not the machine or
-Python itself: on the project's 2-core VM this loop costs ~0.4 ms per key, the host ~1.5 ms.
+Python itself: on the project's 2-core VM this loop costs ~0.25-0.37 ms per key, the host
+~0.8-1.25 ms (the spread is the machine's load: read the ratio).
 
 The same loop also serves the floor under Neovim's main thread (bench/run.py, (i)): LEAN_NVIM_LUA
 is the least a Neovim side can do to show a suggestion per key. On TextChangedI it sends the

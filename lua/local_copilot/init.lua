@@ -361,7 +361,7 @@ local function schedule_request()
   -- one keystroke runs on_change twice (CursorMovedI, then TextChangedI): the callback queued
   -- for the first reads the editor when it runs, so the second queues nothing (a callback
   -- and a loop turn less per key)
-  if delay <= 0 and state.queued ~= nil and state.queued == state.scheduled then return end
+  if delay <= 0 and state.queued == state.scheduled then return end
   -- A callback already queued on the main loop is not taken back by stopping its timer: with
   -- a 0 ms delay the two events of one keystroke could each send the same snapshot
   -- (tests/integration/test_faults.py saw two requests for one key). Only the latest
