@@ -123,13 +123,21 @@ api.nvim_create_autocmd('TextChangedI', { callback = function()
   if row == LEAN.row then
     snap.first, snap.line = LEAN.first, api.nvim_buf_get_lines(0, row, row + 1, true)[1]
   else
-    snap.first = math.max(0, row - 60)
-    snap.lines = api.nvim_buf_get_lines(0, snap.first, row + 21, false)
+    snap.first = math.max(0, row - %d)
+    snap.lines = api.nvim_buf_get_lines(0, snap.first, row + 1 + %d, false)
     LEAN.row, LEAN.first = row, snap.first
   end
   vim.rpcnotify(LEAN.chan, 'local_copilot_event', 'snapshot', snap)
 end })
-"""
+""" % (LINES_BEFORE, LINES_AFTER)
+
+
+def _spawn_lean_host(fd: int, server_url: str, draw: str | None = None) -> subprocess.Popen[bytes]:
+    """The lean host on socket `fd`, asking the server at `server_url`; `draw`: the Lua that
+    draws a plan, when not ghost.show."""
+    host, port = server_url.split("//", 1)[1].rsplit(":", 1)
+    argv = [sys.executable, "-c", _LEAN_HOST, str(fd), host, port] + ([draw] if draw else [])
+    return subprocess.Popen(argv, pass_fds=[fd])
 
 
 class LeanNvimSide:
@@ -137,7 +145,6 @@ class LeanNvimSide:
     Off until the caller sets LEAN.on; close() stops the host."""
 
     def __init__(self, nvim: Any, server_url: str, workdir: Any) -> None:
-        host, port = server_url.split("//", 1)[1].rsplit(":", 1)
         path = str(workdir / "lean.sock")
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(path)
@@ -149,8 +156,7 @@ class LeanNvimSide:
             conn, _ = listener.accept()
         finally:
             listener.close()
-        self.proc = subprocess.Popen([sys.executable, "-c", _LEAN_HOST, str(conn.fileno()), host, port,
-                                      "LEAN.show(...)"], pass_fds=[conn.fileno()])
+        self.proc = _spawn_lean_host(conn.fileno(), server_url, "LEAN.show(...)")
         conn.close()
 
     def close(self) -> None:
@@ -161,10 +167,8 @@ class LeanNvimSide:
 def lean_host_ms_per_key(server_url: str, lines: list[str], bursts: int = 12) -> dict[str, Any]:
     """CPU of the lean host per key over `bursts` typing bursts (8 keys, 90 ms apart), each on a
     line of its own in the middle of `lines`; the median burst is the number."""
-    host, port = server_url.split("//", 1)[1].rsplit(":", 1)
     mine, theirs = socket.socketpair()
-    proc = subprocess.Popen([sys.executable, "-c", _LEAN_HOST, str(theirs.fileno()), host, port],
-                            pass_fds=[theirs.fileno()])
+    proc = _spawn_lean_host(theirs.fileno(), server_url)
     theirs.close()
     unpacker = msgpack.Unpacker()
     seq = 0

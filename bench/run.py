@@ -325,6 +325,7 @@ def main_thread_added(server: Any, env: dict[str, str], nvim_bin: str, manifest:
     setup = {"backends": {"llama.cpp": {"url": server.url}}, **PROFILES["defaults"]}
     nvim = H._start_nvim(nvim_bin, manifest, env, setup=setup, columns=120, lines=40)
     per_key: dict[str, list[float]] = {v: [] for v in MAIN_THREAD_VARIANTS}
+    typed = dict.fromkeys(MAIN_THREAD_VARIANTS, 0)  # keys per variant, warm-up included
     lean = None
     try:
         lean = floor.LeanNvimSide(nvim, server.url, workdir)
@@ -340,16 +341,14 @@ def main_thread_added(server: Any, env: dict[str, str], nvim_bin: str, manifest:
             text = BURSTS[i % len(BURSTS)]
             c0 = _thread_cpu_ns(pid, pid)
             nvim.exec_lua("LCM.burst(...)", list(text), INTERVAL_MS)
+            typed[v] += len(text)
             # the burst, then the pause, the continuation and its draw (~0.4 s after the last key)
             time.sleep(len(text) * INTERVAL_MS / 1000 + 1.0)
             c1 = _thread_cpu_ns(pid, pid)
             if i >= n:  # one warm-up round
                 per_key[v].append((c1 - c0) / len(text) / 1e6)
         nvim.exec_lua("LCM.variant('on')")
-        # keys typed under the floor's variant, warm-up included, and the suggestions it drew
-        floor_keys = sum(len(BURSTS[i % len(BURSTS)]) for i in range(n * (rounds + 1))
-                         if MAIN_THREAD_VARIANTS[i % n] == "lean floor")
-        floor_drawn = int(nvim.exec_lua("return LEAN.drawn"))
+        floor_drawn = int(nvim.exec_lua("return LEAN.drawn"))  # the suggestions the floor drew
         # the yardstick: one message to Neovim that does nothing, after 90 ms idle (a render
         # plan is one such message, plus its work)
         c0 = _thread_cpu_ns(pid, pid)
@@ -368,7 +367,7 @@ def main_thread_added(server: Any, env: dict[str, str], nvim_bin: str, manifest:
                      "ghost.show": med["no extmark"] - med["plans dropped"],
                      "redraw of the ghost text": med["on"] - med["no extmark"]},
         "one_message_us": message_us,
-        "floor_added_ms": med["lean floor"] - med["off"], "floor_keys": floor_keys, "floor_drawn": floor_drawn,
+        "floor_added_ms": med["lean floor"] - med["off"], "floor_keys": typed["lean floor"], "floor_drawn": floor_drawn,
         "on": per_key["on"], "off": per_key["off"], "per_key": per_key,
     }
 
