@@ -283,6 +283,7 @@ local function snapshot(buf, facts)
     sw = facts.sw,
     ts = facts.ts,
     seq = state.seq,
+    interval = state.interval, -- how fast the user types: the host continues a first part once they pause
   }
   local base = state.base[buf]
   if base and state.chan and base.row == row and base.first == first and base.last == last and base.n == n then
@@ -428,7 +429,7 @@ local function on_leave()
   ghost.last_seq[buf] = nil
   if state.waiting[buf] then
     state.waiting[buf] = nil
-    tell('cancel', buf)
+    tell('cancel', { buf = buf })
   end
 end
 
@@ -479,7 +480,7 @@ function M.attach(from_insert_enter)
   au({ 'InsertEnter', 'OptionSet', 'BufFilePost', 'BufWipeout' }, forget_facts, 'read buffer options anew')
   au('BufWipeout', function(ev)
     state.base[ev.buf] = nil
-    tell('forget', ev.buf) -- the host drops the window it kept for this buffer
+    tell('forget', { buf = ev.buf }) -- the host drops the window it kept for this buffer
   end, 'forget a wiped buffer')
   au({ 'InsertEnter', 'TextChangedI', 'TextChangedP', 'CursorMovedI' }, on_change, 'request a suggestion')
   au('InsertCharPre', on_char_pre, 'clear a suggestion the typed character does not continue')
@@ -505,7 +506,7 @@ function M.attach(from_insert_enter)
 end
 
 local function accepted(kind, ok)
-  if ok then tell('accepted', kind) end
+  if ok then tell('accepted', { kind = kind }) end
   return ok
 end
 

@@ -27,6 +27,7 @@ import msgspec
 from .backends import Backend, Chunk, FimRequest, make_backend
 from .backends.base import Started
 from .budget import TokenEstimator, utf8_len
+from .buffer_state import BufferState
 from .cache import SuggestionCache, context_key
 from .config import Config
 from .context import FimContext, build_context
@@ -149,10 +150,6 @@ class Engine:
     # the next accept): a user typing their own text gains nothing from it, and it costs the
     # server a prompt evaluation the next keystroke's request may queue behind
     SPECULATE_UNACCEPTED = 8
-    # how long the user must stop typing before a first part is continued: 2 typing
-    # intervals (a slower key is a pause), within these bounds
-    PAUSE_MIN_S = 0.06
-    PAUSE_MAX_S = 0.3
 
     def __init__(self, editor: Editor, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.editor = editor
@@ -160,17 +157,7 @@ class Engine:
         self.backend: Backend | None = None
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
-        self._tasks: dict[int, asyncio.Task[None]] = {}
-        self._speculative: dict[int, asyncio.Task[None]] = {}
-        self._last: dict[int, tuple[Snapshot, str]] = {}  # buf -> last finished snapshot and text
-        # buf -> (loop time of the last snapshot, smoothed interval between snapshots or None)
-        self._typing: dict[int, tuple[float, float | None]] = {}
-        # buffers whose current request has had no answer from the server yet, and the newer
-        # snapshot to send once it has (see submit)
-        self._unanswered: set[int] = set()
-        self._next: dict[int, Snapshot] = {}
-        # buf -> the timer that continues a first part shown by _first_now once typing pauses
-        self._pauses: dict[int, asyncio.TimerHandle] = {}
+        self.buffers: dict[int, BufferState] = {}  # what is in flight and kept, per buffer
         self.notifier = EpisodeNotifier(editor.notify)
         self.estimator = TokenEstimator()
         self.cache = SuggestionCache()
@@ -212,66 +199,51 @@ class Engine:
         if self.backend is None or self.config is None:
             self.cancel(snap.buf)
             return
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        last, interval = self._typing.get(snap.buf, (float("-inf"), None))
-        gap = now - last
-        if gap < 1.0:
-            interval = gap if interval is None else 0.7 * interval + 0.3 * gap
-        self._typing[snap.buf] = (now, interval)
-        task = self._tasks.get(snap.buf)
-        if task is not None and not task.done() and snap.buf in self._unanswered:
+        state = self._state(snap.buf)
+        state.typing.key(asyncio.get_running_loop().time(), snap.interval)
+        if state.pending():
             # The server has not answered the previous request yet: it sits in the server's
             # queue, and llama-server notices a closed connection there only once a second, so
             # cancelling it now would still cost its prompt evaluation later, one per key.
             # Keep it; when its answer starts it is dropped and this snapshot is sent (the
             # server's queue holds at most one stale request per buffer).
-            self._next[snap.buf] = snap
-            self._cancel_speculative(snap.buf)
+            state.waiting = snap
+            state.cancel_speculative()
             self.stats.count("deferred")
             return
         self.cancel(snap.buf)
-        if not self._first_now(snap):
-            self._tasks[snap.buf] = loop.create_task(self._run(snap))
+        if not self._first_now(state, snap):
+            state.start(self._run(state, snap))
 
     def alternatives(self, snap: Snapshot) -> None:
         """Fetch more candidates for the spot of `snap` (next/prev when only one is known)."""
         self.cancel(snap.buf)
         if self.backend is None or self.config is None:
             return
-        self._tasks[snap.buf] = asyncio.get_running_loop().create_task(self._run_alternatives(snap))
+        state = self._state(snap.buf)
+        state.start(self._run_alternatives(state, snap))
 
-    def _cancel_speculative(self, buf: int) -> None:
-        task = self._speculative.pop(buf, None)
-        if task is not None and not task.done():
-            task.cancel()
+    def _state(self, buf: int) -> BufferState:
+        state = self.buffers.get(buf)
+        if state is None:
+            state = self.buffers[buf] = BufferState(buf)
+        return state
 
     def cancel(self, buf: int) -> None:
-        self._next.pop(buf, None)
-        # what was unanswered is the request cancelled here: a task cancelled before it ran
-        # cannot say so, and a snapshot deferred on its word would wait for nothing
-        self._unanswered.discard(buf)
-        pause = self._pauses.pop(buf, None)
-        if pause is not None:
-            pause.cancel()
-        for tasks in (self._tasks, self._speculative):
-            task = tasks.pop(buf, None)
-            if task is not None and not task.done():
-                task.cancel()  # exits `async with client.stream(...)`: the connection closes
-                if tasks is self._tasks:
-                    self.stats.count("cancels")
+        state = self.buffers.get(buf)
+        if state is not None and state.cancel():
+            self.stats.count("cancels")
 
     def forget(self, buf: int) -> None:
         """The buffer is gone: drop what is kept for it (its last suggestion's snapshot holds
         a whole window of its text)."""
         self.cancel(buf)
+        self.buffers.pop(buf, None)
         self._window.forget_buffer(buf)
         self._spec_window.forget_buffer(buf)
-        self._last.pop(buf, None)
-        self._typing.pop(buf, None)
 
     def cancel_all(self) -> None:
-        for buf in set(self._tasks) | set(self._speculative) | set(self._pauses):
+        for buf in list(self.buffers):
             self.cancel(buf)
 
     def add_chunk(self, filename: str, lines: list[str], around: int | None = None) -> None:
@@ -399,13 +371,7 @@ class Engine:
             return self.config.n_predict
         return first if 0 < first < self.config.n_predict else self.config.n_predict
 
-    def _pause_end(self, buf: int) -> float:
-        """The loop time at which the user has stopped typing in `buf` for a bit."""
-        last, interval = self._typing.get(buf, (float("-inf"), None))
-        return last + (self.PAUSE_MIN_S if interval is None
-                       else min(self.PAUSE_MAX_S, max(self.PAUSE_MIN_S, 2 * interval)))
-
-    def _first_now(self, snap: Snapshot) -> bool:
+    def _first_now(self, state: BufferState, snap: Snapshot) -> bool:
         """The first part of a suggestion right here, in the snapshot's own callback: the
         common case while typing (a server known to answer within a frame, one request per
         keystroke). A task per key, its loop turns, the stream's async layers and a
@@ -419,28 +385,26 @@ class Engine:
             return False
         try:
             prep = self._prepare_for(snap, backend.context_limit_now())
-            if self._shown_from_cache(snap, prep):
+            if self._shown_from_cache(state, snap, prep):
                 return True
             self.stats.count("requests")
             req = self._first_request(prep.req)
             got = self._answer_now(prep, req)
             if isinstance(got, _Outcome):
-                self._first_shown(snap, prep, got)
+                self._first_shown(state, snap, prep, got)
                 return True
             # counted and looked up in the cache already: the task goes on from the request
-            task = self._tasks[snap.buf] = asyncio.get_running_loop().create_task(self._run(snap, prep, (req, got)))
+            state.start(self._run(state, snap, prep, (req, got)))
             if got is not None:
-                buf = snap.buf
                 # unanswered from now on (submit keeps it; _stream's gate takes over), and
                 # dropped if the task is cancelled before it reads it
-                self._unanswered.add(buf)
+                state.unanswered = True
 
                 def dropped(done: asyncio.Task[None]) -> None:
                     got.abort()
-                    if self._tasks.get(buf) in (done, None):
-                        self._unanswered.discard(buf)
+                    state.answered(done)
 
-                task.add_done_callback(dropped)
+                state.on_task_done(dropped)
         except (BackendError, ConfigError) as exc:
             self._failed(exc)
         except Exception:  # a bug must not reach :messages as a stack trace
@@ -464,17 +428,18 @@ class Engine:
         count = generated if generated is not None else int(bool(got.text))
         return _Outcome(result.text, got.text, not result.done and count >= req.n_predict)
 
-    def _shown_from_cache(self, snap: Snapshot, prep: _Prepared) -> bool:
+    def _shown_from_cache(self, state: BufferState, snap: Snapshot, prep: _Prepared) -> bool:
         """A suggestion (or its first part) the cache has for this spot, shown; False: none."""
         assert self.config is not None
         cached = self.cache.get(prep.key) if self.config.reuse else None
         if cached is None:
             return False
         self.stats.count("cache_hits")
-        self._first_shown(snap, prep, _Outcome(cached, cached, self.cache.is_partial(prep.key)), cached=True)
+        self._first_shown(state, snap, prep, _Outcome(cached, cached, self.cache.is_partial(prep.key)), cached=True)
         return True
 
-    def _first_shown(self, snap: Snapshot, prep: _Prepared, out: _Outcome, *, cached: bool = False) -> None:
+    def _first_shown(self, state: BufferState, snap: Snapshot, prep: _Prepared, out: _Outcome, *,
+                     cached: bool = False) -> None:
         """A first part is in (`cached`: from the cache): show it, and continue it once the user
         pauses (a timer: a key typed before then cancels it for nothing), or it is all."""
         if out.truncated and prep.req.n_predict > self._first_n():
@@ -482,60 +447,59 @@ class Engine:
                 self.cache.put(prep.key, out.text, partial=True)
             if out.text:  # nothing to show yet (a stream's drawer would not draw it either)
                 self.editor.show(self._plan(snap, [out.text], final=False))
-            self._pauses[snap.buf] = asyncio.get_running_loop().call_at(
-                self._pause_end(snap.buf), self._continue, snap, prep, out)
+            state.pause = asyncio.get_running_loop().call_at(
+                state.typing.pause_end(), self._continue, state, snap, prep, out)
             return
         self.cache.put(prep.key, out.text)
         self.editor.show(self._plan(snap, [out.text], final=True, cached=cached))
-        self._finished(snap, out.text)
+        self._finished(state, snap, out.text)
 
-    def _continue(self, snap: Snapshot, prep: _Prepared, first: _Outcome) -> None:
-        self._pauses.pop(snap.buf, None)
-        self._tasks[snap.buf] = asyncio.get_running_loop().create_task(self._run_rest(snap, prep, first))
+    def _continue(self, state: BufferState, snap: Snapshot, prep: _Prepared, first: _Outcome) -> None:
+        state.pause = None
+        state.start(self._run_rest(state, snap, prep, first))
 
-    async def _run(self, snap: Snapshot, prep: _Prepared | None = None,
+    async def _run(self, state: BufferState, snap: Snapshot, prep: _Prepared | None = None,
                    sent: tuple[FimRequest, Started | None] | None = None) -> None:
-        assert self.backend is not None and self.config is not None
         drawer = _Drawer(self, snap)
         try:
-            await self._suggest(snap, drawer, prep, sent)
+            await self._suggest(state, snap, drawer, prep, sent)
         except _Superseded:
             pass
         finally:
-            self._settle(snap, drawer)
+            self._settle(state, drawer)
 
-    async def _run_rest(self, snap: Snapshot, prep: _Prepared, first: _Outcome) -> None:
+    async def _run_rest(self, state: BufferState, snap: Snapshot, prep: _Prepared, first: _Outcome) -> None:
         """The rest of a suggestion after its first part, once the user paused."""
         drawer = _Drawer(self, snap)
         drawer.shown, drawer.drawn = first.text, True
         try:
             more = self._continuation(prep.req, first.raw)
             self.stats.count("continuations")
-            out = await self._stream(prep, drawer.on_text, more, base_raw=first.raw, gate=True)
+            out = await self._stream(prep, drawer.on_text, more, base_raw=first.raw, gate=state)
             if out is None:  # broken half-way: the part shown is not to be accepted
                 self.editor.show(self._plan(snap, [""], final=True))
                 return
             self.cache.put(prep.key, out.text)
             self.editor.show(self._plan(snap, [out.text], final=True))
-            self._finished(snap, out.text)
+            self._finished(state, snap, out.text)
         except _Superseded:
             pass
         finally:
-            self._settle(snap, drawer)
+            self._settle(state, drawer)
 
-    def _settle(self, snap: Snapshot, drawer: _Drawer) -> None:
+    def _settle(self, state: BufferState, drawer: _Drawer) -> None:
         """A request task ends: a snapshot that waited for its answer goes next."""
         drawer.stop()
-        if self._tasks.get(snap.buf) is not asyncio.current_task():
+        if not state.owns(asyncio.current_task()):
             # cancelled, and wound down only now: a newer request owns the buffer, and a
             # snapshot waiting for that one's answer is its to send (it was dropped here)
             return
-        newer = self._next.pop(snap.buf, None)
+        newer, state.waiting = state.waiting, None
         if newer is not None:
             self.stats.count("cancels")
-            self._tasks[snap.buf] = asyncio.get_running_loop().create_task(self._run(newer))
+            state.start(self._run(state, newer))
 
-    async def _suggest(self, snap: Snapshot, drawer: _Drawer, prep: _Prepared | None = None,
+    async def _suggest(self, state: BufferState, snap: Snapshot, drawer: _Drawer, prep: _Prepared | None = None,
                        sent: tuple[FimRequest, Started | None] | None = None) -> None:
         """`prep`: the snapshot already prepared; `sent`: its first request (counted, the cache
         looked up) and what of it is already out, if anything."""
@@ -547,7 +511,7 @@ class Engine:
                 except (BackendError, ConfigError) as exc:
                     self._failed(exc)
                     return
-            if sent is None and self._shown_from_cache(snap, prep):
+            if sent is None and self._shown_from_cache(state, snap, prep):
                 return
             if sent is None:
                 self.stats.count("requests")
@@ -555,7 +519,7 @@ class Engine:
             else:
                 (req, inflight), sent = sent, None
             try:
-                out = await self._stream(prep, drawer.on_text, req, retry_overflow=attempt == 1, gate=True,
+                out = await self._stream(prep, drawer.on_text, req, retry_overflow=attempt == 1, gate=state,
                                          inflight=inflight)
             except _PromptTooLong:
                 prep = None
@@ -568,17 +532,18 @@ class Engine:
                 self.editor.show(self._plan(snap, [""], final=True))
             return
         drawer.stop()
-        self._first_shown(snap, prep, out)
+        self._first_shown(state, snap, prep, out)
 
     async def _stream(self, prep: _Prepared, on_text: Callable[[str], None] | None = None,
                       req: FimRequest | None = None, *, base_raw: str = "",
-                      retry_overflow: bool = False, gate: bool = False,
+                      retry_overflow: bool = False, gate: BufferState | None = None,
                       inflight: Started | None = None) -> _Outcome | None:
         """Run one streaming request through the post-processor; None when it failed.
 
         `base_raw` is model text a continuation request carries in its prompt: the stream's
-        text is appended to it before post-processing. With `gate`, the buffer counts as
-        unanswered until the first chunk, and a snapshot that came meanwhile supersedes it.
+        text is appended to it before post-processing. With `gate` (the buffer's state), the
+        buffer counts as unanswered until the first chunk, and a snapshot that came meanwhile
+        supersedes it.
         `inflight`: `req` is already out (Backend.answer_now); its answer is read."""
         assert self.backend is not None
         req = req or prep.req
@@ -595,9 +560,9 @@ class Engine:
         generated: float | None = None  # tokens, as the server counts them
         ended = False  # the post-processor found the suggestion complete
         last: Result | None = None  # the final pass over the server's whole answer
-        buf = prep.snap.buf
-        if gate:
-            self._unanswered.add(buf)
+        gated = gate is not None  # until the first chunk
+        if gate is not None:
+            gate.unanswered = True
         answered = False
         try:
             async for chunk in stream:
@@ -606,10 +571,10 @@ class Engine:
                     # next to a "backend down" status, even for a moment, reads as a lie)
                     answered = True
                     self._succeeded()
-                if gate:
-                    gate = False
-                    self._unanswered.discard(buf)
-                    if buf in self._next:
+                if gated and gate is not None:
+                    gated = False
+                    gate.unanswered = False
+                    if gate.waiting is not None:
                         raise _Superseded()
                 text = chunk.text
                 if text:
@@ -652,8 +617,8 @@ class Engine:
             return None
         finally:
             # (a request cancelled for a newer one leaves that one's flag alone)
-            if gate and self._tasks.get(buf) in (asyncio.current_task(), None):
-                self._unanswered.discard(buf)
+            if gated and gate is not None:
+                gate.answered(asyncio.current_task())
             await stream.aclose()  # type: ignore[attr-defined]
         done = time.perf_counter()
         if not answered:  # an empty answer is an answer too
@@ -681,15 +646,15 @@ class Engine:
         log.exception("completion request failed")
         self.notifier.failure("internal", "local-copilot: internal error, see the log (:LocalCopilot log)", "error")
 
-    def _finished(self, snap: Snapshot, text: str) -> None:
-        self._last[snap.buf] = (snap, text)
+    def _finished(self, state: BufferState, snap: Snapshot, text: str) -> None:
+        state.last = (snap, text)
         cfg = self.config
         if not text or cfg is None or not cfg.speculate:
             return
         self._unaccepted += 1
         if self._unaccepted > self.SPECULATE_UNACCEPTED:
             return
-        self._speculative[snap.buf] = asyncio.get_running_loop().create_task(self._speculate(snap, text))
+        state.speculative = asyncio.get_running_loop().create_task(self._speculate(snap, text))
 
     async def _speculate(self, snap: Snapshot, text: str) -> None:
         """Compute the suggestion that follows `text`, as if it were accepted; cache only."""
@@ -718,7 +683,7 @@ class Engine:
         if out is not None:
             self.cache.put(prep.key, out.text, partial=out.truncated and first < prep.req.n_predict)
 
-    async def _run_alternatives(self, snap: Snapshot) -> None:
+    async def _run_alternatives(self, state: BufferState, snap: Snapshot) -> None:
         assert self.backend is not None
         try:
             prep = await self._prepare(snap)
@@ -726,7 +691,7 @@ class Engine:
             self._failed(exc)
             return
         texts: list[str] = []
-        last = self._last.get(snap.buf)
+        last = state.last
         if last and last[0].tick == snap.tick and last[0].row == snap.row and last[0].col == snap.col and last[1]:
             texts.append(last[1])
         else:

@@ -22,6 +22,8 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     ts: int = 8  # tabstop
     # a monotonically increasing id from Lua; the render plan echoes it back
     seq: int = 0
+    # the smoothed interval between the user's keystrokes (ms), as the editor measures it
+    interval: float | None = None
 
     @property
     def line(self) -> str:

@@ -101,7 +101,7 @@ async def test_speculative_prefetch_is_the_first_part_and_is_continued_after_acc
                                   "n_predict": 64, "n_predict_first": 8}))
     engine.submit(snap(1))
     await wait_until(lambda: engine.stats.counters.get("speculative") and len(infills(server)) == 3)
-    await wait_until(lambda: engine._speculative[1].done())
+    await wait_until(lambda: engine.buffers[1].speculative is not None and engine.buffers[1].speculative.done())
     spec = infills(server)[2]
     accepted = snap(2, "x = " + "t" * 64)
     assert spec["n_predict"] == 8 and spec["prompt"] == accepted.line  # as if accepted
@@ -333,7 +333,7 @@ async def test_the_prefetch_pauses_after_suggestions_go_unaccepted_and_resumes_a
         line += "a"
         engine.submit(snap(seq, line))
         await wait_until(lambda: any(p.final and p.seq == seq for p in editor.plans))
-        await wait_until(lambda: all(t.done() for t in engine._speculative.values()))
+        await wait_until(lambda: all(s.speculative is None or s.speculative.done() for s in engine.buffers.values()))
     assert engine.stats.counters["speculative"] == limit  # not for the ones after that
     engine.note_accept("full")
     line += "a"

@@ -9,12 +9,11 @@ import msgspec
 import pynvim
 
 from ..log import log
+from ..protocol import LUA_BACKEND_READY, LUA_BACKEND_STATE, LUA_NOTIFY, LUA_SHOW
 from ..render import RenderPlan
 from .channel import NvimChannel
 
 __all__ = ["NvimEditor"]
-
-_SHOW = "require('local_copilot.ghost').show(...)"
 
 
 class NvimEditor:
@@ -55,7 +54,7 @@ class NvimEditor:
 
     def show(self, plan: RenderPlan) -> None:
         channel = self._direct()
-        if channel is not None and channel.lua(_SHOW, plan):
+        if channel is not None and channel.lua(LUA_SHOW, plan):
             return
         with self._lock:
             self._pending[plan.buf] = plan
@@ -71,7 +70,7 @@ class NvimEditor:
             self._queued = False
         try:
             for plan in plans:
-                self.nvim.exec_lua(_SHOW, msgspec.to_builtins(plan), async_=True)
+                self.nvim.exec_lua(LUA_SHOW, msgspec.to_builtins(plan), async_=True)
         except Exception:  # Neovim went away; nothing to draw on
             log.debug("render plan not delivered", exc_info=True)
 
@@ -86,11 +85,10 @@ class NvimEditor:
         self._hop(run)
 
     def notify(self, message: str, level: str) -> None:
-        self.lua("require('local_copilot').notify(...)", message, level)
+        self.lua(LUA_NOTIFY, message, level)
 
     def backend_state(self, state: str, message: str) -> None:
-        self.lua("require('local_copilot')._backend_state(...)", state, message)
+        self.lua(LUA_BACKEND_STATE, state, message)
 
     def backend_ready(self, name: str) -> None:
-        self.lua("vim.api.nvim_exec_autocmds('User', { pattern = 'LocalCopilotBackendReady', modeline = false, "
-                 "data = { backend = ... } })", name)
+        self.lua(LUA_BACKEND_READY, name)

@@ -20,6 +20,7 @@ from ..config import Config, load_config
 from ..engine import Engine
 from ..errors import ConfigError
 from ..health_checks import Item
+from .. import protocol
 from ..log import log, log_path, setup_logging
 from ..snapshot import Snapshot
 from ..worker import Worker
@@ -100,7 +101,7 @@ class LocalCopilotPlugin:
         assert self._editor is not None
         self._editor.channel = channel
         # from now on Lua sends keystroke events there (it sends the next window whole)
-        channel.lua("require('local_copilot')._use_channel(...)", channel.id)
+        channel.lua(protocol.LUA_USE_CHANNEL, channel.id)
 
     def _live_channel_id(self) -> int | None:
         """The worker's own channel to Neovim while it is connected (the editor holds it)."""
@@ -143,31 +144,29 @@ class LocalCopilotPlugin:
         setup_logging(cfg.log_level)
         run(engine.configure, cfg)
 
-    def _snapshot(self, payload: dict[str, Any]) -> Snapshot | None:
-        """A snapshot from Lua. While the user types on one line, Lua sends that line only
-        (`base` = the seq of the last whole window it sent): a 260-line window per keystroke
-        cost Neovim ~0.3 ms to send and the host as much to decode (bench/run.py). Without
-        the base here (a new host), Lua is told to send the whole window again."""
-        buf, seq = int(payload.get("buf", -1)), int(payload.get("seq", 0))
+    def _snapshot(self, msg: protocol.SnapshotMsg) -> Snapshot | None:
+        """The engine's snapshot of a snapshot message. While the user types on one line, Lua
+        sends that line only (`base` = the seq of the last whole window it sent): the window
+        per keystroke would cost Neovim and the host a decode of ~260 lines each. Without the
+        base here (a new host), Lua is told to send the whole window again."""
+        buf, seq = msg.buf, msg.seq
         if seq < self._seqs.get(buf, 0):
             # the same Lua sent a newer one already: it came first on the worker's channel
             # while this one waited on the host's (only while Lua switches channels)
             return None
         self._seqs[buf] = seq
-        base_seq = payload.pop("base", None)
-        if base_seq is None:
-            snap = msgspec.convert(payload, Snapshot)
-            self._windows[snap.buf] = snap
+        if msg.base is None:
+            snap = protocol.to_snapshot(msg, msg.lines or [""])
+            self._windows[buf] = snap
             return snap
         base = self._windows.get(buf)
-        if base is None or base.seq != base_seq or payload.get("first") != base.first:
+        if base is None or base.seq != msg.base or msg.first != base.first or msg.line is None:
             assert self._editor is not None
-            self._editor.lua("require('local_copilot')._resync(...)", buf)
+            self._editor.lua(protocol.LUA_RESYNC, buf)
             return None
         lines = list(base.lines)
-        lines[int(payload["row"]) - base.first] = payload.pop("line")
-        payload["lines"] = lines
-        return msgspec.convert(payload, Snapshot)
+        lines[msg.row - base.first] = msg.line
+        return protocol.to_snapshot(msg, lines)
 
     def _submit(self, snap: Snapshot) -> None:
         """On the worker loop: the engine gets a buffer's snapshots oldest first. _snapshot
@@ -199,72 +198,61 @@ class LocalCopilotPlugin:
         assert self._worker is not None
         self._dispatch(args[0], args[1] if len(args) > 1 else None, self._worker.call)
 
-    def _count_shown(self, payload: dict[str, Any], run: Callable[..., None]) -> Engine:
-        """The suggestions Lua showed since its last request ride along with a request."""
-        engine = self._start()
-        if "shown" in payload:
-            run(engine.stats.count, "shown", int(payload.pop("shown")))
-        return engine
-
     def _dispatch(self, name: str, payload: Any, run: Callable[..., None]) -> None:
-        """One event from Lua. `run(fn, *args)` runs `fn` on the worker loop: a hop from
-        pynvim's thread, a plain call on the worker's own channel."""
-        if name == "config":
-            self._configure(payload, run)
-        elif name == "snapshot":
-            if "config" in payload:
-                self._configure(payload.pop("config"), run)
-            self._count_shown(payload, run)
-            if self.config is None:
-                return
-            snap = self._snapshot(payload)
-            if snap is not None:
-                run(self._submit, snap)
-        elif name == "alternatives":
-            engine = self._count_shown(payload, run)
-            if self.config is None:
-                return
-            snap = self._snapshot(payload)
-            if snap is not None:
-                run(engine.alternatives, snap)
-        elif name == "backend":
-            self._start()
-            assert self._backends is not None
-            if self.config is None:
-                assert self._editor is not None
-                self._editor.notify(f"local-copilot: fix the options first: {self.config_error}", "error")
-                return
-            action, target = payload.get("action", ""), payload.get("name") or self.config.backend
-            if action == "switch":
-                run(self._backends.switch, self.config, target)
-            elif action == "stop":
-                run(self._backends.stop, target)
-            elif action == "restart":
-                run(self._backends.restart, self.config, target)
-        elif name == "chunk":
-            engine = self._start()
-            run(engine.add_chunk, str(payload["path"]), list(payload["lines"]), payload.get("around"))
-        elif name == "yank":
-            engine = self._start()
-            run(engine.add_yank, str(payload["path"]), list(payload["lines"]))
-        elif name == "cancel":
-            engine = self._start()
-            run(engine.cancel, int(payload))
-        elif name == "accepted":
-            run(self._start().note_accept, str(payload))
-        elif name == "typed_through":
-            engine = self._start()
-            if isinstance(payload, dict) and self.config is not None:
-                text = str(payload.pop("text", ""))
-                snap = self._snapshot(payload)
-                if snap is not None:
-                    run(engine.note_typed_through, snap, text)
-        elif name == "forget":  # the buffer was wiped: its window and seq are of no use
-            self._windows.pop(int(payload), None)
-            self._seqs.pop(int(payload), None)
-            run(self._forget, int(payload))
-        elif name == "hello":
-            self._start()
+        """One event from Lua, decoded once (protocol.py). `run(fn, *args)` runs `fn` on the
+        worker loop: a hop from pynvim's thread, a plain call on the worker's own channel."""
+        try:
+            msg = protocol.decode(name, payload)
+        except protocol.ProtocolViolation as exc:
+            log.warning("dropped an event from Lua: %s", exc)
+            return
+        engine = self._start()
+        match msg:
+            case protocol.ConfigMsg(options=options):
+                self._configure(options, run)
+            case protocol.SnapshotMsg():  # snapshot, alternatives, typed_through
+                if msg.config is not None:
+                    self._configure(msg.config, run)
+                if msg.shown:  # the suggestions Lua showed since its last request
+                    run(engine.stats.count, "shown", msg.shown)
+                if self.config is None:
+                    return
+                snap = self._snapshot(msg)
+                if snap is None:
+                    return
+                if isinstance(msg, protocol.Alternatives):
+                    run(engine.alternatives, snap)
+                elif isinstance(msg, protocol.TypedThrough):
+                    run(engine.note_typed_through, snap, msg.text)
+                else:
+                    run(self._submit, snap)
+            case protocol.Backend(action=action, name=target):
+                self._backend(action, target, run)
+            case protocol.Chunk(path=path, lines=lines, around=around):
+                run(engine.add_chunk, path, lines, around)
+            case protocol.Yank(path=path, lines=lines):
+                run(engine.add_yank, path, lines)
+            case protocol.Cancel(buf=buf):
+                run(engine.cancel, buf)
+            case protocol.Accepted(kind=kind):
+                run(engine.note_accept, kind)
+            case protocol.Forget(buf=buf):  # the buffer was wiped: its window and seq are of no use
+                self._windows.pop(buf, None)
+                self._seqs.pop(buf, None)
+                run(self._forget, buf)
+
+    def _backend(self, action: str, target: str, run: Callable[..., None]) -> None:
+        assert self._backends is not None and self._editor is not None
+        if self.config is None:
+            self._editor.notify(f"local-copilot: fix the options first: {self.config_error}", "error")
+            return
+        target = target or self.config.backend
+        if action == "switch":
+            run(self._backends.switch, self.config, target)
+        elif action == "stop":
+            run(self._backends.stop, target)
+        elif action == "restart":
+            run(self._backends.restart, self.config, target)
 
     @pynvim.function("LocalCopilotCall", sync=True)
     @guarded
@@ -278,8 +266,6 @@ class LocalCopilotPlugin:
                 "stats": self._summary(),
                 "log": str(log_path()),
             }
-        if name == "ping":
-            return "pong"
         if name == "debug_state":  # tests and bench/: what is still running (0 when idle)
             return self._debug_state()
         if name == "backend_status":
@@ -313,11 +299,12 @@ class LocalCopilotPlugin:
         loop = self._worker.loop
 
         def state() -> dict[str, Any]:
+            running = [state.in_flight() for state in engine.buffers.values()]
             return {
-                "tasks": sum(1 for t in engine._tasks.values() if not t.done()),
-                "speculative": sum(1 for t in engine._speculative.values() if not t.done()),
+                "tasks": sum(r["tasks"] for r in running),
+                "speculative": sum(r["speculative"] for r in running),
                 # first parts shown whose rest is fetched once the user pauses (not a task yet)
-                "pauses": sum(1 for h in engine._pauses.values() if not h.cancelled()),
+                "pauses": sum(r["pauses"] for r in running),
                 # minus the task running this very check
                 "loop_tasks": sum(1 for t in asyncio.all_tasks(loop) if not t.done()) - 1,
                 "bytes_per_token": engine.estimator.bytes_per_token,
@@ -325,7 +312,7 @@ class LocalCopilotPlugin:
                 "channel": self._live_channel_id(),
                 "channel_events": self._channel_events,
                 # buffers something is kept for (a window of their text)
-                "buffers": sorted(set(self._windows) | set(engine._last)),
+                "buffers": sorted(set(self._windows) | {b for b, st in engine.buffers.items() if st.last}),
             }
 
         result: dict[str, Any] = self._on_worker(state)
@@ -336,7 +323,7 @@ class LocalCopilotPlugin:
         with the next request; a stats call must not wait for that)."""
         engine = self._start()
         try:
-            shown = int(self.nvim.exec_lua("return require('local_copilot')._take_shown()") or 0)
+            shown = int(self.nvim.exec_lua(protocol.LUA_TAKE_SHOWN) or 0)
         except Exception:  # an older Lua, or none loaded: nothing to add
             shown = 0
 

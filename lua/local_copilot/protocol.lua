@@ -1,0 +1,64 @@
+-- Every message between this Lua side and the Python host, listed in one place
+-- (python/local_copilot/protocol.py types the same ones). Events go to the host as
+-- vim.rpcnotify(chan, 'local_copilot_event', name, payload); the host calls back the Lua
+-- functions listed at the end, with arguments.
+local M = {}
+
+---@class local_copilot.Snapshot what a keystroke sends: the buffer around the cursor
+---@field buf integer
+---@field tick integer b:changedtick when taken
+---@field row integer 0-based cursor row
+---@field col integer 0-based cursor column in bytes
+---@field first integer 0-based row of lines[1]
+---@field lines? string[] the window around the cursor (absent when `base` is given)
+---@field base? integer seq of the whole window this one-line snapshot belongs to
+---@field line? string the cursor's line (with `base`)
+---@field nlines integer lines in the buffer
+---@field ft string
+---@field path string
+---@field et boolean
+---@field sw integer
+---@field ts integer
+---@field seq integer increasing id; the render plan echoes it
+---@field interval? number smoothed milliseconds between keystrokes
+---@field config? table the options, when the host has not had them yet
+---@field shown? integer suggestions shown since the last request (the host counts them)
+---@field text? string typed_through only: what is left of the suggestion
+
+---@class local_copilot.Candidate
+---@field text string
+---@field words integer[] byte offsets where accept_word() stops
+
+---@class local_copilot.RenderPlan what the host tells ghost.show() to draw
+---@field buf integer
+---@field tick integer drawn only while b:changedtick equals this
+---@field row integer
+---@field col integer
+---@field seq integer the snapshot's seq
+---@field items local_copilot.Candidate[]
+---@field index integer 0-based candidate shown
+---@field final boolean no more updates for this seq
+---@field cached boolean answered from the host's cache
+
+-- Lua -> host (notifications): name -> what the payload is
+M.events = {
+  config = 'the options table given to setup()',
+  snapshot = 'local_copilot.Snapshot: ask for a suggestion at the cursor',
+  alternatives = 'local_copilot.Snapshot: more candidates for this spot (next()/prev())',
+  typed_through = 'local_copilot.Snapshot with text: the user typed part of the suggestion',
+  backend = '{ action = switch|stop|restart, name? }',
+  chunk = '{ path, lines, around? }: another buffer\'s text for cross-file context',
+  yank = '{ path, lines }: yanked text for cross-file context',
+  cancel = '{ buf }: Insert mode left, stop what is in flight there',
+  accepted = '{ kind = full|word|line }',
+  forget = '{ buf }: the buffer was wiped',
+}
+
+-- Lua -> host (sync calls through LocalCopilotCall): status, stats, health, backend_status,
+-- debug_state, leaving.
+
+-- host -> Lua: ghost.show(plan), init.notify(msg, level), init._backend_state(state, msg),
+-- init._use_channel(chan), init._resync(buf), init._take_shown() (sync), and the
+-- LocalCopilotBackendReady User autocmd.
+
+return M

@@ -1,0 +1,120 @@
+"""Everything in flight for one buffer, owned in one place, with one `cancel()`.
+
+A buffer has at most one request task (a first part, its continuation, or alternatives), one
+speculative request, one pause timer (a first part shown, its rest fetched once typing
+pauses) and one snapshot waiting for the request the server has not answered yet. Keeping them
+in one object means cancelling, forgetting and handing over cannot leave one of them behind.
+Request kinds that come later (next edits, instruction edits) are further fields here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from .snapshot import Snapshot
+
+__all__ = ["BufferState", "Typing"]
+
+
+class Typing:
+    """How fast the user types in a buffer: the smoothed interval between keystrokes.
+
+    The editor measures it (it sees every key; the host sees only the snapshots it is sent)
+    and sends it with each snapshot; the host only reads it here."""
+
+    # how long the user must stop typing before a first part is continued: 2 typing
+    # intervals (a slower key is a pause), within these bounds
+    PAUSE_MIN_S = 0.06
+    PAUSE_MAX_S = 0.3
+
+    __slots__ = ("at", "interval_s")
+
+    def __init__(self) -> None:
+        self.at = float("-inf")  # loop time of the last snapshot
+        self.interval_s: float | None = None
+
+    def key(self, now: float, interval_ms: float | None) -> None:
+        self.at = now
+        self.interval_s = None if interval_ms is None else interval_ms / 1000
+
+    def pause_end(self) -> float:
+        """The loop time at which the user has stopped typing for a bit."""
+        iv = self.interval_s
+        return self.at + (self.PAUSE_MIN_S if iv is None else min(self.PAUSE_MAX_S, max(self.PAUSE_MIN_S, 2 * iv)))
+
+
+class BufferState:
+    __slots__ = ("buf", "task", "speculative", "pause", "waiting", "unanswered", "last", "typing")
+
+    def __init__(self, buf: int) -> None:
+        self.buf = buf
+        self.task: asyncio.Task[None] | None = None  # the request task
+        self.speculative: asyncio.Task[None] | None = None
+        self.pause: asyncio.TimerHandle | None = None  # continues a first part once typing pauses
+        # the newest snapshot, waiting for the answer to `task`'s request to start (see
+        # Engine.submit): the server would evaluate that request anyway
+        self.waiting: Snapshot | None = None
+        # `task`'s request is out and the server has not answered it yet
+        self.unanswered = False
+        self.last: tuple[Snapshot, str] | None = None  # the last finished snapshot and its text
+        self.typing = Typing()
+
+    def start(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run `coro` as the buffer's request task (the one before must be done or cancelled)."""
+        self.task = asyncio.get_running_loop().create_task(coro)
+        return self.task
+
+    def owns(self, task: asyncio.Task[Any] | None) -> bool:
+        """Whether `task` is still the buffer's request task (not replaced by a newer one)."""
+        return self.task is task
+
+    def answered(self, task: asyncio.Task[Any] | None) -> None:
+        """`task`'s request was answered (or ended): clear the flag when it is still ours
+        (a task cancelled for a newer one leaves the newer one's flag alone)."""
+        if self.task is task or self.task is None:
+            self.unanswered = False
+
+    def pending(self) -> bool:
+        """A live request task whose server has not answered: a new key waits for it."""
+        return self.unanswered and self.task is not None and not self.task.done()
+
+    def cancel_speculative(self) -> None:
+        task, self.speculative = self.speculative, None
+        if task is not None and not task.done():
+            task.cancel()
+
+    def cancel(self) -> bool:
+        """Stop everything in flight; True when a live request task was cancelled.
+
+        Cancelling a task exits its `async with` over the HTTP exchange, which closes the
+        connection: the server stops generating."""
+        self.waiting = None
+        # what was unanswered is the request cancelled here: a task cancelled before it ran
+        # cannot say so, and a snapshot deferred on its word would wait for nothing
+        self.unanswered = False
+        if self.pause is not None:
+            self.pause.cancel()
+            self.pause = None
+        self.cancel_speculative()
+        task, self.task = self.task, None
+        if task is not None and not task.done():
+            task.cancel()
+            return True
+        return False
+
+    def in_flight(self) -> dict[str, int]:
+        """What is running (tests and the bench wait until nothing is)."""
+        return {
+            "tasks": int(self.task is not None and not self.task.done()),
+            "speculative": int(self.speculative is not None and not self.speculative.done()),
+            "pauses": int(self.pause is not None and not self.pause.cancelled()),
+        }
+
+    def idle(self) -> bool:
+        return not any(self.in_flight().values())
+
+    def on_task_done(self, fn: Callable[[asyncio.Task[None]], None]) -> None:
+        if self.task is not None:
+            self.task.add_done_callback(fn)

@@ -1,0 +1,150 @@
+"""Every message between the Lua side and the Python host, typed in one place.
+
+Lua sends events as `vim.rpcnotify(chan, 'local_copilot_event', name, payload)`; the name is
+the message's tag and the payload its fields (lua/local_copilot/protocol.lua lists the same
+names). `decode(name, payload)` turns one into its Struct once; the plugin dispatches on the
+type. What the host tells Lua are the `Lua*` calls at the end: one Lua function each, called
+with arguments (never generated Lua source).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from .snapshot import Snapshot
+
+__all__ = [
+    "LUA_BACKEND_READY", "LUA_BACKEND_STATE", "LUA_NOTIFY", "LUA_RESYNC", "LUA_SHOW", "LUA_TAKE_SHOWN", "LUA_USE_CHANNEL",
+    "NAMES", "Accepted", "Alternatives", "Backend", "Cancel", "Chunk", "ConfigMsg", "Forget", "Message",
+    "ProtocolViolation", "SnapshotMsg", "TypedThrough", "Yank", "decode", "to_snapshot",
+]
+
+
+class ProtocolViolation(Exception):
+    """An event whose name or fields are not in this module (a Lua side of another version)."""
+
+
+class _Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    pass
+
+
+class ConfigMsg(_Event, tag="config"):
+    """The user's options as given to setup() (validated by config.load_config)."""
+
+    options: Any = None  # a table; Lua sends an empty one as an array
+
+
+class SnapshotMsg(_Event, tag="snapshot"):
+    """A keystroke's view of the buffer (see Snapshot). While the user types on one line Lua
+    sends that `line` only, with `base` naming the seq of the whole window it belongs to."""
+
+    buf: int
+    tick: int
+    row: int
+    col: int
+    first: int
+    nlines: int = 0
+    ft: str = ""
+    path: str = ""
+    et: bool = True
+    sw: int = 4
+    ts: int = 8
+    seq: int = 0
+    interval: float | None = None
+    lines: list[str] | None = None
+    base: int | None = None
+    line: str | None = None
+    # riding along: the options when they changed since the host last had them, and the
+    # suggestions Lua showed since its last request (the host counts them)
+    config: Any = None
+    shown: int = 0
+
+
+class Alternatives(SnapshotMsg, tag="alternatives"):
+    """next()/prev() with one candidate known: fetch more for this spot."""
+
+
+class TypedThrough(SnapshotMsg, tag="typed_through"):
+    """The user typed part of the suggestion; `text` is what is left of it."""
+
+    text: str = ""
+
+
+class Backend(_Event, tag="backend"):
+    """:LocalCopilotBackend: switch to, stop or restart a backend entry (the active one when
+    `name` is empty)."""
+
+    action: str
+    name: str = ""
+
+
+class Chunk(_Event, tag="chunk"):
+    """Text of another buffer for cross-file context (around line `around` of `lines`)."""
+
+    path: str
+    lines: list[str]
+    around: int | None = None
+
+
+class Yank(_Event, tag="yank"):
+    path: str
+    lines: list[str]
+
+
+class Cancel(_Event, tag="cancel"):
+    """Insert mode left: stop what is in flight for the buffer."""
+
+    buf: int
+
+
+class Accepted(_Event, tag="accepted"):
+    kind: str  # 'full' | 'word' | 'line'
+
+
+class Forget(_Event, tag="forget"):
+    """The buffer was wiped: its window and requests are of no use."""
+
+    buf: int
+
+
+Message = ConfigMsg | SnapshotMsg | Alternatives | TypedThrough | Backend | Chunk | Yank | Cancel | Accepted | Forget
+
+_TYPES: dict[str, type[_Event]] = {
+    t.__struct_config__.tag: t  # type: ignore[misc]
+    for t in (ConfigMsg, SnapshotMsg, Alternatives, TypedThrough, Backend, Chunk, Yank, Cancel, Accepted, Forget)
+}
+NAMES = frozenset(_TYPES)
+
+
+def decode(name: str, payload: Any) -> Message:
+    """The event `name` with `payload` as its Struct; ProtocolViolation when it is not one."""
+    kind = _TYPES.get(name)
+    if kind is None:
+        raise ProtocolViolation(f"unknown event {name!r}")
+    if kind is ConfigMsg:
+        payload = {"options": payload}
+    try:
+        return msgspec.convert(payload, kind)  # type: ignore[return-value]
+    except msgspec.ValidationError as exc:
+        raise ProtocolViolation(f"event {name!r}: {exc}") from None
+
+
+def to_snapshot(msg: SnapshotMsg, lines: list[str]) -> Snapshot:
+    """The engine's Snapshot of a snapshot message whose window is `lines`."""
+    return Snapshot(buf=msg.buf, tick=msg.tick, row=msg.row, col=msg.col, first=msg.first, lines=lines,
+                    nlines=msg.nlines, ft=msg.ft, path=msg.path, et=msg.et, sw=msg.sw, ts=msg.ts, seq=msg.seq,
+                    interval=msg.interval)
+
+
+# -- host -> Lua: the Lua functions the host calls (with arguments, as notifications) -------
+
+LUA_SHOW = "require('local_copilot.ghost').show(...)"  # (plan: render.RenderPlan)
+LUA_NOTIFY = "require('local_copilot').notify(...)"  # (message, level)
+LUA_BACKEND_STATE = "require('local_copilot')._backend_state(...)"  # ('ok'|'down'|'bad option', message)
+LUA_USE_CHANNEL = "require('local_copilot')._use_channel(...)"  # (channel id)
+LUA_RESYNC = "require('local_copilot')._resync(...)"  # (buf): send the window whole next time
+LUA_BACKEND_READY = ("vim.api.nvim_exec_autocmds('User', { pattern = 'LocalCopilotBackendReady', "
+                     "modeline = false, data = { backend = ... } })")  # (backend name)
+LUA_TAKE_SHOWN = "return require('local_copilot')._take_shown()"  # sync: suggestions shown since last told
