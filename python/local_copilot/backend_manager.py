@@ -155,7 +155,9 @@ class BackendManager:
 
 
 async def _healthy(url: str, kind: str) -> bool:
-    path = "/api/version" if kind == "ollama" else "/health"
+    from .backends import registry
+
+    path = registry.get(kind).ready_path
     try:
         async with httpx.AsyncClient(timeout=1.0, trust_env=False) as client:
             return (await client.get(url.rstrip("/") + path)).status_code == 200

@@ -313,9 +313,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _backend_flags(p: argparse.ArgumentParser, *, server: bool) -> None:
+    from .backends import registry  # the dialects load only when the CLI parses
+
     p.add_argument("--config", metavar="FILE", help="JSON or TOML file with the setup() options")
     p.add_argument("--url", help="the backend's URL (its port is where the server listens)")
-    p.add_argument("--kind", choices=["llama.cpp", "openai", "ollama"], help="the wire dialect of a new backend")
+    p.add_argument("--kind", choices=registry.names(), help="the wire dialect of a new backend")
     p.add_argument("--model", help="model name (vLLM/Ollama) or .gguf path (llama.cpp)")
     p.add_argument("--cmd", help="launch command, used verbatim (shell-quoted string)")
     if not server:

@@ -28,10 +28,11 @@ class _Base(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class BackendConfig(_Base):
-    """One model server. `kind` is the wire dialect; the name in `backends` is the user's."""
+    """One model server. `kind` names its record in backends/registry.py (the wire dialect,
+    default URL, launch recipe); the name in `backends` is the user's."""
 
-    kind: Literal["llama.cpp", "openai", "ollama"] = "llama.cpp"
-    url: str = "http://127.0.0.1:8012"
+    kind: str = "llama.cpp"
+    url: str = "http://127.0.0.1:8012"  # a new entry without one gets its kind's default_url
     model: str = ""
     # '' = detect from the server's model name; otherwise a name from fim_templates.names()
     fim_template: str = ""
@@ -148,8 +149,19 @@ def load_config(raw: Any = None) -> Config:
     user_backends = raw.get("backends") or {}
     if not isinstance(user_backends, dict):
         raise ConfigError("Expected `object`, got `array` - at `$.backends`")
+    from .backends import registry  # the dialects import this module
+
     merged = dict(raw)
     backends = _merge(BUILTIN_BACKENDS, {k: v or {} for k, v in user_backends.items()})
+    kinds = registry.names()
+    for name, value in backends.items():
+        if not isinstance(value, dict):
+            continue
+        kind = value.get("kind", "llama.cpp")
+        if kind not in kinds:
+            raise ConfigError(f"unknown kind {kind!r} - at `$.backends.{name}.kind`; choose one of: {', '.join(kinds)}")
+        if "url" not in value:
+            value["url"] = registry.get(kind).default_url
     # converted one by one so an error names the backend: `$.backends.vllm.url`, not `$.backends[...]`
     merged["backends"] = {name: _convert(value, BackendConfig, f"$.backends.{name}") for name, value in backends.items()}
     # empty Lua tables arrive as lists; they mean "no entries"

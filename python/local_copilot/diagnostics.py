@@ -26,7 +26,7 @@ import msgspec
 
 from . import health_checks as hc
 from . import health_probes as hp
-from .backends import FimRequest, make_backend
+from .backends import FimRequest, make_backend, registry
 from .backends.base import auth_headers
 from .config import BackendConfig, Config, load_config
 from .errors import BackendError, ConfigError, LocalCopilotError
@@ -299,7 +299,7 @@ async def _thread(fn: Any, *args: Any) -> Any:
 async def _reachable(name: str, bcfg: BackendConfig, client: httpx.AsyncClient, timeout: float
                      ) -> tuple[Level, str, int]:
     """(level, message, HTTP status or 0) for the server's cheap endpoint."""
-    path = {"llama.cpp": "/health", "openai": "/v1/models", "ollama": "/api/version"}[bcfg.kind]
+    path = registry.get(bcfg.kind).ready_path
     url = bcfg.url.rstrip("/") + path
     try:
         resp = await client.get(url, headers=auth_headers(bcfg), timeout=httpx.Timeout(timeout, connect=timeout))

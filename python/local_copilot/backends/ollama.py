@@ -18,6 +18,7 @@ from ..config import BackendConfig
 from ..errors import ConfigError, ProtocolError, ServerError
 from ..fim_templates import FimTemplate
 from ..streaming import NDJSONParser
+from . import registry
 from .base import Chunk, FimRequest, HttpBackend
 from .probe import ModelInfo, resolve_template
 
@@ -137,3 +138,9 @@ class OllamaBackend(HttpBackend):
             return Chunk(text=msg.response)
         timings = {"prompt_n": float(msg.prompt_eval_count), "predicted_n": float(msg.eval_count)}
         return Chunk(text=msg.response, done=True, timings=timings, prompt_tokens=msg.prompt_eval_count or None)
+
+
+registry.register(registry.Kind(
+    name="ollama", dialect=OllamaBackend, default_url="http://127.0.0.1:11434", ready_path="/api/version",
+    recipe="ollama", install_hint="install Ollama from https://ollama.com/download",
+    summary="Ollama's /api/generate with a raw prompt"))

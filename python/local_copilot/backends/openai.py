@@ -17,6 +17,7 @@ from ..config import BackendConfig
 from ..errors import ProtocolError
 from ..fim_templates import FimTemplate
 from ..streaming import SSEParser
+from . import registry
 from .base import Chunk, FimRequest, HttpBackend, auth_headers
 from .probe import ModelInfo, resolve_template
 
@@ -177,3 +178,8 @@ class OpenAIBackend(HttpBackend):
             return Chunk(text="", timings=timings, prompt_tokens=msg.usage.prompt_tokens)
         choice = msg.choices[0]
         return Chunk(text=choice.text, index=choice.index)
+
+
+registry.register(registry.Kind(
+    name="openai", dialect=OpenAIBackend, default_url="http://127.0.0.1:8080", ready_path="/v1/models",
+    summary="any OpenAI-compatible server's /v1/completions (vLLM, LM Studio, llama-server, ...)"))

@@ -109,10 +109,11 @@ def recipe_kind(name: str, cfg: Any, opts: ServerOptions) -> RecipeKind | None:
         return None
     if opts.recipe:
         return opts.recipe  # type: ignore[return-value]
-    if cfg.kind == "llama.cpp":
-        return "llama.cpp"
-    if cfg.kind == "ollama":
-        return "ollama"
+    from ..backends import registry
+
+    recipe = registry.get(cfg.kind).recipe
+    if recipe:
+        return recipe  # type: ignore[return-value]
     if "vllm" in name.lower():
         return "vllm"
     return None

@@ -291,7 +291,9 @@ class Supervisor:
     def health_path(self) -> str:
         if self._recipe is not None:
             return self._recipe.health_path
-        return "/api/version" if self.cfg.kind == "ollama" else "/health"
+        from ..backends import registry
+
+        return registry.get(self.cfg.kind).ready_path
 
     def is_healthy(self, timeout: float = 1.0) -> bool:
         try:
