@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 
-.PHONY: all venv vllm test test-unit demo bench eval clean
+.PHONY: all venv vllm lint test test-unit demo bench eval clean
 
 all: test
 
@@ -28,7 +28,12 @@ venv: $(STAMP)
 vllm:
 	scripts/setup_vllm.sh
 
-test: venv vllm
+# ruff over everything, mypy over the package (configured in pyproject.toml)
+lint: venv
+	$(PY) -m ruff check python tests bench
+	$(PY) -m mypy python/local_copilot
+
+test: venv vllm lint
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-unit: venv

@@ -136,7 +136,7 @@ def cut_lines(pre: LineCosts, suf: LineCosts, room: float, *, first_row: int,
     if total_pre + total_suf <= left:
         return 0, n_suf
     # share the room; a side that needs less than its share leaves the rest to the other
-    want_pre = int(left * prefix_share)
+    want_pre: float = int(left * prefix_share)
     if total_suf < left - want_pre:
         want_pre = left - math.ceil(total_suf)
     want_suf = left - min(want_pre, total_pre)

@@ -332,7 +332,8 @@ def _backend_flags(p: argparse.ArgumentParser, *, server: bool) -> None:
     g.add_argument("--gpu-memory-utilization", type=float, help="vLLM, instead of the computed value")
     g.add_argument("--python", help="python of a venv with vLLM")
     g.add_argument("--timeout", dest="startup_timeout_s", type=float, help="seconds to wait for readiness")
-    g.add_argument("--extra-arg", action="append", metavar="ARG", help="append ARG to the server's command (write --extra-arg=-t for a dash)")
+    g.add_argument("--extra-arg", action="append", metavar="ARG",
+                   help="append ARG to the server's command (write --extra-arg=-t for a dash)")
     g.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment of the server")
 
 

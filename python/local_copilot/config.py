@@ -55,7 +55,7 @@ class BackendConfig(_Base):
     server: ServerOptions = ServerOptions()
 
 
-class ContextConfig(_Base, frozen=True):
+class ContextConfig(_Base, frozen=True):  # type: ignore[misc]  # msgspec allows a frozen subclass
     # lines of the buffer around the cursor that Lua sends with each snapshot
     lines_before: PositiveInt = 200
     lines_after: NonNegInt = 60

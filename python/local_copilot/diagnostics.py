@@ -480,7 +480,8 @@ async def _fim_probe(name: str, backend: Any, timeout: float, *, vllm: bool = Fa
             advice.insert(0, "if vLLM's log shows " + _fastapi_advice())
         return Item(level="error", message=f"FIM probe failed: {msg[:300]}", advice=advice)
     except ConfigError as exc:
-        return Item(level="error", message=f"FIM probe: {exc}", advice=["fix the backend's options; see :help local-copilot-config"])
+        return Item(level="error", message=f"FIM probe: {exc}",
+                    advice=["fix the backend's options; see :help local-copilot-config"])
     finally:
         await stream.aclose()
     now = time.perf_counter()

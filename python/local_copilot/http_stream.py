@@ -343,7 +343,8 @@ class Sent:
 
     def __init__(self, key: tuple[str, int, bool], conn: _Conn, request: bytes, sent: int | None,
                  buf: bytearray | None, wait_s: float, *, kept: bool = True) -> None:
-        self.key, self.conn, self.request, self.sent, self.buf = key, conn, request, sent, buf
+        self.key, self.request, self.sent, self.buf = key, request, sent, buf
+        self.conn: _Conn | None = conn  # None once finished or aborted
         self.wait_s = wait_s
         self.kept = kept  # a kept connection: one the server may have closed meanwhile
 

@@ -856,7 +856,7 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
             saved = (*saved[:4], block_indent(ctx, full0))
         if len(_LOOPS) >= _LOOPS_MAX:
             _LOOPS.clear()
-        _LOOPS[id(ctx)] = ctx, _Loop(tuple(parts[:m]), tuple(kept[:m]), tuple(fulls[:m]), *saved, rep_clear)
+        _LOOPS[id(ctx)] = ctx, _Loop._make((tuple(parts[:m]), tuple(kept[:m]), tuple(fulls[:m]), *saved, rep_clear))
     h = repeat_holdback(complete, parts[n_complete] if n_complete < len(parts) else None)
     if cut is not None and cut <= h:
         return Result(finish(kept[:cut], max_lines), True)

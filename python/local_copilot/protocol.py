@@ -30,13 +30,13 @@ class _Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
     pass
 
 
-class ConfigMsg(_Event, tag="config"):
+class ConfigMsg(_Event, frozen=True, kw_only=True, tag="config"):
     """The user's options as given to setup() (validated by config.load_config)."""
 
     options: Any = None  # a table; Lua sends an empty one as an array
 
 
-class SnapshotMsg(_Event, tag="snapshot"):
+class SnapshotMsg(_Event, frozen=True, kw_only=True, tag="snapshot"):
     """A keystroke's view of the buffer (see Snapshot). While the user types on one line Lua
     sends that `line` only, with `base` naming the seq of the whole window it belongs to."""
 
@@ -62,17 +62,17 @@ class SnapshotMsg(_Event, tag="snapshot"):
     shown: int = 0
 
 
-class Alternatives(SnapshotMsg, tag="alternatives"):
+class Alternatives(SnapshotMsg, frozen=True, kw_only=True, tag="alternatives"):
     """next()/prev() with one candidate known: fetch more for this spot."""
 
 
-class TypedThrough(SnapshotMsg, tag="typed_through"):
+class TypedThrough(SnapshotMsg, frozen=True, kw_only=True, tag="typed_through"):
     """The user typed part of the suggestion; `text` is what is left of it."""
 
     text: str = ""
 
 
-class Backend(_Event, tag="backend"):
+class Backend(_Event, frozen=True, kw_only=True, tag="backend"):
     """:LocalCopilotBackend: switch to, stop or restart a backend entry (the active one when
     `name` is empty)."""
 
@@ -80,7 +80,7 @@ class Backend(_Event, tag="backend"):
     name: str = ""
 
 
-class Chunk(_Event, tag="chunk"):
+class Chunk(_Event, frozen=True, kw_only=True, tag="chunk"):
     """Text of another buffer for cross-file context (around line `around` of `lines`)."""
 
     path: str
@@ -88,22 +88,22 @@ class Chunk(_Event, tag="chunk"):
     around: int | None = None
 
 
-class Yank(_Event, tag="yank"):
+class Yank(_Event, frozen=True, kw_only=True, tag="yank"):
     path: str
     lines: list[str]
 
 
-class Cancel(_Event, tag="cancel"):
+class Cancel(_Event, frozen=True, kw_only=True, tag="cancel"):
     """Insert mode left: stop what is in flight for the buffer."""
 
     buf: int
 
 
-class Accepted(_Event, tag="accepted"):
+class Accepted(_Event, frozen=True, kw_only=True, tag="accepted"):
     kind: str  # 'full' | 'word' | 'line'
 
 
-class Forget(_Event, tag="forget"):
+class Forget(_Event, frozen=True, kw_only=True, tag="forget"):
     """The buffer was wiped: its window and requests are of no use."""
 
     buf: int

@@ -32,7 +32,7 @@ class _LineBuffer:
             return []
         *complete, rest = self._buf.split(b"\n")
         self._buf = bytearray(rest)
-        return [ln[:-1] if ln.endswith(b"\r") else bytes(ln) for ln in complete]
+        return [bytes(ln[:-1]) if ln.endswith(b"\r") else bytes(ln) for ln in complete]
 
 
 class SSEParser:

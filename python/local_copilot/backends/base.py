@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator
 from contextlib import aclosing
 from typing import Any, Protocol, TypeVar
 
@@ -70,18 +70,32 @@ def batched(decode: Callable[[bytes], Chunk], batch: list[bytes]) -> Iterator[Ch
 
 
 class Backend(Protocol):
-    name: str
-    # strings that end a completion (the FIM template's special tokens), cut client-side too
-    stop_strings: tuple[str, ...]
-    # whether one request can return several candidates (FimRequest.n)
-    supports_n: bool
-    # whether a request can continue a text: the prompt ends with the start of the middle, so
-    # the same prompt plus the text so far asks for what follows it (staged requests need it)
-    continues: bool
-    # whether the prompt token count the server reports is of the whole prompt we sent;
-    # servers that cut the prompt first (llama.cpp /infill, Ollama's num_ctx) under-count it,
-    # and calibrating on that would make every later prompt too big
-    counts_full_prompt: bool
+    # (read-only properties: a dialect may compute them from what it probed)
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def stop_strings(self) -> tuple[str, ...]:
+        """Strings that end a completion (the FIM template's special tokens), cut client-side too."""
+        ...
+
+    @property
+    def supports_n(self) -> bool:
+        """Whether one request can return several candidates (FimRequest.n)."""
+        ...
+
+    @property
+    def continues(self) -> bool:
+        """Whether a request can continue a text: the prompt ends with the start of the middle,
+        so the same prompt plus the text so far asks for what follows it (staged requests)."""
+        ...
+
+    @property
+    def counts_full_prompt(self) -> bool:
+        """Whether the prompt token count the server reports is of the whole prompt we sent;
+        servers that cut the prompt first (llama.cpp /infill, Ollama's num_ctx) under-count
+        it, and calibrating on that would make every later prompt too big."""
+        ...
 
     async def context_limit(self) -> int | None:
         """Tokens one request may use (per-slot context), or None when the server won't say."""
@@ -227,8 +241,10 @@ class HttpBackend:
         """_request() without the body, for a request answer_now() sent already."""
         raise NotImplementedError
 
-    # Backend.answers_now: only a dialect that can ask for one unstreamed answer (llama.cpp)
-    answers_now = False
+    @property
+    def answers_now(self) -> bool:
+        """Backend.answers_now: only a dialect that can ask for one unstreamed answer (llama.cpp)."""
+        return False
 
     def context_limit_now(self) -> int | None:
         raise NotImplementedError
@@ -311,7 +327,7 @@ class HttpBackend:
 
     async def payloads(self, path: str, body: dict[str, Any] | None, parser: _Parser,
                        last: Callable[[bytes], bool] | None = None, *, unstreamed: bool,
-                       quick: bool = False, started: Started | None = None) -> AsyncIterator[list[bytes]]:
+                       quick: bool = False, started: Started | None = None) -> AsyncGenerator[list[bytes], None]:
         """The stream's payloads (SSE data or NDJSON lines), a list per network read; closing
         this closes the stream, which tells the server to stop.
 

@@ -234,7 +234,7 @@ def summarize_latency(samples: list[Sample]) -> LatencyResult:
         gen_tokens=round(sum(s.gen_tokens for s in ok) / len(ok), 1) if ok else 0.0,
         prompt_tokens=round(sum(s.prompt_tokens for s in ok) / len(ok), 1) if ok else 0.0,
         decode_tok_s=round(percentile(decode, 50), 1), e2e_tok_s=round(percentile(e2e, 50), 1),
-        server_tok_s=round(percentile(server, 50), 1) if server else None,  # type: ignore[arg-type]
+        server_tok_s=round(percentile(server, 50), 1) if server else None,
         errors=_errors(samples), samples=samples)
 
 

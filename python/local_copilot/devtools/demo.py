@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     log = CACHE / "llama-server.log"
     server = None if args.offline else start_preset(binary, log, args.preset_timeout)
     tiny = server is None
-    if tiny:
+    if server is None:
         print("demo: no network for the preset; using the tiny generated model (its completions are noise)")
         model = write_gguf(CACHE / "tiny-demo.gguf", favor=None, seed=7, readable=True)
         server = LlamaServer.for_model(model, binary=binary, log_file=log).start()

@@ -162,7 +162,7 @@ def params(favor: str | None, seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     n_vocab = len(vocab())
     q_out, kv_out = N_HEAD * HEAD_DIM, N_HEAD_KV * HEAD_DIM
-    shapes = {"model.embed_tokens.weight": (n_vocab, N_EMBD)}
+    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (n_vocab, N_EMBD)}
     for i in range(N_LAYER):
         p = f"model.layers.{i}."
         shapes |= {

@@ -68,7 +68,7 @@ def _idle_check(files: ServerFiles, spec: dict[str, Any], pid: int, keep_alive: 
         state = files.read_state()
         users = files.prune_users()
         pinned = bool(spec.get("pinned")) or bool(state and state.get("pinned"))
-        ours = bool(state) and state.get("pid") == pid
+        ours = (state or {}).get("pid") == pid
         now = time.monotonic()
         idle_since = (idle_since or now) if ours and not pinned and not users else None
         stop = idle_since is not None and now - idle_since >= keep_alive

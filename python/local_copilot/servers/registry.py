@@ -158,7 +158,9 @@ class ServerFiles:
 
     def server_alive(self, state: dict[str, Any] | None = None) -> bool:
         state = self.read_state() if state is None else state
-        return bool(state) and state.get("exit_code") is None and pid_alive(state.get("pid"), state.get("proc_start"))
+        if not state:
+            return False
+        return state.get("exit_code") is None and pid_alive(state.get("pid"), state.get("proc_start"))
 
     # ---------------------------------------------------------------- users
 
