@@ -24,14 +24,13 @@ import os
 import shlex
 import sys
 import time
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import msgspec
-import platformdirs
 
 from .config import BackendConfig, load_config
+from .config_file import config_file, read_config_file
 from .errors import BackendError, ConfigError, LocalCopilotError, ServerUnavailable
 from .servers.options import ServerOptions, server_options
 
@@ -39,32 +38,6 @@ __all__ = ["main", "build_parser", "resolve_backend"]
 
 
 # ------------------------------------------------------------------------------------ configuration
-
-
-def config_file(path: str | None) -> Path | None:
-    if path:
-        return Path(path).expanduser()
-    if os.environ.get("LOCAL_COPILOT_CONFIG"):
-        return Path(os.environ["LOCAL_COPILOT_CONFIG"]).expanduser()
-    base = Path(platformdirs.user_config_dir("local-copilot"))
-    for name in ("config.toml", "config.json"):
-        if (base / name).is_file():
-            return base / name
-    return None
-
-
-def read_config_file(path: Path | None) -> dict[str, Any]:
-    if path is None:
-        return {}
-    try:
-        data = tomllib.loads(path.read_text()) if path.suffix == ".toml" else json.loads(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
-    except (ValueError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"config file {path} is not valid {path.suffix.lstrip('.') or 'JSON'}: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"config file {path}: expected a table at the top")
-    return data
 
 
 def _flag_overrides(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -304,7 +277,7 @@ def _cmd_complete(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from .bench.cli import run
+    from .backend_bench.cli import run
 
     return run(args)
 
@@ -376,7 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     _backend_flags(p, server=False)
     p.set_defaults(func=_cmd_complete)
 
-    from .bench.cli import add_arguments
+    from .backend_bench.cli import add_arguments
 
     p = sub.add_parser("bench", help="measure backends: FIM latency and a concurrency sweep, side by side")
     add_arguments(p)

@@ -8,10 +8,10 @@ import zlib
 
 import pytest
 
-from local_copilot.bench import png
-from local_copilot.bench.cli import Progress, chart, parse_target
-from local_copilot.bench.report import make_report, render_tables
-from local_copilot.bench.runner import (
+from local_copilot.backend_bench import png
+from local_copilot.backend_bench.cli import Progress, chart, parse_target
+from local_copilot.backend_bench.report import make_report, render_tables
+from local_copilot.backend_bench.runner import (
     BackendResult,
     Params,
     Sample,

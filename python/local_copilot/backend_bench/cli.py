@@ -151,7 +151,7 @@ def _out_prefix(arg: str | None, started: float) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import config_file, read_config_file
+    from ..config_file import config_file, read_config_file
     from ..diagnostics import load_options
 
     raw = read_config_file(config_file(args.config))
