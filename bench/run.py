@@ -14,7 +14,8 @@ What runs (see README, "Benchmarks"):
     (d) the Python host's utime+stime (/proc/PID/stat) per key, and its VmRSS
   The bursts run once per settings profile: the defaults first, then the others listed.
 * (e) snapshot + prompt on a 1,000- vs a 100,000-line buffer: trigger() in Neovim (snapshot and
-  notification) plus build_context + fit_context in Python on the very snapshot Lua sent.
+  notification) plus what the host runs for it: the message decoded into a snapshot and its window
+  fitted to the prompt budget (WindowFitter, fresh: the cursor at a new place).
 * (f) `nvim --startuptime` with and without the plugin installed (pack/*/start + manifest).
 * (g) no budget, a yardstick: the CPU one wakeup of a Python thread costs on this machine after
   1 ms and after 90 ms idle, and two steps of the host's per-key work warm and after 90 ms idle
@@ -48,13 +49,12 @@ import harness as H  # noqa: E402
 import floor  # noqa: E402
 import wakeup  # noqa: E402
 
-from local_copilot.budget import TokenEstimator, fit_context  # noqa: E402
+from local_copilot import protocol  # noqa: E402
+from local_copilot.budget import TokenEstimator  # noqa: E402
 from local_copilot.config import load_config  # noqa: E402
-from local_copilot.context import build_context  # noqa: E402
-from local_copilot.snapshot import Snapshot  # noqa: E402
+from local_copilot.window import WindowFitter  # noqa: E402
 
 import httpx  # noqa: E402
-import msgspec  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 INTERVAL_MS = 90
@@ -394,7 +394,7 @@ def _by_callback(samples: list[dict[str, Any]]) -> dict[str, float]:
 
 def snapshot_cost(server: Any, env: dict[str, str], nvim_bin: str, manifest: Path, workdir: Path,
                   reps: int) -> dict[str, Any]:
-    """trigger() in Neovim + build_context/fit_context in Python, 1,000 vs 100,000 lines."""
+    """trigger() in Neovim + the host's decode and window fit, 1,000 vs 100,000 lines."""
     setup = {"backends": {"llama.cpp": {"url": server.url}}, "auto_trigger": False}
     nvim = H.start_nvim(nvim_bin, manifest, env, setup)
     out: dict[str, Any] = {}
@@ -413,6 +413,7 @@ def snapshot_cost(server: Any, env: dict[str, str], nvim_bin: str, manifest: Pat
         nvim.exec_lua("LCB.time_trigger(1)")
         H.wait_for(lambda: nvim.exec_lua("return vim.fn.exists('*LocalCopilotEvent') == 1"), timeout=60)
         est = TokenEstimator()
+        share = load_config({}).context.prefix_share
         budget = 4096 - N_PREDICT - 48 - 1024 // 3  # n_ctx - n_predict - overhead - extra share
         lua_ns: dict[int, list[float]] = {1_000: [], 100_000: []}
         py_ns: dict[int, list[float]] = {1_000: [], 100_000: []}
@@ -427,10 +428,12 @@ def snapshot_cost(server: Any, env: dict[str, str], nvim_bin: str, manifest: Pat
                 raw = nvim.exec_lua("return LCB.last_snap")
                 raw.pop("config", None)
                 for _ in range(reps // 5):
+                    fitter = WindowFitter()  # a new place: nothing of the window known yet
                     t0 = time.perf_counter_ns()
-                    snap = msgspec.convert(raw, Snapshot)
-                    ctx = build_context(snap, lines_before=200, lines_after=60)
-                    fit_context(ctx, budget, est, first_row=snap.row - len(ctx.prev_lines))
+                    msg = protocol.decode("snapshot", raw)
+                    assert isinstance(msg, protocol.SnapshotMsg) and msg.lines is not None
+                    snap = protocol.to_snapshot(msg, msg.lines)
+                    fitter.fit(snap, lines_before=200, lines_after=60, budget=budget, est=est, prefix_share=share)
                     py_ns[n].append(time.perf_counter_ns() - t0)
     finally:
         nvim.close()
