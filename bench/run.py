@@ -68,7 +68,11 @@ PROFILES: dict[str, dict[str, Any]] = {
     "one-request": {"n_predict_first": 0},
     # the old defaults: wait 20 ms, longer while typing fast
     "debounce": {"debounce_ms": 20, "adaptive_debounce": True},
+    # the defaults with completions through httpx instead of the hand-written client (the A/B)
+    "httpx": {},
 }
+# what a profile changes in the host's environment
+PROFILE_ENV: dict[str, dict[str, str]] = {"httpx": {"LOCAL_COPILOT_HTTP": "httpx"}}
 
 # 8 keys each, code-like, never starting a run of "x" (the suggestion): no typed-through
 BURSTS = [
@@ -567,7 +571,8 @@ def main(argv: list[str] | None = None) -> int:
                 for name in [p.strip() for p in args.profiles.split(",") if p.strip()]:
                     log(f"typing bursts, settings: {name} {PROFILES[name]}")
                     try:
-                        doc["profiles"][name] = run_profile(name, PROFILES[name], server, env, nvim_bin, manifest,
+                        doc["profiles"][name] = run_profile(name, PROFILES[name], server,
+                                                            {**env, **PROFILE_ENV.get(name, {})}, nvim_bin, manifest,
                                                             workdir, args.bursts, args.warmup)
                     except Exception as exc:  # report it and measure the rest
                         doc.setdefault("errors", []).append(f"profile {name}: {exc!r}")

@@ -151,11 +151,10 @@ class Engine:
     # server a prompt evaluation the next keystroke's request may queue behind
     SPECULATE_UNACCEPTED = 8
 
-    def __init__(self, editor: Editor, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(self, editor: Editor) -> None:
         self.editor = editor
         self.config: Config | None = None
         self.backend: Backend | None = None
-        self._transport = transport
         self._client: httpx.AsyncClient | None = None
         self.buffers: dict[int, BufferState] = {}  # what is in flight and kept, per buffer
         self.notifier = EpisodeNotifier(editor.notify)
@@ -184,7 +183,7 @@ class Engine:
         if self.backend is not None:
             self.backend.close()
         # one long-lived client: keep-alive to the server, closed streams cancel generation
-        self._client = httpx.AsyncClient(timeout=timeout, transport=self._transport, trust_env=False)
+        self._client = httpx.AsyncClient(timeout=timeout, trust_env=False)
         self.backend = make_backend(cfg.backend, active, self._client)
         self.estimator = TokenEstimator()  # bytes per token differ between models
         self._window, self._spec_window = WindowFitter(), WindowFitter()

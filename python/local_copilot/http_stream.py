@@ -28,6 +28,8 @@ from collections.abc import AsyncIterator
 from types import TracebackType
 from urllib.parse import urlsplit
 
+import httpx
+
 __all__ = [
     "ConnectError",
     "ConnectTimeout",
@@ -42,24 +44,13 @@ __all__ = [
 READ_SIZE = 256 * 1024
 
 
-class TransportError(Exception):
-    """The connection failed; the class name goes into the user's message."""
-
-
-class ConnectError(TransportError):
-    pass
-
-
-class ConnectTimeout(TransportError):
-    pass
-
-
-class ReadTimeout(TransportError):
-    pass
-
-
-class RemoteProtocolError(TransportError):
-    """The server closed the connection mid-response or sent something that is not HTTP."""
+# httpx's exception tree, so the probes (httpx) and the completion streams (this client) fail
+# alike; the class name goes into the user's message
+TransportError = httpx.TransportError
+ConnectError = httpx.ConnectError
+ConnectTimeout = httpx.ConnectTimeout
+ReadTimeout = httpx.ReadTimeout
+RemoteProtocolError = httpx.RemoteProtocolError  # closed mid-response, or not HTTP at all
 
 
 class _Conn:

@@ -16,6 +16,7 @@ from ..config import BackendConfig
 from ..errors import ProtocolError, ServerError, ServerUnavailable
 from ..fim_templates import ExtraChunk
 from ..http_stream import Sent, StreamClient, StreamResponse, TransportError
+from ..httpx_streams import HttpxStreams
 
 __all__ = ["Backend", "Chunk", "FimRequest", "HttpBackend", "Started", "raise_for_status", "auth_headers", "connect_errors"]
 
@@ -159,16 +160,16 @@ def error_message(body: bytes) -> str:
 
 
 async def raise_for_status(name: str, response: httpx.Response | StreamResponse) -> None:
-    if isinstance(response, StreamResponse):
-        status = response.status
-        if status == 200:
-            return
-        body = await response.read()
-    else:
+    if isinstance(response, httpx.Response):
         status = response.status_code
         if status == 200:
             return
         body = await response.aread()
+    else:
+        status = response.status
+        if status == 200:
+            return
+        body = await response.read()
     message = error_message(body)
     if status == 503:
         raise ServerUnavailable(f"{name}: server not ready (503: {message or 'loading'})")
@@ -204,6 +205,9 @@ class HttpBackend:
         self.cfg = cfg
         self.client = client  # probes (small JSON requests)
         self.streams = StreamClient(timeout=cfg.timeout_ms / 1000)  # the completion streams
+        self.via_httpx = os.environ.get("LOCAL_COPILOT_HTTP") == "httpx"  # make bench's A/B
+        if self.via_httpx:
+            self.streams = HttpxStreams(client)  # type: ignore[assignment]
         self.base = cfg.url.rstrip("/")
 
     def close(self) -> None:
@@ -295,8 +299,7 @@ class HttpBackend:
 
     def _unreachable(self, exc: Exception) -> ServerUnavailable:
         self.forget()
-        if type(exc).__name__ == "ReadTimeout" or (isinstance(exc, httpx.TimeoutException)
-                                                   and not isinstance(exc, httpx.ConnectTimeout)):
+        if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
             return ServerUnavailable(f"{self.name}: no answer from {self.cfg.url} in time")
         return ServerUnavailable(f"{self.name}: cannot reach {self.cfg.url} ({exc.__class__.__name__})", unreachable=True)
 

@@ -200,7 +200,7 @@ class LlamaCppBackend(HttpBackend):
 
     @property
     def answers_now(self) -> bool:
-        return self._resolved and self.props is not None
+        return self._resolved and self.props is not None and not self.via_httpx
 
     def context_limit_now(self) -> int | None:
         assert self.props is not None

@@ -1,0 +1,50 @@
+"""Completion streams through httpx (AsyncClient on kept connections), beside the
+hand-written client in http_stream.py, with the same interface and the same exceptions: `make bench` measures the
+two side by side (its `httpx` profile sets LOCAL_COPILOT_HTTP=httpx in the host)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from types import TracebackType
+
+import httpx
+
+
+__all__ = ["HttpxStreams"]
+
+
+class _Response:
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+        self.status = response.status_code
+        self.headers = {k.lower(): v for k, v in response.headers.items()}
+
+    async def read(self) -> bytes:
+        return await self._response.aread()
+
+    def read_now(self) -> bytes | None:
+        return None
+
+    async def iter_raw(self) -> AsyncIterator[bytes]:
+        async for piece in self._response.aiter_raw():
+            yield piece
+
+    async def __aenter__(self) -> _Response:
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self._response.aclose()
+
+
+class HttpxStreams:
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self.client = client
+
+    async def post(self, url: str, body: bytes, headers: dict[str, str], *, wait_s: float = 0.0) -> _Response:
+        request = self.client.build_request("POST", url, content=body,
+                                            headers={"content-type": "application/json", **headers})
+        return _Response(await self.client.send(request, stream=True))
+
+    def close(self) -> None:
+        pass
