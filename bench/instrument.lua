@@ -84,8 +84,9 @@ end, 'ghost.show')
 lc.trigger = timed(lc.trigger, function(dt) B.snap_ns[#B.snap_ns + 1] = dt end, 'trigger')
 
 -- capture the last whole snapshot sent (the Python half of the snapshot+prompt cost is timed on it)
-local emit = lc._emit
-lc._emit = function(name, payload)
+local host = require('local_copilot.host')
+local emit = host.emit
+host.emit = function(name, payload)
   if name == 'snapshot' and B.capture and payload.lines then B.last_snap = payload end
   return emit(name, payload)
 end
@@ -142,7 +143,7 @@ function B.time_trigger(n)
   local out = {}
   B.capture = true
   -- one whole window first (captured); the timed triggers then send what typing sends
-  lc._resync(api.nvim_get_current_buf())
+  require('local_copilot.trigger').resync(api.nvim_get_current_buf())
   for i = 1, n do
     local t0 = hr()
     lc.trigger()

@@ -64,12 +64,11 @@ local function show_backend()
 end
 
 function M.backend(args)
-  local lc = require('local_copilot')
   local what = args[1]
   if not what then return show_backend() end
   local payload = { action = 'switch', name = what }
   if what == 'stop' or what == 'restart' then payload = { action = what, name = args[2] } end
-  lc._send_now('backend', payload)
+  require('local_copilot.host').send_now('backend', payload)
 end
 
 function M.run(args)

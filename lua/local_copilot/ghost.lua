@@ -10,10 +10,28 @@ local MARK_ID, INFO_ID = 1, 2
 -- The suggestion currently known for the cursor, or nil:
 --   { buf, row, col, tick, seq, items = { { text, words } }, index, final, line_suffix, hidden }
 M.current = nil
--- Last snapshot sequence number sent per buffer; plans for older ones are stale.
+-- Last snapshot sequence number sent per buffer (see expect); plans for older ones are stale.
 M.last_seq = {}
--- +1/-1 while alternatives are being fetched for next()/prev()
+-- +1/-1 while alternatives are being fetched for next()/prev() (see expect_cycle)
 M.pending_cycle = nil
+-- called with the buffer once the answer to its latest request is complete, whether or not it
+-- had anything to show (the trigger keeps its 'waiting' status with it); see setup()
+local on_answered = function(_) end
+
+---@param opts { on_answered: fun(buf: integer) }
+function M.setup(opts)
+  on_answered = opts.on_answered
+end
+
+-- A request for `buf` went out with `seq` (nil: none is wanted any more); only its plans draw.
+function M.expect(buf, seq)
+  M.last_seq[buf] = seq
+end
+
+-- Alternatives are being fetched: step by `step` from the candidate on screen once they come.
+function M.expect_cycle(step)
+  M.pending_cycle = step
+end
 
 local function in_insert()
   return api.nvim_get_mode().mode:sub(1, 1) == 'i'
@@ -114,14 +132,10 @@ local function pum_hides()
   return vim.fn.pumvisible() == 1 and require('local_copilot.config').get('hide_during_completion')
 end
 
--- Called with the buffer once the answer to its latest request is complete, whether or not
--- it had anything to show (init.lua keeps its 'waiting' status with it).
-function M.on_answered(_) end
-
 -- Draw a render plan from Python. Returns false when the plan is stale and was dropped.
 function M.show(plan)
   if plan.seq ~= M.last_seq[plan.buf] then return false end
-  if plan.final then M.on_answered(plan.buf) end
+  if plan.final then on_answered(plan.buf) end
   if not still_valid(plan) then return false end
   local items = plan.items
   if #items == 0 or (#items == 1 and items[1].text == '') then

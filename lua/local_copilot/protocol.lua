@@ -58,7 +58,7 @@ M.events = {
 -- debug_state, leaving.
 
 -- host -> Lua: ghost.show(plan), init.notify(msg, level), init._backend_state(state, msg),
--- init._use_channel(chan), init._resync(buf), init._take_shown() (sync), and the
+-- host.use_channel(chan), trigger.resync(buf), trigger.take_shown() (sync), and the
 -- LocalCopilotBackendReady User autocmd.
 
 return M

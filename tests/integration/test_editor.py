@@ -90,10 +90,10 @@ def test_shown_suggestions_are_counted_without_a_message_each(open_nvim: Any, ph
     # next request, or the host asks Lua for it when its stats are read
     nvim = open_nvim(phrase_server.url, ["def f():", "\t"])
     nvim.exec_lua("""
-        local lc = require('local_copilot')
-        local emit = lc._emit
+        local host = require('local_copilot.host')
+        local emit = host.emit
         _G.EVENTS = {}
-        lc._emit = function(name, payload)
+        host.emit = function(name, payload)
           table.insert(_G.EVENTS, { name = name, shown = type(payload) == 'table' and payload.shown or 0 })
           return emit(name, payload)
         end""")

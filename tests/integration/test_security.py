@@ -272,10 +272,10 @@ def test_a_buffer_renamed_to_a_secret_name_in_insert_mode_stops_sending(proxy: R
     # the host is recorded: the host's latest-wins may drop a snapshot before any server sees it.
     nvim = open_nvim({"backends": {"llama.cpp": {"url": proxy.url}}, "debounce_ms": 0, "adaptive_debounce": False})
     nvim.exec_lua("""
-        local lc = require('local_copilot')
-        local emit = lc._emit
+        local host = require('local_copilot.host')
+        local emit = host.emit
         _G.SENT = {}
-        lc._emit = function(name, payload)
+        host.emit = function(name, payload)
           if type(payload) == 'table' and payload.path then
             table.insert(_G.SENT, { path = payload.path, line = payload.line or vim.inspect(payload.lines) })
           end

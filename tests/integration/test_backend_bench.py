@@ -13,7 +13,7 @@ import pytest
 
 from local_copilot.servers.llama_cpp import LlamaServer
 
-from ..unit.test_bench import read_png
+from ..unit.test_backend_bench import read_png
 from .nvim_session import REPO
 
 pytestmark = pytest.mark.integration

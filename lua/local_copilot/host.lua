@@ -1,0 +1,177 @@
+-- The channel to the Python host: the only code that talks to it. Events go out as
+-- notifications (the keystroke path never waits on Python; protocol.lua lists them). The
+-- host starts on first use; one that exited is started anew, a few times at most.
+local api = vim.api
+local config = require('local_copilot.config')
+
+local M = {}
+
+local state = {
+  chan = nil, -- the python3 host's channel, once it runs
+  direct = nil, -- the host worker's own channel, once it connected (see use_channel)
+  sent_config_version = -1, -- config.version the host last received
+  registered = false, -- the rplugin was found registered (it stays so)
+  warned_unregistered = false,
+  revived = 0, -- python3 hosts started anew after one exited (see revive)
+  gone = false, -- it kept exiting: nothing is sent until Neovim restarts
+}
+
+local notify = function(_, _) end
+local on_new_host = function() end
+
+---@param opts { notify: fun(msg: string, level: string), on_new_host: fun() }
+--- on_new_host: a host that is not the one events went to before (it knows no earlier window)
+function M.setup(opts)
+  notify, on_new_host = opts.notify, opts.on_new_host
+end
+
+-- The manifest defines the rplugin's functions lazily: a FuncUndefined autocmd starts the
+-- host on first call. Either form means :UpdateRemotePlugins registered us.
+function M.registered(name)
+  name = name or 'LocalCopilotEvent'
+  return vim.fn.exists('*' .. name) == 1 or vim.fn.exists('#FuncUndefined#' .. name) == 1
+end
+
+-- Whether events can go to a host (said once, with the fix, when the plugin is not registered).
+function M.ready()
+  if state.registered then return true end
+  if M.registered() then
+    state.registered = true
+    return true
+  end
+  if not state.warned_unregistered then
+    state.warned_unregistered = true
+    notify('local-copilot: the remote plugin is not registered; run :UpdateRemotePlugins and restart (:checkhealth local_copilot)', 'error')
+  end
+  return false
+end
+
+function M.running()
+  return vim.fn.exists('*LocalCopilotEvent') == 1
+end
+
+local MAX_REVIVALS = 3
+
+-- The python3 host exited (a crash, the OOM killer): Neovim's remote#host keeps handing out
+-- its dead channel and never starts another, so every event would fail. Registering the host
+-- anew makes the next Require start a fresh one, with every registered plugin. Returns its
+-- channel, or nil once the host has exited too often.
+local function revive()
+  if state.revived >= MAX_REVIVALS then
+    state.gone = true
+    notify('local-copilot: the Python host keeps exiting; completion is off until Neovim restarts'
+      .. ' (:LocalCopilot log, :checkhealth local_copilot)', 'error')
+    return nil
+  end
+  state.revived = state.revived + 1
+  notify('local-copilot: the Python host exited; starting a new one (:LocalCopilot log)', 'warn')
+  vim.cmd("call remote#host#Register('python3', '*', function('provider#python3#Require'))")
+  local ok, id = pcall(vim.fn['remote#host#Require'], 'python3')
+  if not ok or type(id) ~= 'number' or id <= 0 then return nil end
+  -- rplugin functions (LocalCopilotCall, ...) were defined with the dead channel in them
+  pcall(api.nvim_exec2, ([[
+    for plugin in remote#host#PluginsForHost('python3')
+      for spec in plugin.specs
+        if spec.type ==# 'function'
+          call remote#define#FunctionOnChannel(%d, plugin.path.':function:'.spec.name, spec.sync, spec.name, spec.opts)
+        endif
+      endfor
+    endfor]]):format(id), {})
+  state.direct = nil
+  state.sent_config_version = -1 -- the new host has no options yet
+  return id
+end
+
+-- The python3 host's channel once it runs: events go to it with vim.rpcnotify. The rplugin
+-- function LocalCopilotEvent (which also starts the host) converts its arguments to Vim values
+-- first, which costs a snapshot about as much again.
+local function channel()
+  local chan = state.chan
+  if chan and api.nvim_get_chan_info(chan).id == chan then return chan end
+  state.chan = nil
+  if state.gone or not M.running() then return nil end
+  local ok, id = pcall(vim.fn['remote#host#Require'], 'python3')
+  if ok and type(id) == 'number' and id > 0 and api.nvim_get_chan_info(id).id ~= id then
+    id = revive()
+  end
+  if ok and type(id) == 'number' and id > 0 then
+    state.chan = id
+    on_new_host()
+  end
+  return state.chan
+end
+
+-- Whether the python3 host's channel is known (a snapshot may then be sent relative to the
+-- window it has).
+function M.connected()
+  return state.chan ~= nil
+end
+
+-- The host's worker connects to Neovim's server address on a channel of its own
+-- (python/local_copilot/nvim/channel.py): events sent there skip two thread hops in the host.
+function M.use_channel(chan)
+  state.direct = chan
+  on_new_host() -- the next snapshot sends its window whole, on the new channel
+end
+
+-- One event to the host (bench/instrument.lua and tests wrap this to see what is sent).
+function M.emit(name, payload)
+  -- the known channels are used as they are (asking Neovim whether one is still open cost
+  -- more than the notification); a failed send means the host went away: find or start it
+  local direct = state.direct
+  if direct then
+    if pcall(vim.rpcnotify, direct, 'local_copilot_event', name, payload) then return end
+    state.direct = nil
+  end
+  if state.chan and pcall(vim.rpcnotify, state.chan, 'local_copilot_event', name, payload) then return end
+  local chan = channel()
+  if state.gone then return end
+  if chan then
+    if state.sent_config_version ~= config.version and name ~= 'config' then
+      -- a host started anew after the last one exited: it needs the options first
+      state.sent_config_version = config.version
+      pcall(vim.rpcnotify, chan, 'local_copilot_event', 'config', config.user)
+    end
+    pcall(vim.rpcnotify, chan, 'local_copilot_event', name, payload)
+  elseif not M.running() then
+    vim.fn.LocalCopilotEvent(name, payload) -- starts the host
+    channel()
+  end -- else a host that exited could not be started anew now: the next event tries again
+end
+
+-- An event, when the plugin is registered (starting the host if needed).
+function M.send(name, payload)
+  if not M.ready() then return end
+  M.emit(name, payload)
+end
+
+-- The options, when the host has not had this version of them: returns them to ride along
+-- with a request, and counts them as sent.
+function M.take_config()
+  if state.sent_config_version == config.version then return nil end
+  state.sent_config_version = config.version
+  return config.user
+end
+
+-- Send an event, starting the host if needed (commands); carries the options the first time.
+function M.send_now(name, payload)
+  if not M.ready() then return end
+  local opts = M.take_config()
+  if opts then M.send('config', opts) end
+  M.send(name, payload)
+end
+
+-- Events the host only counts; never worth starting it for.
+function M.tell(name, payload)
+  if M.running() then M.emit(name, payload) end
+end
+
+-- New options: a host already running hears about them now, not on the next keystroke.
+function M.options_changed()
+  if M.running() and state.sent_config_version >= 0 then
+    state.sent_config_version = config.version
+    M.send('config', config.user)
+  end
+end
+
+return M
