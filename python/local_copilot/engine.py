@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Protocol
 
 import httpx
 import msgspec
 
 from .backends import Backend, Chunk, FimRequest, make_backend
-from .backends.base import Started
+from .backends.exchange import Exchange
 from .budget import TokenEstimator, utf8_len
 from .buffer_state import BufferState
 from .cache import SuggestionCache, context_key
@@ -387,20 +387,22 @@ class Engine:
             if self._shown_from_cache(state, snap, prep):
                 return True
             self.stats.count("requests")
-            req = self._first_request(prep.req)
-            got = self._answer_now(prep, req)
-            if isinstance(got, _Outcome):
+            exchange = backend.exchange_now(self._first_request(prep.req))
+            if exchange is None:
+                return False
+            got = self._answer_now(prep, exchange)
+            if got is not None:
                 self._first_shown(state, snap, prep, got)
                 return True
-            # counted and looked up in the cache already: the task goes on from the request
-            state.start(self._run(state, snap, prep, (req, got)))
-            if got is not None:
+            # counted and looked up in the cache already: the task goes on from the exchange
+            state.start(self._run(state, snap, prep, exchange))
+            if exchange.sent:
                 # unanswered from now on (submit keeps it; _stream's gate takes over), and
                 # dropped if the task is cancelled before it reads it
                 state.unanswered = True
 
                 def dropped(done: asyncio.Task[None]) -> None:
-                    got.abort()
+                    exchange.abort()
                     state.answered(done)
 
                 state.on_task_done(dropped)
@@ -410,15 +412,16 @@ class Engine:
             self._internal_error()
         return True
 
-    def _answer_now(self, prep: _Prepared, req: FimRequest) -> _Outcome | Started | None:
-        """Backend.answer_now, its answer taken in as _stream takes a stream's: the outcome;
-        else what is still in flight, or None (nothing was sent). Raises BackendError."""
+    def _answer_now(self, prep: _Prepared, exchange: Exchange) -> _Outcome | None:
+        """Exchange.answer_now, its answer taken in as _stream takes a stream's: the outcome,
+        or None (the exchange goes on in _stream). Raises BackendError."""
         backend = self.backend
         assert backend is not None
+        req = exchange.req
         started = time.perf_counter()
-        got = backend.answer_now(req)
-        if not isinstance(got, Chunk):
-            return got
+        got = exchange.answer_now()
+        if got is None:
+            return None
         self._succeeded()
         generated = self._account(req, got)
         result = process(got.text, prep.pctx, final=True)
@@ -458,10 +461,10 @@ class Engine:
         state.start(self._run_rest(state, snap, prep, first))
 
     async def _run(self, state: BufferState, snap: Snapshot, prep: _Prepared | None = None,
-                   sent: tuple[FimRequest, Started | None] | None = None) -> None:
+                   exchange: Exchange | None = None) -> None:
         drawer = _Drawer(self, snap)
         try:
-            await self._suggest(state, snap, drawer, prep, sent)
+            await self._suggest(state, snap, drawer, prep, exchange)
         except _Superseded:
             pass
         finally:
@@ -499,9 +502,9 @@ class Engine:
             state.start(self._run(state, newer))
 
     async def _suggest(self, state: BufferState, snap: Snapshot, drawer: _Drawer, prep: _Prepared | None = None,
-                       sent: tuple[FimRequest, Started | None] | None = None) -> None:
-        """`prep`: the snapshot already prepared; `sent`: its first request (counted, the cache
-        looked up) and what of it is already out, if anything."""
+                       exchange: Exchange | None = None) -> None:
+        """`prep`: the snapshot already prepared; `exchange`: its first request (counted, the
+        cache looked up), maybe sent already."""
         assert self.config is not None
         for attempt in (1, 2):
             if prep is None:
@@ -510,18 +513,18 @@ class Engine:
                 except (BackendError, ConfigError) as exc:
                     self._failed(exc)
                     return
-            if sent is None and self._shown_from_cache(state, snap, prep):
+            if exchange is None and self._shown_from_cache(state, snap, prep):
                 return
-            if sent is None:
+            if exchange is None:
                 self.stats.count("requests")
-                req, inflight = self._first_request(prep.req), None
+                req = self._first_request(prep.req)
             else:
-                (req, inflight), sent = sent, None
+                req = exchange.req
             try:
                 out = await self._stream(prep, drawer.on_text, req, retry_overflow=attempt == 1, gate=state,
-                                         inflight=inflight)
+                                         exchange=exchange)
             except _PromptTooLong:
-                prep = None
+                prep, exchange = None, None
                 continue  # the estimator now knows the server's count: fit again
             break
         else:
@@ -536,20 +539,19 @@ class Engine:
     async def _stream(self, prep: _Prepared, on_text: Callable[[str], None] | None = None,
                       req: FimRequest | None = None, *, base_raw: str = "",
                       retry_overflow: bool = False, gate: BufferState | None = None,
-                      inflight: Started | None = None) -> _Outcome | None:
+                      exchange: Exchange | None = None) -> _Outcome | None:
         """Run one streaming request through the post-processor; None when it failed.
 
         `base_raw` is model text a continuation request carries in its prompt: the stream's
         text is appended to it before post-processing. With `gate` (the buffer's state), the
         buffer counts as unanswered until the first chunk, and a snapshot that came meanwhile
-        supersedes it.
-        `inflight`: `req` is already out (Backend.answer_now); its answer is read."""
+        supersedes it. `exchange`: `req`'s exchange, made already (maybe sent: answer_now)."""
         assert self.backend is not None
         req = req or prep.req
         raw = base_raw
         started = time.perf_counter()
         first_token: float | None = None
-        stream = self.backend.complete(req, inflight)
+        stream: AsyncGenerator[Chunk, None] | None = None
         # A server that ignores n_predict (or a broken proxy) can stream forever; every backend
         # sends about one token per chunk, so past n_predict chunks (plus slack) stop reading:
         # closing the stream stops the server, and the text so far is the suggestion
@@ -564,6 +566,9 @@ class Engine:
             gate.unanswered = True
         answered = False
         try:
+            if exchange is None:
+                exchange = await self.backend.exchange(req)  # probes the server first if need be
+            stream = exchange.chunks()
             async for chunk in stream:
                 if not answered:
                     # the server answers: say so before its text is drawn (a fresh suggestion
@@ -618,7 +623,10 @@ class Engine:
             # (a request cancelled for a newer one leaves that one's flag alone)
             if gated and gate is not None:
                 gate.answered(asyncio.current_task())
-            await stream.aclose()  # type: ignore[attr-defined]
+            if stream is not None:
+                await stream.aclose()
+            if exchange is not None:
+                exchange.abort()  # (a stream never started cannot close what it left in flight)
         done = time.perf_counter()
         if not answered:  # an empty answer is an answer too
             self._succeeded()
@@ -668,17 +676,18 @@ class Engine:
         # there once the user pauses (a whole n_predict here doubled the tokens per burst)
         first = self._first_n()
         req = self._first_request(prep.req)
-        got: _Outcome | Started | None = None
-        if self.backend is not None and self.backend.answers_now:  # without the stream's async layers
+        got: _Outcome | None = None
+        exchange = self.backend.exchange_now(req) if self.backend is not None else None
+        if exchange is not None:  # without the stream's async layers
             try:
-                got = self._answer_now(prep, req)
+                got = self._answer_now(prep, exchange)
             except (BackendError, ConfigError) as exc:
                 self._failed(exc)
                 return
             except Exception:  # a bug must not reach :messages as a stack trace
                 self._internal_error()
                 return
-        out = got if isinstance(got, _Outcome) else await self._stream(prep, req=req, inflight=got)
+        out = got if got is not None else await self._stream(prep, req=req, exchange=exchange)
         if out is not None:
             self.cache.put(prep.key, out.text, partial=out.truncated and first < prep.req.n_predict)
 

@@ -5,7 +5,6 @@ speaks the toy's (made-up) protocol."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -13,7 +12,7 @@ import pytest
 
 from local_copilot.backend_manager import _healthy
 from local_copilot.backends import registry
-from local_copilot.backends.base import Chunk, FimRequest, HttpBackend
+from local_copilot.backends.base import Chunk, FimRequest, HttpBackend, Wire
 from local_copilot.config import load_config
 from local_copilot.engine import Engine
 from local_copilot.errors import ConfigError
@@ -43,11 +42,11 @@ class ToyBackend(HttpBackend):
     async def context_limit(self) -> int | None:
         return None
 
-    async def _request(self, req: FimRequest) -> tuple[str, dict[str, Any], NDJSONParser, Callable[[bytes], bool]]:
+    def wire(self, req: FimRequest) -> Wire:
         body = {"before": req.prefix + req.middle, "after": req.suffix, "max": req.n_predict}
-        return "/toy/fill", body, NDJSONParser(), lambda payload: b'"end": true' in payload
+        return Wire("/toy/fill", body, NDJSONParser(), lambda payload: b'"end": true' in payload)
 
-    def _decode(self, payload: bytes) -> Chunk:
+    def decode(self, payload: bytes) -> Chunk:
         msg = self._message(_decoder, payload)
         return Chunk(text=msg.text, done=msg.end)
 

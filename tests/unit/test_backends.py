@@ -287,7 +287,7 @@ def test_llama_cpp_merges_the_events_of_one_read_and_keeps_their_texts() -> None
     b = make_backend("llama.cpp", cfg, httpx.AsyncClient())
     ev = [json.dumps({"content": t, "stop": False}).encode() for t in ("pri", "", "nt", "(")]
     last = json.dumps({"content": ")", "stop": True, "timings": {"predicted_n": 5}}).encode()
-    chunks = list(b._chunks(ev + [last]))  # type: ignore[attr-defined]
+    chunks = list(b.chunks(ev + [last]))
     assert [(c.text, c.parts, c.more, c.done) for c in chunks] == [
         ("print(", ("pri", "nt", "("), True, False), (")", (), False, True)]
     assert chunks[-1].timings == {"predicted_n": 5}
@@ -295,6 +295,6 @@ def test_llama_cpp_merges_the_events_of_one_read_and_keeps_their_texts() -> None
     bad = list(ev[:2]) + [b'{"content": "nt", "stop": fal'] + [last]
     got: list[str] = []
     with pytest.raises(ProtocolError, match="malformed stream chunk"):
-        for chunk in b._chunks(bad):  # type: ignore[attr-defined]
+        for chunk in b.chunks(bad):
             got.append(chunk.text)
     assert got == ["pri", ""]

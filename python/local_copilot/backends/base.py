@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator
 from contextlib import aclosing
@@ -15,14 +13,12 @@ import msgspec
 from ..config import BackendConfig
 from ..errors import ProtocolError, ServerError, ServerUnavailable
 from ..fim_templates import ExtraChunk
-from ..http_stream import Sent, StreamClient, StreamResponse, TransportError
+from ..http_stream import StreamClient, StreamResponse
 from ..httpx_streams import HttpxStreams
+from .exchange import Exchange, Wire
 
-__all__ = ["Backend", "Chunk", "FimRequest", "HttpBackend", "Started", "raise_for_status", "auth_headers", "connect_errors"]
-
-
-# a request answer_now() left in flight: sent (maybe answered in part), or its head read
-Started = Sent | StreamResponse
+__all__ = ["Backend", "Chunk", "Exchange", "FimRequest", "HttpBackend", "Wire", "auth_headers", "connect_errors",
+           "raise_for_status"]
 
 
 class FimRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -102,26 +98,27 @@ class Backend(Protocol):
         """Tokens one request may use (per-slot context), or None when the server won't say."""
         ...
 
-    def complete(self, req: FimRequest, started: Started | None = None) -> AsyncIterator[Chunk]:
-        """Stream the completion; closing the iterator closes the HTTP stream (cancel).
-        `started`: the request answer_now() left in flight; its answer is read instead."""
+    def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
+        """Stream the completion; closing the iterator closes the HTTP stream (cancel)."""
         ...
 
-    def context_limit_now(self) -> int | None:
-        """context_limit() without asking the server (only once answers_now is true)."""
+    async def exchange(self, req: FimRequest) -> Exchange:
+        """The request, prepared (the server probed first if need be), not sent yet."""
+        ...
+
+    def exchange_now(self, req: FimRequest) -> Exchange | None:
+        """exchange() without the event loop, when the server was probed and its dialect can
+        answer one quick request within a frame (see Exchange.answer_now); else None."""
         ...
 
     @property
     def answers_now(self) -> bool:
-        """Whether a quick request (FimRequest.quick) can be made without the event loop now:
-        the server was probed and its dialect answers unstreamed (see answer_now)."""
+        """Whether exchange_now() gives an exchange now (the server probed, one quick answer
+        possible): the keystroke's first part can then be asked for without a task."""
         ...
 
-    def answer_now(self, req: FimRequest) -> Chunk | Started | None:
-        """A quick request's whole answer without the event loop: its one (done) chunk when the
-        server wrote it within QUICK_ANSWER_S; what is in flight when not, to be read by
-        complete(req, started) or dropped by abort(); None when it cannot go so (nothing was
-        sent). Raises BackendError as complete() would."""
+    def context_limit_now(self) -> int | None:
+        """context_limit() without asking the server (only while answers_now)."""
         ...
 
     def close(self) -> None:
@@ -182,23 +179,9 @@ async def raise_for_status(name: str, response: httpx.Response | StreamResponse)
 T = TypeVar("T")
 
 
-class _Parser(Protocol):
-    def feed(self, data: bytes) -> list[bytes]: ...
-
-    def close(self) -> list[bytes]: ...
-
-
 class HttpBackend:
-    """What every dialect shares: auth, error translation, probes and the streamed payloads."""
-
-    # after a read that delivered stream events, wait this long before the next read: the
-    # first token is drawn at once, later ones arrive in batches (one post-processing pass and
-    # at most one draw per batch instead of one per token; bench/run.py, host CPU per key)
-    READ_PACE_S = 0.016
-    # how long an unstreamed answer is awaited in poll(), blocking the loop (StreamClient.post)
-    QUICK_ANSWER_S = 0.016
-    # an unstreamed answer bigger than this is not a completion (a confused or hostile server)
-    MAX_ANSWER_BYTES = 1 << 20
+    """What every dialect shares: auth, error translation, probes, and the exchanges a dialect
+    fills with its own request (wire) and reads with its own events (decode)."""
 
     def __init__(self, name: str, cfg: BackendConfig, client: httpx.AsyncClient) -> None:
         self.name = name
@@ -213,74 +196,56 @@ class HttpBackend:
     def close(self) -> None:
         self.streams.close()
 
-    async def complete(self, req: FimRequest, started: Started | None = None) -> AsyncIterator[Chunk]:
-        """Backend.complete, in the dialect's request (_request) and events (_chunks)."""
-        body: dict[str, Any] | None = None
-        try:
-            if started is None:
-                path, body, parser, last = await self._request(req)
-            else:  # out already (answer_now): its body is not rendered again, only its answer read
-                path, parser, last = self._sent_request(req)
-        except BaseException:
-            if started is not None:
-                started.abort()
-            raise
-        unstreamed = not req.stream if body is None else body.get("stream") is False
-        # closed here when the last chunk returns, not by the garbage collector (whose
-        # finalizer wakes the event loop through its self-pipe: two syscalls per request)
-        async with aclosing(self.payloads(path, body, parser, last, unstreamed=unstreamed, quick=req.quick,
-                                          started=started)) as batches:
-            async for batch in batches:
-                for chunk in self._chunks(batch):
-                    yield chunk
-                    if chunk.done:
-                        return
+    # -- the dialect's part --------------------------------------------------------------
 
-    async def _request(self, req: FimRequest) -> tuple[str, dict[str, Any], _Parser, Callable[[bytes], bool]]:
+    async def ensure_ready(self) -> Any:
+        """Probe the server as far as wire() needs (once; forget() starts over)."""
+
+    def wire(self, req: FimRequest) -> Wire:
         """The completion request's path and body, its stream's parser and what its final
-        payload looks like (once the server is probed)."""
+        payload looks like (once ensure_ready() has run)."""
         raise NotImplementedError
 
-    def _sent_request(self, req: FimRequest) -> tuple[str, _Parser, Callable[[bytes], bool]]:
-        """_request() without the body, for a request answer_now() sent already."""
+    def decode(self, payload: bytes) -> Chunk:
+        """One stream payload (or a whole unstreamed answer) as a chunk."""
         raise NotImplementedError
+
+    def chunks(self, batch: list[bytes]) -> Iterable[Chunk]:
+        """One network read's payloads as chunks."""
+        return batched(self.decode, batch)
+
+    def forget(self) -> None:
+        """The server went away: what was probed may differ when it comes back."""
 
     @property
     def answers_now(self) -> bool:
-        """Backend.answers_now: only a dialect that can ask for one unstreamed answer (llama.cpp)."""
+        """Whether a quick request can be answered without the event loop now: the server was
+        probed and the dialect asks for one unstreamed answer (llama.cpp)."""
         return False
 
     def context_limit_now(self) -> int | None:
         raise NotImplementedError
 
-    def answer_now(self, req: FimRequest) -> Chunk | Started | None:
-        """Backend.answer_now. Anything unusual (an error status, a streamed or partial answer)
-        is left in flight for complete(), which reads and judges it as always."""
-        if not (req.quick and not req.stream and self.answers_now):
-            return None
-        path, body = self._body_now(req)
-        try:
-            got = self.streams.post_now(self.base + path, _encode(body), auth_headers(self.cfg), self.QUICK_ANSWER_S,
-                                        whole=True)
-        except TransportError as exc:
-            raise self._unreachable(exc) from exc
-        if not isinstance(got, bytes):
-            return got
-        if len(got) > self.MAX_ANSWER_BYTES:
-            raise ProtocolError(f"{self.name}: answer longer than {self.MAX_ANSWER_BYTES // 1024} KB")
-        chunk = self._decode(got)
-        return chunk if chunk.done else Chunk(text=chunk.text, done=True)
+    # -- requests ------------------------------------------------------------------------
 
-    def _body_now(self, req: FimRequest) -> tuple[str, dict[str, Any]]:
-        """The request's path and body once the server is probed (answers_now)."""
-        raise NotImplementedError
+    async def exchange(self, req: FimRequest) -> Exchange:
+        await self.ensure_ready()
+        return Exchange(self, req, self.wire(req))
 
-    def _chunks(self, batch: list[bytes]) -> Iterable[Chunk]:
-        """One network read's payloads as chunks."""
-        return batched(self._decode, batch)
+    def exchange_now(self, req: FimRequest) -> Exchange | None:
+        return Exchange(self, req, self.wire(req)) if self.answers_now else None
 
-    def _decode(self, payload: bytes) -> Chunk:
-        raise NotImplementedError
+    async def complete(self, req: FimRequest) -> AsyncGenerator[Chunk, None]:
+        exchange = await self.exchange(req)
+        async with aclosing(exchange.chunks()) as chunks:
+            async for chunk in chunks:
+                yield chunk
+
+    def headers(self) -> dict[str, str]:
+        return auth_headers(self.cfg)
+
+    async def raise_for_status(self, response: httpx.Response | StreamResponse) -> None:
+        await raise_for_status(self.name, response)
 
     def _message(self, decoder: msgspec.json.Decoder[T], payload: bytes) -> T:
         """One stream payload decoded strictly; a malformed one, or one that carries the
@@ -294,10 +259,8 @@ class HttpBackend:
             raise ProtocolError(f"{self.name}: server error in stream: {str(error)[:300]}")
         return msg
 
-    def forget(self) -> None:
-        """The server went away: what was probed may differ when it comes back."""
-
-    def _unreachable(self, exc: Exception) -> ServerUnavailable:
+    def unreachable(self, exc: Exception) -> ServerUnavailable:
+        """The error a failed connection or a timeout means for the user."""
         self.forget()
         if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
             return ServerUnavailable(f"{self.name}: no answer from {self.cfg.url} in time")
@@ -306,99 +269,11 @@ class HttpBackend:
     async def fetch(self, method: str, path: str, decoder: msgspec.json.Decoder[T], *, json: Any = None) -> T:
         """One small JSON request (a probe), decoded strictly."""
         try:
-            resp = await self.client.request(method, self.base + path, json=json, headers=auth_headers(self.cfg))
+            resp = await self.client.request(method, self.base + path, json=json, headers=self.headers())
         except (*connect_errors, httpx.TimeoutException) as exc:
-            raise self._unreachable(exc) from exc
+            raise self.unreachable(exc) from exc
         await raise_for_status(self.name, resp)
         try:
             return decoder.decode(resp.content)
         except msgspec.DecodeError as exc:
             raise ProtocolError(f"{self.name}: {path} answered something else ({exc})") from None
-
-    async def _whole(self, response: StreamResponse) -> bytes:
-        data = response.read_now()  # usually all there already
-        if data is None:
-            read = bytearray()
-            async for piece in response.iter_raw():
-                read += piece
-                if len(read) > self.MAX_ANSWER_BYTES:
-                    break  # no need to read the rest
-            data = bytes(read)
-        if len(data) > self.MAX_ANSWER_BYTES:
-            raise ProtocolError(f"{self.name}: answer longer than {self.MAX_ANSWER_BYTES // 1024} KB")
-        return data
-
-    async def payloads(self, path: str, body: dict[str, Any] | None, parser: _Parser,
-                       last: Callable[[bytes], bool] | None = None, *, unstreamed: bool,
-                       quick: bool = False, started: Started | None = None) -> AsyncGenerator[list[bytes], None]:
-        """The stream's payloads (SSE data or NDJSON lines), a list per network read; closing
-        this closes the stream, which tells the server to stop.
-
-        `last` recognises the server's final payload: the rest of the body (the chunked
-        terminator) is read before that batch is handed over, so the connection is kept for
-        the next request instead of closed as a cancel.
-
-        An `unstreamed` request (`"stream": false`) answered with one JSON document yields that
-        document as the only payload (a server that streams anyway is parsed as a stream). With
-        `quick`, that answer is first awaited without the event loop (StreamClient.post).
-        `started`: the request is already out (answer_now; `body` is None); its answer is read
-        here.
-
-        The last payloads are handed over after the response is closed: a consumer that stops
-        at the final chunk must not leave the connection held until this generator is
-        collected (the next request would open another one)."""
-        final: list[bytes] = []
-        try:
-            wait_s = self.QUICK_ANSWER_S if unstreamed and quick else 0.0
-            if started is None:
-                assert body is not None
-                response = await self.streams.post(self.base + path, _encode(body), auth_headers(self.cfg),
-                                                   wait_s=wait_s)
-            elif isinstance(started, Sent):
-                response = await self.streams.finish(started)
-            else:
-                response = started
-            async with response:
-                await raise_for_status(self.name, response)
-                if unstreamed and _whole_json(response):
-                    final = [await self._whole(response)]
-                else:
-                    body_left = response.iter_raw()
-                    async for data in body_left:
-                        batch = parser.feed(data)
-                        if not batch:
-                            continue
-                        if last is not None and last(batch[-1]):
-                            try:
-                                async with asyncio.timeout(0.5):
-                                    async for _ in body_left:
-                                        pass
-                            except (TimeoutError, TransportError):
-                                pass  # the connection is just not kept
-                            final = batch
-                            break
-                        yield batch
-                        await asyncio.sleep(self.READ_PACE_S)
-                    else:
-                        final = parser.close()
-        except TransportError as exc:
-            raise self._unreachable(exc) from exc
-        except ValueError as exc:  # a line too long for the parser
-            raise ProtocolError(f"{self.name}: {exc}") from None
-        if final:
-            yield final
-
-
-def _whole_json(response: StreamResponse) -> bool:
-    ctype = response.headers.get("content-type", "").lower()
-    return "event-stream" not in ctype and "ndjson" not in ctype
-
-
-_encoder = msgspec.json.Encoder()
-
-
-def _encode(body: dict[str, Any]) -> bytes:
-    try:
-        return _encoder.encode(body)
-    except UnicodeEncodeError:  # invalid UTF-8 in the buffer (pynvim's surrogateescape): \u-escape it
-        return json.dumps(body).encode("ascii")

@@ -14,7 +14,7 @@ SSE without `[DONE]`; the final chunk has `stop: true` and `timings`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import httpx
@@ -25,7 +25,7 @@ from ..errors import ConfigError, ProtocolError, ServerError
 from ..fim_templates import FimTemplate, detect_family, get_template, names
 from ..streaming import SSEParser
 from . import registry
-from .base import Chunk, FimRequest, HttpBackend
+from .base import Chunk, FimRequest, HttpBackend, Wire
 
 
 def _final(payload: bytes) -> bool:
@@ -187,16 +187,8 @@ class LlamaCppBackend(HttpBackend):
             body["seed"] = req.seed
         return body
 
-    async def _request(self, req: FimRequest) -> tuple[str, dict[str, Any], SSEParser, Callable[[bytes], bool]]:
-        await self.ensure_ready()
-        path, parser, last = self._sent_request(req)
-        return path, self.body(req), parser, last
-
-    def _sent_request(self, req: FimRequest) -> tuple[str, SSEParser, Callable[[bytes], bool]]:
-        return self.endpoint, SSEParser(), _final
-
-    def _body_now(self, req: FimRequest) -> tuple[str, dict[str, Any]]:
-        return self.endpoint, self.body(req)
+    def wire(self, req: FimRequest) -> Wire:
+        return Wire(self.endpoint, self.body(req), SSEParser(), _final)
 
     @property
     def answers_now(self) -> bool:
@@ -206,7 +198,7 @@ class LlamaCppBackend(HttpBackend):
         assert self.props is not None
         return self.props.default_generation_settings.n_ctx or None
 
-    def _chunks(self, batch: list[bytes]) -> Iterable[Chunk]:
+    def chunks(self, batch: list[bytes]) -> Iterable[Chunk]:
         """One network read's events: all but the last merged into one chunk, decoded as one
         JSON array. A streamed continuation delivers ~40 tokens per read, and a decode, a
         Chunk and an engine step per token cost ~0.2 ms of host CPU per keystroke
@@ -220,9 +212,9 @@ class LlamaCppBackend(HttpBackend):
             if msgs is not None and all(m.error is None and not m.stop for m in msgs[:-1]) and msgs[-1].error is None:
                 parts = tuple(m.content for m in msgs[:-1] if m.content)
                 return [Chunk(text="".join(parts), more=True, parts=parts), self._chunk(msgs[-1])]
-        return super()._chunks(batch)
+        return super().chunks(batch)
 
-    def _decode(self, payload: bytes) -> Chunk:
+    def decode(self, payload: bytes) -> Chunk:
         return self._chunk(self._message(_decoder, payload))
 
     @staticmethod

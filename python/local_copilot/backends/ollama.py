@@ -8,7 +8,6 @@ use its own defaults.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -19,7 +18,7 @@ from ..errors import ConfigError, ProtocolError, ServerError
 from ..fim_templates import FimTemplate
 from ..streaming import NDJSONParser
 from . import registry
-from .base import Chunk, FimRequest, HttpBackend
+from .base import Chunk, FimRequest, HttpBackend, Wire
 from .probe import ModelInfo, resolve_template
 
 
@@ -129,10 +128,10 @@ class OllamaBackend(HttpBackend):
     def forget(self) -> None:
         self.model = None
 
-    async def _request(self, req: FimRequest) -> tuple[str, dict[str, Any], NDJSONParser, Callable[[bytes], bool]]:
-        return "/api/generate", self.body(req, await self.ensure_ready()), NDJSONParser(), _final
+    def wire(self, req: FimRequest) -> Wire:
+        return Wire("/api/generate", self.body(req, self.template), NDJSONParser(), _final)
 
-    def _decode(self, line: bytes) -> Chunk:
+    def decode(self, line: bytes) -> Chunk:
         msg = self._message(_decoder, line)
         if not msg.done:
             return Chunk(text=msg.response)

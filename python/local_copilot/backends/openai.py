@@ -7,7 +7,6 @@ chunk has an empty `choices` list.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -18,7 +17,7 @@ from ..errors import ProtocolError
 from ..fim_templates import FimTemplate
 from ..streaming import SSEParser
 from . import registry
-from .base import Chunk, FimRequest, HttpBackend, auth_headers
+from .base import Chunk, FimRequest, HttpBackend, Wire, auth_headers
 from .probe import ModelInfo, resolve_template
 
 
@@ -143,8 +142,6 @@ class OpenAIBackend(HttpBackend):
         }
         if req.seed is not None:
             body["seed"] = req.seed
-        if req.seed is not None:
-            body["seed"] = req.seed
         if self.model.owned_by == "vllm":
             # vLLM drops special tokens from text by default, so a stop string naming one never
             # matches; keep them in the text so the stop strings work for any vocabulary
@@ -159,15 +156,16 @@ class OpenAIBackend(HttpBackend):
     def forget(self) -> None:
         self.template = None  # the server may come back with another model
 
-    async def _request(self, req: FimRequest) -> tuple[str, dict[str, Any], SSEParser, Callable[[bytes], bool]]:
-        return "/v1/completions", self.body(req, await self.ensure_ready()), SSEParser(), _final
+    def wire(self, req: FimRequest) -> Wire:
+        assert self.template is not None, "ensure_ready() first"
+        return Wire("/v1/completions", self.body(req, self.template), SSEParser(), _final)
 
     # one request with `n` candidates; llama.cpp and Ollama get one request per candidate
     continues = True  # the prompt ends with the typed text (fim_templates.render)
     counts_full_prompt = True
     supports_n = True
 
-    def _decode(self, payload: bytes) -> Chunk:
+    def decode(self, payload: bytes) -> Chunk:
         if payload == b"[DONE]":
             return Chunk(text="", done=True)
         msg = self._message(_decoder, payload)

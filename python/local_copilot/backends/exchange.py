@@ -1,0 +1,192 @@
+"""One completion request to a server: prepared once by its backend, sent once, its answer
+read once, abortable at any point.
+
+A backend turns a FimRequest into a `Wire` (path, body, the stream's parser) and hands back an
+Exchange. The engine then either asks for the whole answer at once (`answer_now()`: a server
+known to answer within a frame, awaited in poll() without the event loop) or reads it as
+chunks (`chunks()`), which sends the request first if `answer_now()` did not. An answer that is
+not there in time stays inside the exchange until `chunks()` reads it or `abort()` drops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+import msgspec
+
+from ..errors import ProtocolError
+from ..http_stream import Sent, StreamResponse, TransportError
+
+if TYPE_CHECKING:
+    from .base import Chunk, FimRequest, HttpBackend
+
+__all__ = ["Exchange", "Wire"]
+
+
+class Parser(Protocol):
+    def feed(self, data: bytes) -> list[bytes]: ...
+
+    def close(self) -> list[bytes]: ...
+
+
+class Wire(NamedTuple):
+    """What one request sends, and how its answer reads."""
+
+    path: str
+    body: dict[str, Any]
+    parser: Parser  # SSE data or NDJSON lines
+    # recognises the server's final payload (None: only the end of the body says so)
+    last: Callable[[bytes], bool] | None
+
+
+class Exchange:
+    # after a read that delivered stream events, wait this long before the next read: the
+    # first token is drawn at once, later ones arrive in batches (one post-processing pass and
+    # at most one draw per batch instead of one per token)
+    READ_PACE_S = 0.016
+    # how long an unstreamed quick answer is awaited in poll(), blocking the loop
+    QUICK_ANSWER_S = 0.016
+    # an unstreamed answer bigger than this is not a completion (a confused or hostile server)
+    MAX_ANSWER_BYTES = 1 << 20
+
+    def __init__(self, backend: HttpBackend, req: FimRequest, wire: Wire) -> None:
+        self.backend, self.req, self.wire = backend, req, wire
+        self.unstreamed = wire.body.get("stream") is False
+        self._body = _encode(wire.body)
+        self._url = backend.base + wire.path
+        self._inflight: Sent | StreamResponse | None = None  # sent by answer_now(), not read yet
+        self.sent = False
+
+    def answer_now(self) -> Chunk | None:
+        """A quick unstreamed request's whole answer without the event loop: its one (done)
+        chunk when the server wrote it within QUICK_ANSWER_S. None otherwise: the request is
+        in flight (`sent`) or was not sent (no kept connection, or not a quick request), and
+        chunks() goes on from there. Anything unusual (an error status, a streamed or partial
+        answer) is left to chunks(), which reads and judges it as always. Raises BackendError."""
+        if self.sent or not (self.req.quick and self.unstreamed):
+            return None
+        b = self.backend
+        try:
+            got = b.streams.post_now(self._url, self._body, b.headers(), self.QUICK_ANSWER_S, whole=True)
+        except TransportError as exc:
+            raise b.unreachable(exc) from exc
+        if got is None:
+            return None
+        self.sent = True
+        if not isinstance(got, bytes):
+            self._inflight = got
+            return None
+        if len(got) > self.MAX_ANSWER_BYTES:
+            raise ProtocolError(f"{b.name}: answer longer than {self.MAX_ANSWER_BYTES // 1024} KB")
+        chunk = b.decode(got)
+        return chunk if chunk.done else msgspec.structs.replace(chunk, done=True)
+
+    def abort(self) -> None:
+        """Drop a request left in flight: the server sees the connection close."""
+        inflight, self._inflight = self._inflight, None
+        if isinstance(inflight, Sent):
+            inflight.abort()
+        elif inflight is not None:
+            inflight.close()
+
+    async def chunks(self) -> AsyncGenerator[Chunk, None]:
+        """The answer as chunks, in the backend's dialect; closing this closes the stream,
+        which tells the server to stop."""
+        # closed here when the last chunk returns, not by the garbage collector (whose
+        # finalizer wakes the event loop through its self-pipe: two syscalls per request)
+        try:
+            async with aclosing(self._payloads()) as batches:
+                async for batch in batches:
+                    for chunk in self.backend.chunks(batch):
+                        yield chunk
+                        if chunk.done:
+                            return
+        finally:
+            self.abort()
+
+    async def _respond(self) -> StreamResponse:
+        b = self.backend
+        inflight, self._inflight = self._inflight, None
+        if isinstance(inflight, StreamResponse):
+            return inflight
+        if isinstance(inflight, Sent):
+            return await b.streams.finish(inflight)
+        self.sent = True
+        wait_s = self.QUICK_ANSWER_S if self.unstreamed and self.req.quick else 0.0
+        return await b.streams.post(self._url, self._body, b.headers(), wait_s=wait_s)
+
+    async def _payloads(self) -> AsyncGenerator[list[bytes], None]:
+        """The stream's payloads, a list per network read.
+
+        `Wire.last` recognises the server's final payload: the rest of the body (the chunked
+        terminator) is read before that batch is handed over, so the connection is kept for
+        the next request instead of closed as a cancel. An unstreamed request answered with
+        one JSON document yields that document as the only payload (a server that streams
+        anyway is parsed as a stream). The last payloads are handed over after the response
+        is closed: a consumer that stops at the final chunk must not leave the connection
+        held until this generator is collected (the next request would open another one)."""
+        b, parser, last = self.backend, self.wire.parser, self.wire.last
+        final: list[bytes] = []
+        try:
+            response = await self._respond()
+            async with response:
+                await b.raise_for_status(response)
+                if self.unstreamed and _whole_json(response):
+                    final = [await self._whole(response)]
+                else:
+                    body_left = response.iter_raw()
+                    async for data in body_left:
+                        batch = parser.feed(data)
+                        if not batch:
+                            continue
+                        if last is not None and last(batch[-1]):
+                            try:
+                                async with asyncio.timeout(0.5):
+                                    async for _ in body_left:
+                                        pass
+                            except (TimeoutError, TransportError):
+                                pass  # the connection is just not kept
+                            final = batch
+                            break
+                        yield batch
+                        await asyncio.sleep(self.READ_PACE_S)
+                    else:
+                        final = parser.close()
+        except TransportError as exc:
+            raise b.unreachable(exc) from exc
+        except ValueError as exc:  # a line too long for the parser
+            raise ProtocolError(f"{b.name}: {exc}") from None
+        if final:
+            yield final
+
+    async def _whole(self, response: StreamResponse) -> bytes:
+        data = response.read_now()  # usually all there already
+        if data is None:
+            read = bytearray()
+            async for piece in response.iter_raw():
+                read += piece
+                if len(read) > self.MAX_ANSWER_BYTES:
+                    break  # no need to read the rest
+            data = bytes(read)
+        if len(data) > self.MAX_ANSWER_BYTES:
+            raise ProtocolError(f"{self.backend.name}: answer longer than {self.MAX_ANSWER_BYTES // 1024} KB")
+        return data
+
+
+def _whole_json(response: StreamResponse) -> bool:
+    ctype = response.headers.get("content-type", "").lower()
+    return "event-stream" not in ctype and "ndjson" not in ctype
+
+
+_encoder = msgspec.json.Encoder()
+
+
+def _encode(body: dict[str, Any]) -> bytes:
+    try:
+        return _encoder.encode(body)
+    except UnicodeEncodeError:  # invalid UTF-8 in the buffer (pynvim's surrogateescape): \u-escape it
+        return json.dumps(body).encode("ascii")
