@@ -50,9 +50,9 @@ import floor  # noqa: E402
 import wakeup  # noqa: E402
 
 from local_copilot import protocol  # noqa: E402
-from local_copilot.budget import TokenEstimator  # noqa: E402
+from local_copilot.prompt.budget import TokenEstimator  # noqa: E402
 from local_copilot.config import load_config  # noqa: E402
-from local_copilot.window import WindowFitter  # noqa: E402
+from local_copilot.prompt.window import WindowFitter  # noqa: E402
 
 import httpx  # noqa: E402
 

@@ -1,7 +1,7 @@
 -- :checkhealth local_copilot
 -- Lua checks what only Neovim knows (its version, the python3 host setting, whether the
 -- remote plugin is registered); everything else comes from the Python host as a report
--- (python/local_copilot/diagnostics.py, the same one `local-copilot doctor` prints).
+-- (python/local_copilot/health/report.py, the same one `local-copilot doctor` prints).
 local M = {}
 
 local health = vim.health

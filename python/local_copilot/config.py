@@ -34,7 +34,7 @@ class BackendConfig(_Base):
     kind: str = "llama.cpp"
     url: str = "http://127.0.0.1:8012"  # a new entry without one gets its kind's default_url
     model: str = ""
-    # '' = detect from the server's model name; otherwise a name from fim_templates.names()
+    # '' = detect from the server's model name; otherwise a name from prompt.templates.names()
     fim_template: str = ""
     # llama.cpp only: 'completion' renders the prompt here with the typed text last (the
     # server's prompt cache keeps the rest while typing); 'infill' lets the server build it

@@ -26,21 +26,21 @@ import msgspec
 
 from .backends import Backend, Chunk, FimRequest, make_backend
 from .backends.exchange import Exchange
-from .budget import TokenEstimator, utf8_len
+from .prompt.budget import TokenEstimator, utf8_len
 from .buffer_state import BufferState
 from .cache import SuggestionCache, context_key
 from .config import Config
-from .context import FimContext, build_context
+from .prompt.context import FimContext, build_context
 from .errors import BackendError, ConfigError, ServerError
 from .log import log
 from .notify import EpisodeNotifier
 from .postprocess import PostContext, Result, process
-from .fim_templates import ExtraChunk
+from .prompt.templates import ExtraChunk
 from .render import RenderPlan, candidate
-from .ring import ContextRing
+from .prompt.ring import ContextRing
 from .snapshot import Snapshot, char_to_byte_col
 from .stats import Stats
-from .window import WindowFitter
+from .prompt.window import WindowFitter
 
 __all__ = ["Editor", "Engine", "accepted_snapshot"]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from local_copilot import cli
+from local_copilot.cli import main as cli
 from local_copilot.servers.llama_cpp import LlamaServer
 
 from ..conftest import PHRASE

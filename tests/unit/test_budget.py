@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from local_copilot.budget import CUT_STEP, TokenEstimator, fit_context
-from local_copilot.context import build_context
+from local_copilot.prompt.budget import CUT_STEP, TokenEstimator, fit_context
+from local_copilot.prompt.context import build_context
 from local_copilot.snapshot import Snapshot
 
 

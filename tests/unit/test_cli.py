@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from local_copilot import cli
+from local_copilot.cli import main as cli
 from local_copilot.errors import ConfigError
 
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from local_copilot.context import build_context, indent_width
+from local_copilot.prompt.context import build_context, indent_width
 from local_copilot.snapshot import Snapshot, byte_to_char_col, char_to_byte_col
 
 

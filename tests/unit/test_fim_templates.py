@@ -1,4 +1,4 @@
-"""FIM template registry (local_copilot.fim_templates): golden prompts, stops, detection.
+"""FIM template registry (local_copilot.prompt.templates): golden prompts, stops, detection.
 
 Golden files live in tests/fixtures/fim/<case>.json. The default run compares against them;
 `UPDATE_GOLDEN=1 pytest tests/unit/test_fim_templates.py` rewrites them (review the diff).
@@ -17,11 +17,10 @@ from pathlib import Path
 import pytest
 
 try:
-    from local_copilot import fim_templates as ft
+    from local_copilot.prompt import templates as ft
 except ImportError:  # running from a checkout without an installed package
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
-    from local_copilot import fim_templates as ft
-
+    from local_copilot.prompt import templates as ft
 from local_copilot.errors import ConfigError
 
 GOLDEN_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "fim"

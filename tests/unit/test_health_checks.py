@@ -1,12 +1,11 @@
-"""The health verdicts (health_checks.py): each failure mode gets its level and an advice that
+"""The health verdicts (health/checks.py): each failure mode gets its level and an advice that
 names the fix."""
 
 from __future__ import annotations
 
 import pytest
 
-from local_copilot import health_checks as hc
-
+from local_copilot.health import checks as hc
 SUFFIX = "\n    return fibonacci(n - 1) + fibonacci(n - 2)\n\n\nprint(fibonacci(10))\n"
 
 

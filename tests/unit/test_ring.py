@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from local_copilot.ring import Chunk, ContextRing, containment, dice, is_secret, line_set
+from local_copilot.prompt.ring import Chunk, ContextRing, containment, dice, is_secret, line_set
 
 
 def code(tag: str, n: int = 20) -> list[str]:

@@ -8,11 +8,11 @@ import random
 
 import pytest
 
-from local_copilot.budget import TokenEstimator, fit_context
+from local_copilot.prompt.budget import TokenEstimator, fit_context
 from local_copilot.cache import context_key
-from local_copilot.context import build_context
+from local_copilot.prompt.context import build_context
 from local_copilot.snapshot import Snapshot, char_to_byte_col
-from local_copilot.window import WindowFitter
+from local_copilot.prompt.window import WindowFitter
 
 
 def _lines(n: int, seed: int) -> list[str]:

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from local_copilot.cache import SuggestionCache, context_key
-from local_copilot.context import build_context
+from local_copilot.prompt.context import build_context
 from local_copilot.snapshot import Snapshot
 from local_copilot.words import word_stops
 

@@ -151,8 +151,8 @@ def _out_prefix(arg: str | None, started: float) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config_file import config_file, read_config_file
-    from ..diagnostics import load_options
+    from ..cli.config_file import config_file, read_config_file
+    from ..health.report import load_options
 
     raw = read_config_file(config_file(args.config))
     cfg, _, error = load_options(raw)

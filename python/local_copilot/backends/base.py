@@ -12,7 +12,7 @@ import msgspec
 
 from ..config import BackendConfig
 from ..errors import ProtocolError, ServerError, ServerUnavailable
-from ..fim_templates import ExtraChunk
+from ..prompt.templates import ExtraChunk
 from ..http_stream import StreamClient, StreamResponse
 from ..httpx_streams import HttpxStreams
 from .exchange import Exchange, Wire

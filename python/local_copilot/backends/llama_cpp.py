@@ -22,7 +22,7 @@ import msgspec
 
 from ..config import BackendConfig
 from ..errors import ConfigError, ProtocolError, ServerError
-from ..fim_templates import FimTemplate, detect_family, get_template, names
+from ..prompt.templates import FimTemplate, detect_family, get_template, names
 from ..streaming import SSEParser
 from . import registry
 from .base import Chunk, FimRequest, HttpBackend, Wire

@@ -15,7 +15,7 @@ import msgspec
 
 from ..config import BackendConfig
 from ..errors import ConfigError, ProtocolError, ServerError
-from ..fim_templates import FimTemplate
+from ..prompt.templates import FimTemplate
 from ..streaming import NDJSONParser
 from . import registry
 from .base import Chunk, FimRequest, HttpBackend, Wire

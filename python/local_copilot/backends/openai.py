@@ -14,7 +14,7 @@ import msgspec
 
 from ..config import BackendConfig
 from ..errors import ProtocolError
-from ..fim_templates import FimTemplate
+from ..prompt.templates import FimTemplate
 from ..streaming import SSEParser
 from . import registry
 from .base import Chunk, FimRequest, HttpBackend, Wire, auth_headers
@@ -161,7 +161,7 @@ class OpenAIBackend(HttpBackend):
         return Wire("/v1/completions", self.body(req, self.template), SSEParser(), _final)
 
     # one request with `n` candidates; llama.cpp and Ollama get one request per candidate
-    continues = True  # the prompt ends with the typed text (fim_templates.render)
+    continues = True  # the prompt ends with the typed text (prompt.templates.render)
     counts_full_prompt = True
     supports_n = True
 

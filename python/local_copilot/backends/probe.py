@@ -6,7 +6,7 @@ import msgspec
 
 from ..config import BackendConfig
 from ..errors import ConfigError
-from ..fim_templates import FimTemplate, detect_family, get_template, names
+from ..prompt.templates import FimTemplate, detect_family, get_template, names
 
 __all__ = ["ModelInfo", "resolve_template"]
 

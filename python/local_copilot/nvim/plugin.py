@@ -19,7 +19,7 @@ from ..backend_manager import BackendManager
 from ..config import Config, load_config
 from ..engine import Engine
 from ..errors import ConfigError
-from ..health_checks import Item
+from ..health.checks import Item
 from .. import protocol
 from ..log import log, log_path, setup_logging
 from ..snapshot import Snapshot
@@ -349,7 +349,7 @@ class LocalCopilotPlugin:
         holds; without it, the options this host last received (and its last ConfigError)."""
         import asyncio
 
-        from .. import diagnostics
+        from ..health import report as diagnostics
 
         self._start()  # the worker runs the probes
         assert self._worker is not None

@@ -12,13 +12,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .budget import utf8_len
-from .config import load_config
-from .engine import Engine
-from .errors import BackendError, ConfigError
-from .log import setup_logging
-from .render import RenderPlan
-from .snapshot import Snapshot
+from ..prompt.budget import utf8_len
+from ..config import load_config
+from ..engine import Engine
+from ..errors import BackendError, ConfigError
+from ..log import setup_logging
+from ..render import RenderPlan
+from ..snapshot import Snapshot
 
 __all__ = ["Answer", "complete_text", "cursor_at"]
 

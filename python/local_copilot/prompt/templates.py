@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = [
     "DEFAULT_PATH",

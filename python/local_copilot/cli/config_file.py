@@ -10,7 +10,7 @@ from typing import Any
 
 import platformdirs
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = ["config_file", "read_config_file"]
 

@@ -2,7 +2,7 @@
 
 `collect()` returns a `Report` (sections of items, each OK/INFO/WARN/ERROR with advice); the
 Neovim host hands it to Lua as plain data (health.lua only renders it) and the CLI prints it
-with `render_text()`. Verdicts live in health_checks.py, fact gathering in health_probes.py;
+with `render_text()`. Verdicts live in checks.py, fact gathering in probes.py;
 this module decides what to look at and in which order, and bounds the time it takes.
 
 API keys are never printed: only whether the variable `api_key_env` names is set.
@@ -24,15 +24,15 @@ from urllib.parse import urlsplit
 import httpx
 import msgspec
 
-from . import health_checks as hc
-from . import health_probes as hp
-from .backends import FimRequest, make_backend, registry
-from .backends.base import auth_headers
-from .config import BackendConfig, Config, load_config
-from .errors import BackendError, ConfigError, LocalCopilotError
-from .fim_templates import detect_family
-from .health_checks import Item, Level
-from .servers.options import ServerOptions, server_options
+from . import checks as hc
+from . import probes as hp
+from ..backends import FimRequest, make_backend, registry
+from ..backends.base import auth_headers
+from ..config import BackendConfig, Config, load_config
+from ..errors import BackendError, ConfigError, LocalCopilotError
+from ..prompt.templates import detect_family
+from .checks import Item, Level
+from ..servers.options import ServerOptions, server_options
 
 __all__ = ["Item", "Section", "Report", "collect", "collect_sync", "render_text", "PROBE", "REQUIRED_PACKAGES"]
 
@@ -333,7 +333,7 @@ def _which(exe: str, env: Mapping[str, str]) -> str | None:
 async def _binary_items(name: str, bcfg: BackendConfig, kind: str | None, opts: ServerOptions,
                         env: Mapping[str, str], up: bool) -> list[Item]:
     """Items about the server program on this machine (binary, version, vLLM's packages)."""
-    from .servers import recipes
+    from ..servers import recipes
 
     items: list[Item] = []
     missing: Level = "info" if up else "error"
@@ -347,7 +347,7 @@ async def _binary_items(name: str, bcfg: BackendConfig, kind: str | None, opts: 
                               advice=[f"install it or fix backends[{name!r}].cmd"]))
         return items
     if kind == "llama.cpp":
-        from .servers.llama_cpp import find_llama_server
+        from ..servers.llama_cpp import find_llama_server
 
         exe = await _thread(find_llama_server)
         if not exe:
@@ -400,7 +400,7 @@ def _gcc_item(env: Mapping[str, str]) -> Item | None:
 
 def _gpu_items(name: str, kind: str | None, opts: ServerOptions, bcfg: BackendConfig, env: Mapping[str, str],
                *, running: bool, model_hint: str) -> list[Item]:
-    from .servers import memory
+    from ..servers import memory
 
     gpus = memory.query_gpus(timeout=5.0)
     if gpus is None:
@@ -493,7 +493,7 @@ async def _fim_probe(name: str, backend: Any, timeout: float, *, vllm: bool = Fa
 
 def _server_items(name: str, url: str, env: Mapping[str, str]) -> list[Item]:
     """A server local-copilot started for this backend: where its log is, whether it died."""
-    from .servers.supervisor import list_servers
+    from ..servers.supervisor import list_servers
 
     items: list[Item] = []
     try:
@@ -517,7 +517,7 @@ async def backend_section(name: str, bcfg: BackendConfig, opts: ServerOptions, c
                           quick: float | None = None) -> Section | None:
     """Everything about one backend. With `quick` (seconds), a backend that does not answer
     that fast gives None: it is not the active one, so it is only listed."""
-    from .servers.recipes import recipe_kind
+    from ..servers.recipes import recipe_kind
 
     sec = Section(name=f"backend {name}" + (" (active)" if active else ""))
     kind = recipe_kind(name, bcfg, opts)

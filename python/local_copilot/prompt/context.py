@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from .snapshot import Snapshot
+from ..snapshot import Snapshot
 
 __all__ = ["FimContext", "build_context", "join_prefix", "join_suffix"]
 

@@ -2,7 +2,7 @@
 
 Each function takes facts that were already gathered (probe answers, versions, sizes) and
 returns an `Item`: a level, one line for the user, and advice that says what to do. No I/O
-here, so every verdict is unit-testable; health_probes.py gathers the facts.
+here, so every verdict is unit-testable; probes.py gathers the facts.
 """
 
 from __future__ import annotations

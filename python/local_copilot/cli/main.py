@@ -29,10 +29,10 @@ from typing import Any
 
 import msgspec
 
-from .config import BackendConfig, load_config
+from ..config import BackendConfig, load_config
 from .config_file import config_file, read_config_file
-from .errors import BackendError, ConfigError, LocalCopilotError, ServerUnavailable
-from .servers.options import ServerOptions, server_options
+from ..errors import BackendError, ConfigError, LocalCopilotError, ServerUnavailable
+from ..servers.options import ServerOptions, server_options
 
 __all__ = ["main", "build_parser", "resolve_backend"]
 
@@ -98,7 +98,7 @@ def resolve_backend(name: str, raw: dict[str, Any], args: argparse.Namespace | N
 
 
 def _supervisor(name: str, backends: dict[str, BackendConfig], options: dict[str, ServerOptions]) -> Any:
-    from .servers.supervisor import Supervisor
+    from ..servers.supervisor import Supervisor
 
     if name not in backends:
         raise ConfigError(f"unknown backend {name!r}; choose one of: {', '.join(sorted(backends))}, auto")
@@ -108,7 +108,7 @@ def _supervisor(name: str, backends: dict[str, BackendConfig], options: dict[str
 def _pick(args: argparse.Namespace, backends: dict[str, BackendConfig], options: dict[str, ServerOptions]) -> str:
     if args.backend != "auto":
         return str(args.backend)
-    from .servers.auto import detect_backend
+    from ..servers.auto import detect_backend
 
     choice = detect_backend(backends, options=options.get("vllm"))
     print(f"auto: {choice.reason}", file=sys.stderr)
@@ -189,7 +189,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
                 raise  # asked for it by name: say why (e.g. a remote URL)
     others: list[dict[str, Any]] = []
     if not args.backend:  # also servers started for backends or ports this configuration does not name
-        from .servers.supervisor import list_servers
+        from ..servers.supervisor import list_servers
 
         known = {(s.backend, s.url) for s in statuses}
         others = [o for o in list_servers() if o.get("alive") and (o.get("backend"), o.get("url")) not in known]
@@ -218,8 +218,8 @@ def _flagged_backend(args: argparse.Namespace, raw: dict[str, Any]) -> tuple[str
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from . import diagnostics
-    from .log import log_path
+    from ..health import report as diagnostics
+    from ..log import log_path
 
     raw = read_config_file(config_file(args.config))
     name, flagged = _flagged_backend(args, raw)
@@ -277,7 +277,7 @@ def _cmd_complete(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from .backend_bench.cli import run
+    from ..backend_bench.cli import run
 
     return run(args)
 
@@ -286,7 +286,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _backend_flags(p: argparse.ArgumentParser, *, server: bool) -> None:
-    from .backends import registry  # the dialects load only when the CLI parses
+    from ..backends import registry  # the dialects load only when the CLI parses
 
     p.add_argument("--config", metavar="FILE", help="JSON or TOML file with the setup() options")
     p.add_argument("--url", help="the backend's URL (its port is where the server listens)")
@@ -349,7 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     _backend_flags(p, server=False)
     p.set_defaults(func=_cmd_complete)
 
-    from .backend_bench.cli import add_arguments
+    from ..backend_bench.cli import add_arguments
 
     p = sub.add_parser("bench", help="measure backends: FIM latency and a concurrency sweep, side by side")
     add_arguments(p)
