@@ -1,5 +1,6 @@
-"""`make bench`: every budget of DESIGN.md, measured against a real headless Neovim and the
-deterministic tiny llama-server, printed as a table and written to bench/results/*.json.
+"""`make bench`: every budget of the design (`budgets()` below lists them with their limits),
+measured against a real headless Neovim and the deterministic tiny llama-server, printed as a
+table and written to bench/results/*.json.
 
 What runs (see README, "Benchmarks"):
 

@@ -93,7 +93,7 @@ local function draw(cur)
   if text == '' then return undraw(cur.buf) end
   if cur.hidden then return undraw(cur.buf) end
   -- most suggestions drawn while typing are one line: vim.split's argument checks and
-  -- iterator cost ~15 us more per draw from cold caches (a headless Neovim, after 90 ms idle)
+  -- iterator cost measurably more per draw from cold caches
   local lines = text:find('\n', 1, true) and vim.split(text, '\n', { plain = true }) or { text }
   -- tabs only: the tabstop and the cursor's screen column (each read costs a few us per draw)
   local ts = text:find('\t', 1, true) and vim.bo[cur.buf].tabstop

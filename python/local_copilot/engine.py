@@ -91,8 +91,8 @@ class _Outcome:
 class _Drawer:
     """Partial suggestions to the editor, at most one plan per frame (the first at once).
 
-    A fast server streams ~1,000 tokens/s, and a plan per token cost Neovim a draw and the host
-    an RPC per token (bench/run.py measured ~2 ms of Neovim main thread per keystroke from it)."""
+    A fast server streams a thousand tokens a second; a plan per token would cost Neovim a draw
+    and the host an RPC per token, far more than a frame's worth of drawing."""
 
     def __init__(self, engine: Engine, snap: Snapshot) -> None:
         self.engine, self.snap = engine, snap
@@ -164,7 +164,7 @@ class Engine:
         self.ring = ContextRing()
         self._window = WindowFitter()  # the last snapshot's window, fitted (window.py)
         # the speculative request's own: it must not evict the window the user types in (the
-        # next key would fit all of it anew, ~0.2 ms of host CPU)
+        # next key would fit all of it anew)
         self._spec_window = WindowFitter()
         # ms the server takes per generated token (smoothed; from its timings), None until known
         self._token_ms: float | None = None
@@ -327,8 +327,8 @@ class Engine:
         when the server writes them all within one frame of the first (a stream would show
         nothing sooner: partial text is drawn once a frame). One answer is one read and one
         draw instead of a read, a timer and a draw per frame, and llama-server keeps the
-        connection of an unstreamed answer (it closes a streamed one): ~0.6 instead of
-        ~1.5 ms of host CPU per request to the tiny llama-server. A slower server streams."""
+        connection of an unstreamed answer (it closes a streamed one): less than half the host
+        CPU per request (`make bench`). A slower server streams."""
         first = self._first_n()
         if first == req.n_predict:
             return req
@@ -339,8 +339,8 @@ class Engine:
         """The request for the rest after a first part: the same prompt plus what the model wrote
         (only those tokens are new to the server). Asked for as one answer when the server
         writes all of it within WHOLE_ANSWER_S: streamed, the rest would grow for a few frames
-        only, for ~8 paced reads of host CPU (each a read, a parse, a post-processing pass
-        and a draw: ~3 ms per pause against the tiny llama-server, bench/run.py). A key typed
+        only, for a paced read per frame (each a read, a parse, a post-processing pass and a
+        draw) of host CPU. A key typed
         meanwhile waits for that answer (llama-server would finish it anyway: it notices a
         closed unstreamed connection only once a second), which WHOLE_ANSWER_S bounds."""
         n = req.n_predict - self._first_n()
@@ -373,9 +373,9 @@ class Engine:
     def _first_now(self, state: BufferState, snap: Snapshot) -> bool:
         """The first part of a suggestion right here, in the snapshot's own callback: the
         common case while typing (a server known to answer within a frame, one request per
-        keystroke). A task per key, its loop turns, the stream's async layers and a
-        cancelled pause per key cost ~0.2 ms of host CPU per keystroke (bench/run.py),
-        against a budget of 1 ms for all of it. False when this does not apply (nothing was
+        keystroke): a task per key, its loop turns, the stream's async layers and a cancelled
+        pause per key are a fifth of the host's CPU budget per key. False when this does not
+        apply (nothing was
         done): the caller starts the usual task. An answer that is not there in time, or is
         not plain, goes on in a task as it would have."""
         backend = self.backend

@@ -1,11 +1,12 @@
 """A small HTTP/1.1 client for completion streams, on asyncio streams.
 
 Completion streams are the host's hot path: one request per keystroke, one event per token.
-Through httpx each request cost a connection-pool round, an `import sniffio` attempt and five
-layers of async generators per read; the host spent ~1 ms of CPU per streamed token
-(bench/run.py, py-spy), against a budget of 1 ms per keystroke in all. This client writes
-the request, parses the status line and headers, and hands back the body as each read
-delivers it (chunked or not). Probes, health checks and everything else keep httpx.
+Through httpx each request costs a connection-pool round and five layers of async generators
+per read, and no answer can be awaited without the event loop; `make bench`'s `httpx` profile
+measures the difference (host CPU per key about three times this client's). This client
+writes the request, parses the status line and headers, and hands back the body as each read
+delivers it (chunked or not); it raises httpx's exceptions. Probes, health checks and
+everything else keep httpx.
 
 Plain http uses a non-blocking socket read with `loop.sock_recv` only when the caller asks
 for data: between the caller's (paced) reads the kernel buffers the server's events, and one
@@ -301,8 +302,8 @@ def _plain_body(buf: bytearray, end: int) -> bytes | int | None:
     """The body of a response whose head is buf[:end], if it is the plain case: 200, a
     Content-Length, not chunked, not a stream, the connection kept open; an int while that
     many of its bytes are still to come. None when it is not plain, or bytes came past it
-    (StreamResponse reads it). Per keystroke, the head's full parse and a StreamResponse cost
-    ~90 us of host CPU (bench/run.py, the first call after a typing interval)."""
+    (StreamResponse reads it). The plain case skips the head's full parse and a
+    StreamResponse, once per keystroke."""
     if not buf.startswith(b"HTTP/1.1 200 "):
         return None
     head = bytes(buf[:end]).lower()
@@ -350,7 +351,7 @@ class StreamClient:
     """POST a JSON body and stream the answer; idle connections are kept per host."""
 
     # A connection idle for less than this is used without first peeking whether the server
-    # closed it (a syscall, ~35 us of host CPU per keystroke here): servers keep idle
+    # closed it (a syscall per keystroke): servers keep idle
     # connections for seconds (llama-server 5 s), and one closed anyway fails at once in
     # _send, which post() answers with a fresh connection.
     TRUSTED_IDLE_S = 1.0
@@ -486,10 +487,9 @@ class StreamClient:
 
         With `wait_s`, the answer is first awaited for up to that long in poll() on this
         thread, blocking the event loop: for a server known to answer within a frame. Through
-        the event loop the same wait cost ~250 us more host CPU per request on this project's
-        machine (two loop turns, a future, a task wakeup; bench/run.py), one request per
-        keystroke. A snapshot that arrives meanwhile would wait for this answer anyway (see
-        Engine.submit)."""
+        the event loop the same wait costs two loop turns, a future and a task wakeup more per
+        request, one request per keystroke. A snapshot that arrives meanwhile would wait for
+        this answer anyway (see Engine.submit)."""
         key, head = self._route(url)
         request = _request_bytes(head, body, headers)
         got = self._on_kept(key, request, wait_s, False)

@@ -35,9 +35,8 @@ class Worker:
     def _main(self) -> None:
         # SCHED_BATCH: the same CPU share, but waking up this thread does not preempt a
         # running one. A snapshot Neovim writes to the host wakes it at once, and the kernel
-        # often ran it right away on Neovim's core, stopping Neovim's keystroke callback
-        # mid-way for the host's ~1 ms of work: a trigger() of ~70 us took 0.7-1 ms of
-        # wall-clock on a third of the keys (bench/run.py, Neovim main thread per key).
+        # would often run it right away on Neovim's core, stopping Neovim's keystroke
+        # callback mid-way for the host's work (`make bench`: Neovim main thread per key).
         # Batch, it runs on the other core, or once Neovim's callback is done.
         set_scheduling("SCHED_BATCH")
         asyncio.set_event_loop(self.loop)

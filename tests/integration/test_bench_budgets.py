@@ -1,4 +1,4 @@
-"""`make bench` (bench/run.py) as a real process, tiny settings: every budget of DESIGN.md gets a
+"""`make bench` (bench/run.py) as a real process, tiny settings: every budget (bench/run.py, `budgets()`) gets a
 row with a measured value, and the JSON has the numbers. Passing budgets is not asserted here
 (this is a smoke test of the harness; the numbers are for bench/results/)."""
 

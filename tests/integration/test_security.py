@@ -1,4 +1,4 @@
-"""Security properties of DESIGN.md ("Behaviour under faults and bad input"), in a real Neovim:
+"""Security properties (README "Privacy", :help local-copilot-privacy), in a real Neovim:
 
 * buffer text and completions are not in the log at the default level;
 * secret files (.env, id_rsa, *.pem) never reach the server: a recording proxy in front of the

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
-from local_copilot.prompt.budget import CUT_STEP, TokenEstimator, fit_context
+from local_copilot.prompt.budget import CUT_STEP, TokenEstimator
 from local_copilot.prompt.context import build_context
 from local_copilot.snapshot import Snapshot
+
+from .window_reference import fit_context
 
 
 def ctx_for(n_above: int, n_below: int, row0: int = 0, width: int = 40):

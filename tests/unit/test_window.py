@@ -8,11 +8,13 @@ import random
 
 import pytest
 
-from local_copilot.prompt.budget import TokenEstimator, fit_context
 from local_copilot.cache import context_key
+from local_copilot.prompt.budget import TokenEstimator
 from local_copilot.prompt.context import build_context
-from local_copilot.snapshot import Snapshot, char_to_byte_col
 from local_copilot.prompt.window import WindowFitter
+from local_copilot.snapshot import Snapshot, char_to_byte_col
+
+from .window_reference import fit_context
 
 
 def _lines(n: int, seed: int) -> list[str]:

@@ -4,10 +4,9 @@ Which FIM template the served model speaks is read from its own vocabulary: one 
 call tells which templates' markers are single tokens there (the configured `fim_template`
 wins; `endpoint` can force either way). The rendered prompt puts the cursor line's text after
 the middle marker, so typing only appends to the prompt and llama-server's prompt cache keeps
-everything before it; `/infill` puts that text before the suffix, and the server re-evaluated
-the whole suffix on every keystroke (~20 ms per key with a 300-token suffix on the tiny
-model; bench/run.py). A vocabulary with no known markers gets `/infill`, which builds the
-prompt from the model's own FIM tokens.
+everything before it; `/infill` puts that text before the suffix, so the server re-evaluates
+the whole suffix on every keystroke. A vocabulary with no known markers gets `/infill`, which
+builds the prompt from the model's own FIM tokens.
 
 SSE without `[DONE]`; the final chunk has `stop: true` and `timings`.
 """
@@ -200,9 +199,9 @@ class LlamaCppBackend(HttpBackend):
 
     def chunks(self, batch: list[bytes]) -> Iterable[Chunk]:
         """One network read's events: all but the last merged into one chunk, decoded as one
-        JSON array. A streamed continuation delivers ~40 tokens per read, and a decode, a
-        Chunk and an engine step per token cost ~0.2 ms of host CPU per keystroke
-        (bench/run.py). Anything unusual (a bad event, an error, a stop before the last)
+        JSON array. A streamed continuation delivers dozens of tokens per read, and a decode,
+        a Chunk and an engine step per token would add up to a fifth of the host's CPU
+        budget per keystroke. Anything unusual (a bad event, an error, a stop before the last)
         goes event by event, so its message and the text before it stay as they were."""
         if len(batch) > 1:
             try:

@@ -35,8 +35,8 @@ class NvimEditor:
         self._pending: dict[int, RenderPlan] = {}
         self._queued = False
         # pynvim's public async_call formats the caller's stack on every call (for its error
-        # message): ~100 us of host CPU per render plan (bench/run.py, py-spy). Plans take the
-        # session's thread-safe hop directly; _flush catches its own errors.
+        # message), a tenth of the host's budget per render plan. Plans take the session's
+        # thread-safe hop directly; _flush catches its own errors.
         session = getattr(nvim, "_session", None)
         self._hop = getattr(session, "threadsafe_call", None) or nvim.async_call
 

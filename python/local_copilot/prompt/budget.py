@@ -16,9 +16,7 @@ from collections.abc import Iterable
 from itertools import accumulate, count
 from operator import add
 
-from .context import FimContext, join_prefix, join_suffix
-
-__all__ = ["TokenEstimator", "LineCosts", "fit_context", "cut_lines", "cumulative_bytes", "utf8_len", "CUT_STEP"]
+__all__ = ["TokenEstimator", "LineCosts", "cut_lines", "cumulative_bytes", "utf8_len", "CUT_STEP"]
 
 CUT_STEP = 8  # lines; the prefix's first line moves only in steps of this many rows
 
@@ -62,48 +60,14 @@ class TokenEstimator:
             self._set(max(self._floor, self._exact * 0.7))
 
 
-def fit_context(ctx: FimContext, budget: int, est: TokenEstimator, *, first_row: int,
-                prefix_share: float = 0.75) -> FimContext:
-    """Drop whole lines (prefix from the top, suffix from the bottom) until it fits.
-
-    `first_row` is the buffer row of ctx.prev_lines[0]; `budget` is what the prompt may use
-    (context window minus n_predict minus the template's own tokens). The cursor line is
-    always kept whole: that is where the completion goes.
-
-    A line costs its bytes and its newline at the learned ratio, plus one token (a line's
-    tokens end at its newline): see LineCosts.
-    """
-    core = est.tokens(ctx.middle + ctx.line_suffix) + 1
-    bpt = est.bytes_per_token
-    pre = LineCosts(cumulative_bytes(reversed(ctx.prev_lines)), bpt)  # nearest the cursor first
-    suf = LineCosts(cumulative_bytes(ctx.next_lines), bpt)
-    keep_from, suffix_keep = cut_lines(pre, suf, budget - core, first_row=first_row, prefix_share=prefix_share)
-    if keep_from == 0 and suffix_keep == len(suf):
-        return ctx
-    prev = ctx.prev_lines[keep_from:]
-    nxt = ctx.next_lines[:suffix_keep]
-    return FimContext(
-        prefix=join_prefix(prev),
-        middle=ctx.middle,
-        suffix=ctx.line_suffix + join_suffix(nxt),
-        line_suffix=ctx.line_suffix,
-        prev_lines=prev,
-        next_lines=nxt,
-        indent=ctx.indent,
-        indent_chars=ctx.indent_chars,
-        path=ctx.path,
-        filetype=ctx.filetype,
-    )
-
-
 class LineCosts:
     """What the first n of some lines cost in tokens at `bpt` bytes per token, for any n.
 
     `cum` are the lines' cumulative UTF-8 bytes (nearest the cursor first); a line costs its
     bytes and its newline at `bpt`, plus one token (a line's tokens end at its newline). This
-    runs per keystroke: a Python loop over a window's lines cost ~0.1 ms there, a bisection
-    with a cost function per probe ~25 calls (bench/run.py). Scaled by `bpt` the costs are
-    sums in C, and how many lines fit is one bisection in C."""
+    runs per keystroke, where a Python loop over a window's lines, or a bisection calling a
+    cost function per probe, is a tenth of the host's budget per key. Scaled by `bpt` the
+    costs are sums in C, and how many lines fit is one bisection in C."""
 
     __slots__ = ("bpt", "_scaled")
 
@@ -126,7 +90,7 @@ class LineCosts:
 
 def cut_lines(pre: LineCosts, suf: LineCosts, room: float, *, first_row: int,
               prefix_share: float) -> tuple[int, int]:
-    """Where fit_context cuts: (index of the first prefix line kept, suffix lines kept).
+    """Where the window is cut (prompt/window.py): (index of the first prefix line kept, suffix lines kept).
 
     `pre` are the costs of the lines above, nearest the cursor first, `suf` those of the
     lines below; `room` is the budget less the cursor line."""

@@ -86,7 +86,8 @@ class FimTemplate:
         `middle` is the start of the middle the model is to continue (the cursor line up to the
         cursor): it goes after the middle marker, at the very end of the prompt, so typing on
         one line only appends to the prompt and the server's prompt cache keeps the prefix and
-        the suffix (re-evaluating the suffix on every keystroke cost ~20 ms; bench/run.py).
+        the suffix (re-evaluating the suffix on every keystroke would cost a prompt evaluation
+        per key).
         Suffix-first forms end with the prefix anyway, so there it just extends the prefix."""
         chunks = tuple(extra) if self.repo_level else ()
         if self.prefix_last:

@@ -1,12 +1,11 @@
 """The local window around the cursor, fitted to the server's context, kept between keystrokes.
 
-Per keystroke the engine turned the snapshot into a FIM context (joins of the ~260 lines
-around the cursor), measured and cut it to fit the server's context (fit_context) and hashed
-it for the suggestion cache: ~0.2 ms of host CPU per key on the bench's file (bench/run.py),
-against a budget of 1 ms for all of it. While the user types on one line only the cursor
-line changes: comparing the lines around it with the last snapshot's (in C, ~10 us) is
+A snapshot becomes a FIM context (the joined lines around the cursor), cut to fit the
+server's context and hashed for the suggestion cache. Doing all of that per keystroke is a
+large share of the host's CPU budget per key; but while the user types on one line only the
+cursor line changes, so comparing the lines around it with the last snapshot's (in C) is
 enough to reuse their byte counts, their joins and their hash. The result is the same as
-build_context + fit_context + context_key (tests/unit/test_window.py).
+cutting each snapshot anew (tests/unit/window_reference.py, tests/unit/test_window.py).
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ class Fitted:
 
 
 class WindowFitter:
-    """build_context + fit_context + context_key for successive snapshots of one window."""
+    """build_context, the cut to the budget and context_key for successive snapshots of one window."""
 
     def __init__(self) -> None:
         self._clear()

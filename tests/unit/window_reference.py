@@ -1,0 +1,43 @@
+"""The plain way to cut a window to the prompt budget, one snapshot at a time: what
+WindowFitter (prompt/window.py), which reuses the last snapshot's work, must give."""
+
+from __future__ import annotations
+
+from local_copilot.prompt.budget import LineCosts, TokenEstimator, cumulative_bytes, cut_lines
+from local_copilot.prompt.context import FimContext, join_prefix, join_suffix
+
+__all__ = ["fit_context"]
+
+
+def fit_context(ctx: FimContext, budget: int, est: TokenEstimator, *, first_row: int,
+                prefix_share: float = 0.75) -> FimContext:
+    """Drop whole lines (prefix from the top, suffix from the bottom) until it fits.
+
+    `first_row` is the buffer row of ctx.prev_lines[0]; `budget` is what the prompt may use
+    (context window minus n_predict minus the template's own tokens). The cursor line is
+    always kept whole: that is where the completion goes.
+
+    A line costs its bytes and its newline at the learned ratio, plus one token (a line's
+    tokens end at its newline): see LineCosts.
+    """
+    core = est.tokens(ctx.middle + ctx.line_suffix) + 1
+    bpt = est.bytes_per_token
+    pre = LineCosts(cumulative_bytes(reversed(ctx.prev_lines)), bpt)  # nearest the cursor first
+    suf = LineCosts(cumulative_bytes(ctx.next_lines), bpt)
+    keep_from, suffix_keep = cut_lines(pre, suf, budget - core, first_row=first_row, prefix_share=prefix_share)
+    if keep_from == 0 and suffix_keep == len(suf):
+        return ctx
+    prev = ctx.prev_lines[keep_from:]
+    nxt = ctx.next_lines[:suffix_keep]
+    return FimContext(
+        prefix=join_prefix(prev),
+        middle=ctx.middle,
+        suffix=ctx.line_suffix + join_suffix(nxt),
+        line_suffix=ctx.line_suffix,
+        prev_lines=prev,
+        next_lines=nxt,
+        indent=ctx.indent,
+        indent_chars=ctx.indent_chars,
+        path=ctx.path,
+        filetype=ctx.filetype,
+    )
