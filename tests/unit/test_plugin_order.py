@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from local_copilot.config import load_config
@@ -22,7 +23,7 @@ async def test_a_snapshot_older_than_one_already_submitted_is_dropped(fake: Any)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}},
                                   "speculative": False}))
     plugin = LocalCopilotPlugin(None)  # type: ignore[arg-type]  (no Neovim: only the hand-over)
-    plugin._engine = engine
+    plugin._running = SimpleNamespace(engine=engine)  # type: ignore[assignment]  (only the engine is used)
     plugin._submit(snap(7, "x = ab"))
     plugin._submit(snap(6, "x = a"))  # the older one, late
     await wait_until(lambda: any(p.final and p.seq == 7 for p in editor.plans))

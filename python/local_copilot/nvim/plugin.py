@@ -48,17 +48,26 @@ def _call_now(fn: Callable[..., Any], *args: Any) -> None:
     fn(*args)
 
 
+class _Running:
+    """What runs once the host is used: the worker loop, the editor port, the engine and the
+    backend switcher (built together, so none is there without the others)."""
+
+    def __init__(self, nvim: pynvim.Nvim, use_config: Callable[[Config], None]) -> None:
+        self.editor = NvimEditor(nvim)
+        self.worker = Worker()
+        self.editor.worker_thread = self.worker.thread
+        self.engine = Engine(self.editor)
+        self.backends = BackendManager(self.editor.notify, use_config, self.editor.backend_ready)
+
+
 @pynvim.plugin
 class LocalCopilotPlugin:
     def __init__(self, nvim: pynvim.Nvim) -> None:
         # nothing with side effects here: the module is imported by :UpdateRemotePlugins too
         self.nvim = nvim
-        self._worker: Worker | None = None
-        self._engine: Engine | None = None
-        self._editor: NvimEditor | None = None
+        self._running: _Running | None = None  # what runs once the host is used (see _start)
         self.config: Config | None = None
         self.config_error: str | None = None
-        self._backends: BackendManager | None = None
         self._channel_events = 0  # events that came on it (tests: the keystroke path uses it)
         self._channel_note = "the host has not started it yet"  # why not, for :checkhealth
         # buf -> the last whole snapshot window; Lua sends only the cursor line while nothing
@@ -67,26 +76,21 @@ class LocalCopilotPlugin:
         self._seqs: dict[int, int] = {}  # buf -> the newest snapshot seq handled
         self._submitted: dict[int, int] = {}  # buf -> the newest seq given to the engine (worker loop)
 
-    def _start(self) -> Engine:
-        if self._engine is None:
+    def _start(self) -> _Running:
+        if self._running is None:
             setup_logging()
-            self._editor = NvimEditor(self.nvim)
-            self._worker = Worker()
-            self._editor.worker_thread = self._worker.thread
-            self._engine = Engine(self._editor)
-            self._backends = BackendManager(self._editor.notify, self._use_config, self._editor.backend_ready)
+            self._running = _Running(self.nvim, self._use_config)
             address = os.environ.get("NVIM") or ""
             if address:
-                self._worker.call(self._open_channel, address)
+                self._running.worker.call(self._open_channel, address)
             else:
                 self._channel_note = "Neovim gave it no server address ($NVIM)"
-        return self._engine
+        return self._running
 
     # -- the worker's own channel to Neovim (see channel.py) ---------------------------------
 
     def _open_channel(self, address: str) -> None:
-        assert self._worker is not None
-        self._worker.loop.create_task(self._connect(address))
+        self._start().worker.loop.create_task(self._connect(address))
 
     async def _connect(self, address: str) -> None:
         # Neovim answers the new channel once it is not waiting on a call of the host's own
@@ -98,20 +102,19 @@ class LocalCopilotPlugin:
             log.info("no second channel to Neovim: %s", self._channel_note)
 
     def _on_channel_ready(self, channel: NvimChannel) -> None:
-        assert self._editor is not None
-        self._editor.channel = channel
+        self._start().editor.channel = channel
         # from now on Lua sends keystroke events there (it sends the next window whole)
         channel.lua(protocol.LUA_USE_CHANNEL, channel.id)
 
     def _live_channel_id(self) -> int | None:
         """The worker's own channel to Neovim while it is connected (the editor holds it)."""
-        channel = self._editor.channel if self._editor is not None else None
+        channel = self._running.editor.channel if self._running is not None else None
         return channel.id if channel is not None and channel.connected else None
 
     def _on_channel_lost(self) -> None:
         self._channel_note = "it was closed"
-        if self._editor is not None:
-            self._editor.channel = None
+        if self._running is not None:
+            self._running.editor.channel = None
 
     @guarded
     def _on_channel_event(self, name: str, payload: Any) -> None:
@@ -122,21 +125,20 @@ class LocalCopilotPlugin:
     def _use_config(self, cfg: Config) -> None:
         """A backend switch took effect (runs on the worker loop)."""
         self.config = cfg
-        assert self._engine is not None
-        self._engine.configure(cfg)
+        self._start().engine.configure(cfg)
 
     def _configure(self, raw: Any, run: Callable[..., None]) -> None:
-        engine = self._start()
+        running = self._start()
+        engine = running.engine
         try:
             cfg = load_config(raw)
         except ConfigError as exc:
             self.config, self.config_error = None, str(exc)
             log.warning("bad config: %s", exc)
-            assert self._editor is not None
-            self._editor.notify(f"local-copilot: bad option: {exc}", "error")
+            running.editor.notify(f"local-copilot: bad option: {exc}", "error")
             # status() says so until setup() is called again (it said 'waiting' for the
             # snapshots this host drops)
-            self._editor.backend_state("bad option", str(exc))
+            running.editor.backend_state("bad option", str(exc))
             run(engine.cancel_all)
             engine.config = None
             return
@@ -161,8 +163,7 @@ class LocalCopilotPlugin:
             return snap
         base = self._windows.get(buf)
         if base is None or base.seq != msg.base or msg.first != base.first or msg.line is None:
-            assert self._editor is not None
-            self._editor.lua(protocol.LUA_RESYNC, buf)
+            self._start().editor.lua(protocol.LUA_RESYNC, buf)
             return None
         lines = list(base.lines)
         lines[msg.row - base.first] = msg.line
@@ -176,13 +177,11 @@ class LocalCopilotPlugin:
         if snap.seq < self._submitted.get(snap.buf, 0):
             return
         self._submitted[snap.buf] = snap.seq
-        assert self._engine is not None
-        self._engine.submit(snap)
+        self._start().engine.submit(snap)
 
     def _forget(self, buf: int) -> None:
         self._submitted.pop(buf, None)
-        assert self._engine is not None
-        self._engine.forget(buf)
+        self._start().engine.forget(buf)
 
     @pynvim.rpc_export("local_copilot_event", sync=False)
     @guarded
@@ -194,9 +193,8 @@ class LocalCopilotPlugin:
     @pynvim.function("LocalCopilotEvent", sync=False)
     @guarded
     def on_event(self, args: list[Any]) -> None:
-        self._start()
-        assert self._worker is not None
-        self._dispatch(args[0], args[1] if len(args) > 1 else None, self._worker.call)
+        worker = self._start().worker
+        self._dispatch(args[0], args[1] if len(args) > 1 else None, worker.call)
 
     def _dispatch(self, name: str, payload: Any, run: Callable[..., None]) -> None:
         """One event from Lua, decoded once (protocol.py). `run(fn, *args)` runs `fn` on the
@@ -206,7 +204,7 @@ class LocalCopilotPlugin:
         except protocol.ProtocolViolation as exc:
             log.warning("dropped an event from Lua: %s", exc)
             return
-        engine = self._start()
+        engine = self._start().engine
         match msg:
             case protocol.ConfigMsg(options=options):
                 self._configure(options, run)
@@ -242,17 +240,17 @@ class LocalCopilotPlugin:
                 run(self._forget, buf)
 
     def _backend(self, action: str, target: str, run: Callable[..., None]) -> None:
-        assert self._backends is not None and self._editor is not None
+        running = self._start()
         if self.config is None:
-            self._editor.notify(f"local-copilot: fix the options first: {self.config_error}", "error")
+            running.editor.notify(f"local-copilot: fix the options first: {self.config_error}", "error")
             return
         target = target or self.config.backend
         if action == "switch":
-            run(self._backends.switch, self.config, target)
+            run(running.backends.switch, self.config, target)
         elif action == "stop":
-            run(self._backends.stop, target)
+            run(running.backends.stop, target)
         elif action == "restart":
-            run(self._backends.restart, self.config, target)
+            run(running.backends.restart, self.config, target)
 
     @pynvim.function("LocalCopilotCall", sync=True)
     @guarded
@@ -271,8 +269,8 @@ class LocalCopilotPlugin:
         if name == "backend_status":
             return self._backend_status()
         if name == "leaving":  # sync, so the servers are released before Neovim exits
-            if self._backends is not None and self._worker is not None:
-                self._worker.run(asyncio.to_thread(self._backends.close), timeout=5)
+            if self._running is not None:
+                self._running.worker.run(asyncio.to_thread(self._running.backends.close), timeout=5)
             return True
         elif name == "health":
             return self._health(args[1] if len(args) > 1 else None)
@@ -284,19 +282,17 @@ class LocalCopilotPlugin:
 
     def _on_worker(self, fn: Callable[[], Any], timeout: float = 5.0) -> Any:
         """Run `fn` on the worker loop, where the engine mutates its stats, and wait for it."""
-        self._start()
-        assert self._worker is not None
+        worker = self._start().worker
 
         async def call() -> Any:
             return fn()
 
-        return self._worker.run(call(), timeout)
+        return worker.run(call(), timeout)
 
     def _debug_state(self) -> dict[str, Any]:
         """Requests in flight and every live task on the worker loop (tests: nothing stuck)."""
-        engine = self._start()
-        assert self._worker is not None
-        loop = self._worker.loop
+        running = self._start()
+        engine, loop = running.engine, running.worker.loop
 
         def state() -> dict[str, Any]:
             running = [state.in_flight() for state in engine.buffers.values()]
@@ -321,7 +317,7 @@ class LocalCopilotPlugin:
     def _summary(self) -> dict[str, Any]:
         """The engine's stats, with the suggestions Lua showed since it last told (it tells
         with the next request; a stats call must not wait for that)."""
-        engine = self._start()
+        engine = self._start().engine
         try:
             shown = int(self.nvim.exec_lua(protocol.LUA_TAKE_SHOWN) or 0)
         except Exception:  # an older Lua, or none loaded: nothing to add
@@ -351,8 +347,7 @@ class LocalCopilotPlugin:
 
         from ..health import report as diagnostics
 
-        self._start()  # the worker runs the probes
-        assert self._worker is not None
+        worker = self._start().worker  # it runs the probes
         config_error = None
         if raw is None:
             if self.config is not None:
@@ -360,7 +355,7 @@ class LocalCopilotPlugin:
             config_error = self.config_error
         stats = self._summary()
         coro = diagnostics.collect(raw, config_error=config_error, stats=stats, log_file=log_path(), editor=True)
-        future = asyncio.run_coroutine_threadsafe(coro, self._worker.loop)
+        future = asyncio.run_coroutine_threadsafe(coro, worker.loop)
         try:
             report = future.result(45.0)
         except Exception as exc:  # a timeout or a bug: say so in the report instead of a stack trace
@@ -383,7 +378,7 @@ class LocalCopilotPlugin:
                                 advice=["this works, with a little more host CPU per keystroke"])
 
     def _backend_status(self) -> dict[str, Any]:
-        engine = self._start()
+        engine = self._start().engine
         cfg = self.config
         if cfg is None:
             return {"error": self.config_error or "no configuration yet"}
@@ -392,7 +387,7 @@ class LocalCopilotPlugin:
         template = getattr(backend, "template", None)
         model = getattr(backend, "model", None)
         summary = engine.stats.summary()["backends"].get(cfg.backend, {})
-        assert self._backends is not None
+        backends = self._start().backends
         return {
             "backend": cfg.backend,
             "kind": active.kind,
@@ -402,8 +397,8 @@ class LocalCopilotPlugin:
                         ("server-side (/infill)" if active.kind == "llama.cpp" and (
                             active.endpoint == "infill" or getattr(backend, "resolved", False))
                          else "detected on first request"),
-            "server": self._backends.server_state(cfg.backend),
-            "pending": self._backends.pending,
+            "server": backends.server_state(cfg.backend),
+            "pending": backends.pending,
             "latency": {k: summary.get(k) for k in ("n", "ttft_ms", "total_ms")},
             "names": sorted(cfg.backends),
         }
