@@ -26,21 +26,18 @@ import msgspec
 
 from .backends import Backend, Chunk, FimRequest, make_backend
 from .backends.exchange import Exchange
-from .prompt.budget import TokenEstimator, utf8_len
 from .buffer_state import BufferState
 from .cache import SuggestionCache, context_key
 from .config import Config
-from .prompt.context import FimContext, build_context
+from .prompt.context import build_context
+from .prompt.prepare import Prepared, Preparer
 from .errors import BackendError, ConfigError, ServerError
 from .log import log
 from .notify import EpisodeNotifier
-from .postprocess import PostContext, Result, process
-from .prompt.templates import ExtraChunk
+from .postprocess import Result, process
 from .render import RenderPlan, candidate
-from .prompt.ring import ContextRing
 from .snapshot import Snapshot, char_to_byte_col
 from .stats import Stats
-from .prompt.window import WindowFitter
 
 __all__ = ["Editor", "Engine", "accepted_snapshot"]
 
@@ -130,16 +127,7 @@ class _Drawer:
             self._pending = None
 
 
-class _Prepared:
-    """A snapshot turned into what a request needs."""
-
-    def __init__(self, snap: Snapshot, ctx: FimContext, req: FimRequest, pctx: PostContext, key: str) -> None:
-        self.snap, self.ctx, self.req, self.pctx, self.key = snap, ctx, req, pctx, key
-
-
 class Engine:
-    # room the template and server-added text take (FIM tokens, repo/file markers)
-    PROMPT_OVERHEAD = 48
     ALTERNATIVES = 3
     ALT_TEMPERATURE = 0.8
     PARTIAL_FRAME_S = 0.016  # streamed (partial) suggestions are drawn at most this often
@@ -158,14 +146,9 @@ class Engine:
         self._client: httpx.AsyncClient | None = None
         self.buffers: dict[int, BufferState] = {}  # what is in flight and kept, per buffer
         self.notifier = EpisodeNotifier(editor.notify)
-        self.estimator = TokenEstimator()
+        self.prompts = Preparer()  # snapshots into requests (prompt/prepare.py)
         self.cache = SuggestionCache()
         self.stats = Stats()
-        self.ring = ContextRing()
-        self._window = WindowFitter()  # the last snapshot's window, fitted (window.py)
-        # the speculative request's own: it must not evict the window the user types in (the
-        # next key would fit all of it anew)
-        self._spec_window = WindowFitter()
         # ms the server takes per generated token (smoothed; from its timings), None until known
         self._token_ms: float | None = None
         self._unaccepted = 0  # suggestions finished since the user last took one (or typed it)
@@ -185,8 +168,7 @@ class Engine:
         # one long-lived client: keep-alive to the server, closed streams cancel generation
         self._client = httpx.AsyncClient(timeout=timeout, trust_env=False)
         self.backend = make_backend(cfg.backend, active, self._client)
-        self.estimator = TokenEstimator()  # bytes per token differ between models
-        self._window, self._spec_window = WindowFitter(), WindowFitter()
+        self.prompts.new_server()  # bytes per token differ between models
         self._token_ms = None
         self.cache.clear()
         self.stats.set_backend(cfg.backend)
@@ -238,8 +220,7 @@ class Engine:
         a whole window of its text)."""
         self.cancel(buf)
         self.buffers.pop(buf, None)
-        self._window.forget_buffer(buf)
-        self._spec_window.forget_buffer(buf)
+        self.prompts.forget_buffer(buf)
 
     def cancel_all(self) -> None:
         for buf in list(self.buffers):
@@ -247,10 +228,10 @@ class Engine:
 
     def add_chunk(self, filename: str, lines: list[str], around: int | None = None) -> None:
         """Text of another buffer (entered, left, written, or around a cursor jump)."""
-        self.ring.add(filename, lines, around=around)
+        self.prompts.ring.add(filename, lines, around=around)
 
     def add_yank(self, filename: str, lines: list[str]) -> None:
-        self.ring.chunk_from_yank(filename, lines)
+        self.prompts.ring.chunk_from_yank(filename, lines)
 
     def note_accept(self, kind: str) -> None:
         self.stats.count(f"accepts_{kind}")
@@ -274,48 +255,14 @@ class Engine:
 
     # -- internals -----------------------------------------------------------------------
 
-    async def _prepare(self, snap: Snapshot, window: WindowFitter | None = None) -> _Prepared:
+    async def _prepare(self, snap: Snapshot, *, speculative: bool = False) -> Prepared:
         assert self.backend is not None
-        return self._prepare_for(snap, await self.backend.context_limit(), window)
+        return self._prepare_for(snap, await self.backend.context_limit(), speculative=speculative)
 
-    def _prepare_for(self, snap: Snapshot, limit: int | None, window: WindowFitter | None = None) -> _Prepared:
+    def _prepare_for(self, snap: Snapshot, limit: int | None, *, speculative: bool = False) -> Prepared:
         """_prepare() for a server whose context per request is `limit` tokens."""
         assert self.config is not None and self.backend is not None
-        cfg, backend = self.config, self.backend
-        budget, extra_budget = self._budget(limit, cfg)
-        fitted = (window or self._window).fit(snap, lines_before=cfg.context.lines_before, lines_after=cfg.context.lines_after,
-                                  budget=None if budget is None else budget - extra_budget, est=self.estimator,
-                                  prefix_share=cfg.context.prefix_share)
-        ctx, key = fitted.ctx, fitted.key
-        if budget is not None:
-            # cross-file chunks get the room the local window leaves, up to their share
-            extra_budget = max(0, min(extra_budget, budget - fitted.tokens))
-        extra: tuple[ExtraChunk, ...] = ()
-        if extra_budget > 0 and len(self.ring):
-            local = ctx.prefix + ctx.middle + ctx.suffix
-            per_chunk = 8  # the file separator and name each chunk costs in the prompt
-            chunks = self.ring.extra_for(local, extra_budget, lambda t: self.estimator.tokens(t) + per_chunk)
-            extra = tuple(ExtraChunk(c.filename, c.text) for c in chunks)
-        req = FimRequest(
-            prefix=ctx.prefix,
-            middle=ctx.middle,
-            suffix=ctx.suffix,
-            n_predict=cfg.n_predict,
-            n_indent=ctx.indent_chars,
-            t_max_predict_ms=cfg.t_max_predict_ms,
-            path=ctx.path,
-            extra=extra,
-        )
-        pctx = PostContext(
-            line_prefix=ctx.middle,
-            line_suffix=ctx.line_suffix,
-            next_lines=ctx.next_lines,
-            prev_lines=ctx.prev_lines,
-            tabstop=snap.ts,
-            max_lines=cfg.max_lines,
-            stop_strings=backend.stop_strings,
-        )
-        return _Prepared(snap, ctx, req, pctx, key)
+        return self.prompts.prepare(snap, self.config, limit, self.backend.stop_strings, speculative=speculative)
 
     @staticmethod
     def _plan(snap: Snapshot, texts: list[str], *, final: bool, cached: bool = False, index: int = 0) -> RenderPlan:
@@ -412,7 +359,7 @@ class Engine:
             self._internal_error()
         return True
 
-    def _answer_now(self, prep: _Prepared, exchange: Exchange) -> _Outcome | None:
+    def _answer_now(self, prep: Prepared, exchange: Exchange) -> _Outcome | None:
         """Exchange.answer_now, its answer taken in as _stream takes a stream's: the outcome,
         or None (the exchange goes on in _stream). Raises BackendError."""
         backend = self.backend
@@ -430,7 +377,7 @@ class Engine:
         count = generated if generated is not None else int(bool(got.text))
         return _Outcome(result.text, got.text, not result.done and count >= req.n_predict)
 
-    def _shown_from_cache(self, state: BufferState, snap: Snapshot, prep: _Prepared) -> bool:
+    def _shown_from_cache(self, state: BufferState, snap: Snapshot, prep: Prepared) -> bool:
         """A suggestion (or its first part) the cache has for this spot, shown; False: none."""
         assert self.config is not None
         cached = self.cache.get(prep.key) if self.config.reuse else None
@@ -440,7 +387,7 @@ class Engine:
         self._first_shown(state, snap, prep, _Outcome(cached, cached, self.cache.is_partial(prep.key)), cached=True)
         return True
 
-    def _first_shown(self, state: BufferState, snap: Snapshot, prep: _Prepared, out: _Outcome, *,
+    def _first_shown(self, state: BufferState, snap: Snapshot, prep: Prepared, out: _Outcome, *,
                      cached: bool = False) -> None:
         """A first part is in (`cached`: from the cache): show it, and continue it once the user
         pauses (a timer: a key typed before then cancels it for nothing), or it is all."""
@@ -456,11 +403,11 @@ class Engine:
         self.editor.show(self._plan(snap, [out.text], final=True, cached=cached))
         self._finished(state, snap, out.text)
 
-    def _continue(self, state: BufferState, snap: Snapshot, prep: _Prepared, first: _Outcome) -> None:
+    def _continue(self, state: BufferState, snap: Snapshot, prep: Prepared, first: _Outcome) -> None:
         state.pause = None
         state.start(self._run_rest(state, snap, prep, first))
 
-    async def _run(self, state: BufferState, snap: Snapshot, prep: _Prepared | None = None,
+    async def _run(self, state: BufferState, snap: Snapshot, prep: Prepared | None = None,
                    exchange: Exchange | None = None) -> None:
         drawer = _Drawer(self, snap)
         try:
@@ -470,7 +417,7 @@ class Engine:
         finally:
             self._settle(state, drawer)
 
-    async def _run_rest(self, state: BufferState, snap: Snapshot, prep: _Prepared, first: _Outcome) -> None:
+    async def _run_rest(self, state: BufferState, snap: Snapshot, prep: Prepared, first: _Outcome) -> None:
         """The rest of a suggestion after its first part, once the user paused."""
         drawer = _Drawer(self, snap)
         drawer.shown, drawer.drawn = first.text, True
@@ -501,7 +448,7 @@ class Engine:
             self.stats.count("cancels")
             state.start(self._run(state, newer))
 
-    async def _suggest(self, state: BufferState, snap: Snapshot, drawer: _Drawer, prep: _Prepared | None = None,
+    async def _suggest(self, state: BufferState, snap: Snapshot, drawer: _Drawer, prep: Prepared | None = None,
                        exchange: Exchange | None = None) -> None:
         """`prep`: the snapshot already prepared; `exchange`: its first request (counted, the
         cache looked up), maybe sent already."""
@@ -536,7 +483,7 @@ class Engine:
         drawer.stop()
         self._first_shown(state, snap, prep, out)
 
-    async def _stream(self, prep: _Prepared, on_text: Callable[[str], None] | None = None,
+    async def _stream(self, prep: Prepared, on_text: Callable[[str], None] | None = None,
                       req: FimRequest | None = None, *, base_raw: str = "",
                       retry_overflow: bool = False, gate: BufferState | None = None,
                       exchange: Exchange | None = None) -> _Outcome | None:
@@ -611,7 +558,7 @@ class Engine:
             raise
         except (BackendError, ConfigError) as exc:
             if isinstance(exc, ServerError) and exc.context_overflow and retry_overflow:
-                self.estimator.overflowed(_prompt_bytes(req), exc.prompt_tokens)
+                self.prompts.overflowed(req, exc.prompt_tokens)
                 log.info("prompt too long for the server (%s); fitting it again", exc)
                 raise _PromptTooLong() from None
             self._failed(exc)
@@ -645,7 +592,7 @@ class Engine:
             generated = chunk.timings["predicted_n"]
             self._observe_speed(chunk.timings)
         if chunk.prompt_tokens and self.backend.counts_full_prompt:
-            self.estimator.observe(_prompt_bytes(req), chunk.prompt_tokens)
+            self.prompts.observe(req, chunk.prompt_tokens)
         return generated
 
     def _internal_error(self) -> None:
@@ -666,7 +613,7 @@ class Engine:
     async def _speculate(self, snap: Snapshot, text: str) -> None:
         """Compute the suggestion that follows `text`, as if it were accepted; cache only."""
         try:
-            prep = await self._prepare(accepted_snapshot(snap, text), self._spec_window)
+            prep = await self._prepare(accepted_snapshot(snap, text), speculative=True)
         except (BackendError, ConfigError):
             return
         if self.cache.get(prep.key) is not None:
@@ -726,7 +673,7 @@ class Engine:
                     texts.append(out.text)
         self.editor.show(self._plan(snap, texts, final=True))
 
-    async def _stream_many(self, prep: _Prepared, req: FimRequest) -> list[str]:
+    async def _stream_many(self, prep: Prepared, req: FimRequest) -> list[str]:
         """One request with n candidates (OpenAI `n`), each post-processed on its own."""
         assert self.backend is not None
         raws = [""] * req.n
@@ -748,26 +695,12 @@ class Engine:
         self._succeeded()
         return [process(raw, prep.pctx, final=True).text for raw in raws]
 
-    def _budget(self, limit: int | None, cfg: Config) -> tuple[int | None, int]:
-        """The prompt's tokens for the local window and cross-file chunks together (None: the
-        server's context is not known), and the most the chunks get of it."""
-        if not limit:
-            return None, cfg.context.extra_tokens
-        budget = limit - cfg.n_predict - self.PROMPT_OVERHEAD
-        if budget < 64:
-            raise ConfigError(
-                f"the server gives each request only {limit} tokens, too few for n_predict={cfg.n_predict}; "
-                "start it with a larger context per slot (-c, or fewer --parallel slots) or lower n_predict"
-            )
-        # cross-file chunks get their share only when the local window leaves room for it
-        return budget, min(cfg.context.extra_tokens, budget // 3)
-
     def _failed(self, exc: Exception) -> None:
         self.last_failure = exc
         self.stats.count("errors")
         if isinstance(exc, ServerError) and exc.context_overflow:
             # the prompt did not fit even after fitting it again: count more pessimistically
-            self.estimator.overflowed(0, None)
+            self.prompts.overflowed(None, None)
         log.warning("%s", exc)
         self.notifier.failure(type(exc).__name__, f"local-copilot: {exc}")
         self.editor.backend_state("down", str(exc))
@@ -780,7 +713,3 @@ class Engine:
 
 def _with(req: FimRequest, **changes: object) -> FimRequest:
     return msgspec.structs.replace(req, **changes)
-
-
-def _prompt_bytes(req: FimRequest) -> int:
-    return sum(map(utf8_len, (req.prefix, req.middle, req.suffix))) + sum(utf8_len(c.text) for c in req.extra)

@@ -77,7 +77,7 @@ async def test_requests_with_cross_file_chunks_fit_the_servers_context(llama_ser
             engine.submit(typed(i, first=50))
             await answered(editor, i)
         counters = engine.stats.summary()["counters"]
-        assert editor.notes == [], (editor.notes, f"bytes per token estimate: {engine.estimator.bytes_per_token}")
+        assert editor.notes == [], (editor.notes, f"bytes per token estimate: {engine.prompts.estimator.bytes_per_token}")
         assert counters.get("errors", 0) == 0, counters
         assert len(editor.final) == 10 and all(set(t) == {"x"} for t in editor.final), editor.final
     finally:

@@ -303,7 +303,7 @@ class LocalCopilotPlugin:
                 "pauses": sum(r["pauses"] for r in running),
                 # minus the task running this very check
                 "loop_tasks": sum(1 for t in asyncio.all_tasks(loop) if not t.done()) - 1,
-                "bytes_per_token": engine.estimator.bytes_per_token,
+                "bytes_per_token": engine.prompts.estimator.bytes_per_token,
                 # the worker's own channel to Neovim, when connected (channel.py)
                 "channel": self._live_channel_id(),
                 "channel_events": self._channel_events,

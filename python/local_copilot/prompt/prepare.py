@@ -1,0 +1,126 @@
+"""A snapshot turned into what a request needs: the window around the cursor fitted to the
+server's context, the cross-file chunks that fit beside it, the FIM request, what the
+post-processor needs to know of the buffer, and the cache key.
+
+The Preparer owns what prompt building learns and keeps between keystrokes: the bytes-per-token
+estimate (calibrated from the token counts the server reports), the fitted windows, and the
+ring of cross-file chunks.
+"""
+
+from __future__ import annotations
+
+from ..backends.base import FimRequest
+from ..config import Config
+from ..errors import ConfigError
+from ..postprocess import PostContext
+from ..snapshot import Snapshot
+from .budget import TokenEstimator, utf8_len
+from .context import FimContext
+from .ring import ContextRing
+from .templates import ExtraChunk
+from .window import WindowFitter
+
+__all__ = ["Prepared", "Preparer", "prompt_bytes"]
+
+
+class Prepared:
+    """A snapshot turned into what a request needs."""
+
+    __slots__ = ("snap", "ctx", "req", "pctx", "key")
+
+    def __init__(self, snap: Snapshot, ctx: FimContext, req: FimRequest, pctx: PostContext, key: str) -> None:
+        self.snap, self.ctx, self.req, self.pctx, self.key = snap, ctx, req, pctx, key
+
+
+class Preparer:
+    # room the template and server-added text take (FIM tokens, repo/file markers)
+    PROMPT_OVERHEAD = 48
+    # the file separator and name each cross-file chunk costs in the prompt
+    CHUNK_OVERHEAD = 8
+
+    def __init__(self) -> None:
+        self.estimator = TokenEstimator()
+        self.ring = ContextRing()
+        self._window = WindowFitter()  # the last snapshot's window, fitted
+        # the speculative request's own: it must not evict the window the user types in (the
+        # next key would fit all of it anew)
+        self._spec_window = WindowFitter()
+
+    def new_server(self) -> None:
+        """Another server (or model): bytes per token and the fitted windows start over."""
+        self.estimator = TokenEstimator()
+        self._window, self._spec_window = WindowFitter(), WindowFitter()
+
+    def forget_buffer(self, buf: int) -> None:
+        self._window.forget_buffer(buf)
+        self._spec_window.forget_buffer(buf)
+
+    def prepare(self, snap: Snapshot, cfg: Config, limit: int | None, stop_strings: tuple[str, ...], *,
+                speculative: bool = False) -> Prepared:
+        """For a server whose context per request is `limit` tokens (None: unknown) and whose
+        answers end at `stop_strings`. Raises ConfigError when `limit` leaves no room."""
+        budget, extra_budget = self.budget(limit, cfg)
+        window = self._spec_window if speculative else self._window
+        fitted = window.fit(snap, lines_before=cfg.context.lines_before, lines_after=cfg.context.lines_after,
+                            budget=None if budget is None else budget - extra_budget, est=self.estimator,
+                            prefix_share=cfg.context.prefix_share)
+        ctx, key = fitted.ctx, fitted.key
+        if budget is not None:
+            # cross-file chunks get the room the local window leaves, up to their share
+            extra_budget = max(0, min(extra_budget, budget - fitted.tokens))
+        extra: tuple[ExtraChunk, ...] = ()
+        if extra_budget > 0 and len(self.ring):
+            local = ctx.prefix + ctx.middle + ctx.suffix
+            chunks = self.ring.extra_for(local, extra_budget, lambda t: self.estimator.tokens(t) + self.CHUNK_OVERHEAD)
+            extra = tuple(ExtraChunk(c.filename, c.text) for c in chunks)
+        req = FimRequest(
+            prefix=ctx.prefix,
+            middle=ctx.middle,
+            suffix=ctx.suffix,
+            n_predict=cfg.n_predict,
+            n_indent=ctx.indent_chars,
+            t_max_predict_ms=cfg.t_max_predict_ms,
+            path=ctx.path,
+            extra=extra,
+        )
+        return Prepared(snap, ctx, req, post_context(snap, ctx, cfg, stop_strings), key)
+
+    def budget(self, limit: int | None, cfg: Config) -> tuple[int | None, int]:
+        """The prompt's tokens for the local window and cross-file chunks together (None: the
+        server's context is not known), and the most the chunks get of it."""
+        if not limit:
+            return None, cfg.context.extra_tokens
+        budget = limit - cfg.n_predict - self.PROMPT_OVERHEAD
+        if budget < 64:
+            raise ConfigError(
+                f"the server gives each request only {limit} tokens, too few for n_predict={cfg.n_predict}; "
+                "start it with a larger context per slot (-c, or fewer --parallel slots) or lower n_predict"
+            )
+        # cross-file chunks get their share only when the local window leaves room for it
+        return budget, min(cfg.context.extra_tokens, budget // 3)
+
+    def observe(self, req: FimRequest, prompt_tokens: int) -> None:
+        """The server counted `req`'s whole prompt as `prompt_tokens`."""
+        self.estimator.observe(prompt_bytes(req), prompt_tokens)
+
+    def overflowed(self, req: FimRequest | None, prompt_tokens: int | None) -> None:
+        """The server refused a prompt as too long (its count, when it said); None: one that
+        was fitted again still did not fit, so count more pessimistically."""
+        self.estimator.overflowed(0 if req is None else prompt_bytes(req), prompt_tokens)
+
+
+def post_context(snap: Snapshot, ctx: FimContext, cfg: Config, stop_strings: tuple[str, ...]) -> PostContext:
+    """What the post-processor needs to know of the buffer around the cursor."""
+    return PostContext(
+        line_prefix=ctx.middle,
+        line_suffix=ctx.line_suffix,
+        next_lines=ctx.next_lines,
+        prev_lines=ctx.prev_lines,
+        tabstop=snap.ts,
+        max_lines=cfg.max_lines,
+        stop_strings=stop_strings,
+    )
+
+
+def prompt_bytes(req: FimRequest) -> int:
+    return sum(map(utf8_len, (req.prefix, req.middle, req.suffix))) + sum(utf8_len(c.text) for c in req.extra)
