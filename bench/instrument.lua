@@ -81,7 +81,8 @@ ghost.show = timed(show, function(_, res, plan)
 end, 'ghost.show')
 
 -- trigger(): what the debounce timer runs (buf_enabled, snapshot, rpcnotify)
-lc.trigger = timed(lc.trigger, function(dt) B.snap_ns[#B.snap_ns + 1] = dt end, 'trigger')
+local trigger = require('local_copilot.trigger')
+trigger.trigger = timed(trigger.trigger, function(dt) B.snap_ns[#B.snap_ns + 1] = dt end, 'trigger')
 
 -- capture the last whole snapshot sent (the Python half of the snapshot+prompt cost is timed on it)
 local host = require('local_copilot.host')
@@ -143,10 +144,10 @@ function B.time_trigger(n)
   local out = {}
   B.capture = true
   -- one whole window first (captured); the timed triggers then send what typing sends
-  require('local_copilot.trigger').resync(api.nvim_get_current_buf())
+  trigger.resync(api.nvim_get_current_buf())
   for i = 1, n do
     local t0 = hr()
-    lc.trigger()
+    trigger.trigger()
     out[i] = hr() - t0
   end
   B.capture = false
