@@ -284,6 +284,11 @@ def _end_state(text: str) -> tuple[tuple[str, ...], int]:
     return sc.stack, sc.strays
 
 
+def _imbalance(state: tuple[tuple[str, ...], int]) -> int:
+    """Brackets and quotes left open plus closers that match nothing."""
+    return len(state[0]) + state[1]
+
+
 def _first_outer(prefix: str, text: str) -> tuple[int, str] | None:
     """First closer in `text` (typed after `prefix`) that closes something before it."""
     sc = _scan_line(prefix + text, mark=len(prefix))
@@ -411,9 +416,15 @@ def _suffix_forms(suffix: str) -> tuple[str, str]:
     return s_r, s_r.lstrip(" \t")
 
 
-def _overlap_starts(lr: str, s_r: str, s_l: str) -> Iterator[int]:
+def _overlap_starts(lr: str, s_r: str, s_l: str, *, growing: bool = False) -> Iterator[int]:
     """Ascending p where ``lr[p:]`` is a prefix of the suffix (as is, or without
-    its leading blanks) and p does not split a word."""
+    its leading blanks) and p does not split a word.
+
+    A split word is no objection when the tail is the whole rest of the line
+    (``brea|ens=True,`` answered ``k_on_hyphens=True,``: the cursor and the end of
+    the middle are both inside words).  With `growing` (a streamed line that may
+    still become that whole tail) every prefix of the suffix counts.
+    """
     if not s_l:
         return
     lo = max(0, len(lr) - len(s_r))
@@ -426,8 +437,8 @@ def _overlap_starts(lr: str, s_r: str, s_l: str) -> Iterator[int]:
             return
         p = min(nxt)
         t = lr[p:]
-        if (s_r.startswith(t) or s_l.startswith(t)) and not (
-            p > 0 and _is_word(lr[p - 1]) and _is_word(t[0])
+        if (s_r.startswith(t) or s_l.startswith(t)) and (
+            not (p > 0 and _is_word(lr[p - 1]) and _is_word(t[0])) or growing or t in (s_r, s_l)
         ):
             yield p
         p += 1
@@ -436,21 +447,28 @@ def _overlap_starts(lr: str, s_r: str, s_l: str) -> Iterator[int]:
 def drop_suffix_repeat(line: str, ctx: PostContext) -> str | None:
     """`line` without a tail that repeats (a prefix of) the text after the cursor.
 
-    ``None`` when there is no such tail.  The cut must leave the line's brackets
-    as balanced as they were (so ``bar(1)`` before ``)`` keeps its own ``)``), must
-    not split a word, and a lone word character is too weak a signal.
+    ``None`` when there is no such tail.  The cut must not leave the line's
+    brackets and quotes less balanced than inserting the whole `line` would (so
+    ``bar(1)`` before ``)`` keeps its own ``)``, while ``(x)`` before ``)`` after
+    ``append`` loses its second one); it must not split a word unless the tail is
+    the whole rest of the line, and a lone word character is too weak a signal.
     """
     s_r, s_l = _suffix_forms(ctx.line_suffix)
     lr = _rstrip(line)
-    pre = ctx.line_prefix
+    pre, suf = ctx.line_prefix, ctx.line_suffix
     e0: tuple[tuple[str, ...], int] | None = None
+    whole = 0
     for p in _overlap_starts(lr, s_r, s_l):
         t = lr[p:]
         if not (t in (s_r, s_l) or len(t) >= 3 or not _is_word(t[0])):
             continue
         if e0 is None:
-            e0 = _end_state(pre + ctx.line_suffix)
-        if _end_state(pre + line[:p] + ctx.line_suffix) == e0:
+            e0 = _end_state(pre + suf)
+            whole = _imbalance(_end_state(pre + line + suf))
+        cut = _end_state(pre + line[:p] + suf)
+        # as balanced as the line without the insertion, or better balanced than with all
+        # of it: the tail's closers and quotes are the ones already after the cursor
+        if cut == e0 or _imbalance(cut) < whole or _imbalance(cut) == 0:
             return line[:p]
     return None
 
@@ -482,7 +500,7 @@ def _mid_line_hold(line: str, ctx: PostContext) -> int:
         if s is not None and s[1] == q[1]:
             h = q[0]
     s_r, s_l = _suffix_forms(ctx.line_suffix)
-    return next(_overlap_starts(_rstrip(line[:h]), s_r, s_l), h)
+    return next(_overlap_starts(_rstrip(line[:h]), s_r, s_l, growing=True), h)
 
 
 def _mid_line_final(line: str, ctx: PostContext) -> str:
