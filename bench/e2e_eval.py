@@ -76,6 +76,9 @@ LUA_FILES = ("lua/vim/shared.lua", "lua/vim/filetype.lua", "lua/vim/lsp/util.lua
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TOKEN = re.compile(r"\w+|[ \t]+|\n|[^\w\s]")
+# where a cursor may stop on a line: operators stay whole (`==`, `->`, `---`), brackets,
+# quotes and separators stand alone
+_BOUND = re.compile(r"\w+|[ \t]+|[()\[\]{}\"'`,;]|[^\w\s()\[\]{}\"'`,;]+")
 _CLOSE_FOR = {"(": ")", "[": "]", "{": "}"}
 _COMMENT = {"python": ("#",), "c": ("//", "/*"), "lua": ("--",)}
 _STRING = re.compile(r"""(?<![\w\\])(["'])((?:(?!\1)[^\\\n]){6,60})\1""")
@@ -216,13 +219,13 @@ def _cases_at(lines: list[str], row: int, kind: str, lang: str, rng: random.Rand
         if kind == "after_opener":
             c = o + 1
             return (row, max(indent(line), c - rng.randint(1, 6))), (row, c), (row, j)
-        bounds = [m.start() for m in _TOKEN.finditer(code, o + 1, j)]
+        bounds = [m.start() for m in _BOUND.finditer(code, o + 1, j)]
         c = rng.choice(bounds)
         if c >= j:
             return None
         return (row, _typed_start(line, c, rng)), (row, c), (row, j)
     if kind == "mid_line":
-        bounds = [m.start() for m in _TOKEN.finditer(code) if m.start() > indent(line) + 1]
+        bounds = [m.start() for m in _BOUND.finditer(code) if m.start() > indent(line) + 1]
         if len(bounds) < 3:
             return None
         i = rng.randrange(len(bounds) - 2)
@@ -231,7 +234,7 @@ def _cases_at(lines: list[str], row: int, kind: str, lang: str, rng: random.Rand
             return None
         return (row, _typed_start(line, c, rng)), (row, c), (row, b)
     if kind == "line_end":
-        bounds = [m.start() for m in _TOKEN.finditer(line) if m.start() > indent(line) + 1]
+        bounds = [m.start() for m in _BOUND.finditer(line) if m.start() > indent(line) + 1]
         if not bounds:
             return None
         c = rng.choice(bounds)
@@ -264,7 +267,7 @@ def _cases_at(lines: list[str], row: int, kind: str, lang: str, rng: random.Rand
         if not code.strip() or len(line) < indent(line) + 4:
             return None
         c = len(line) if rng.random() < 0.6 else rng.choice(
-            [m.start() for m in _TOKEN.finditer(code) if m.start() > indent(line) + 1] or [len(line)])
+            [m.start() for m in _BOUND.finditer(code) if m.start() > indent(line) + 1] or [len(line)])
         return (row, _typed_start(line, c, rng)), (row, c), (row, c)
     raise ValueError(kind)
 

@@ -396,6 +396,7 @@ local function on_change()
         local buf = api.nvim_get_current_buf()
         local snap = snapshot(buf, buf_facts(buf))
         snap.text = ghost.text()
+        ghost.last_seq[buf] = snap.seq -- the host answers with the rest checked again when it differs
         tell('typed_through', snap)
       end
       return

@@ -286,12 +286,19 @@ class Engine:
         self._unaccepted = 0
 
     def note_typed_through(self, snap: Snapshot, text: str) -> None:
-        """The user typed part of the shown suggestion; the rest is the answer for this spot."""
+        """The user typed part of the shown suggestion; the rest is the answer for this spot,
+        once post-processed again for the line as it is now (issue 25: a rest that only
+        repeats the line above, or a closer the typed text made a duplicate, is not kept)."""
         self.stats.count("typed_through")
         self._unaccepted = 0
         if self.config is not None and text:
             ctx = build_context(snap, lines_before=self.config.context.lines_before,
                                 lines_after=self.config.context.lines_after)
+            if self.backend is not None:
+                checked = process(text, self._post_context(snap, ctx), final=True).text
+                if checked != text:
+                    text = checked
+                    self.editor.show(self._plan(snap, [text], final=True))
             self.cache.put(context_key(ctx), text)
 
     async def close(self) -> None:
@@ -335,16 +342,19 @@ class Engine:
             path=ctx.path,
             extra=extra,
         )
-        pctx = PostContext(
+        return _Prepared(snap, ctx, req, self._post_context(snap, ctx), key)
+
+    def _post_context(self, snap: Snapshot, ctx: FimContext) -> PostContext:
+        assert self.config is not None and self.backend is not None
+        return PostContext(
             line_prefix=ctx.middle,
             line_suffix=ctx.line_suffix,
             next_lines=ctx.next_lines,
             prev_lines=ctx.prev_lines,
             tabstop=snap.ts,
-            max_lines=cfg.max_lines,
-            stop_strings=backend.stop_strings,
+            max_lines=self.config.max_lines,
+            stop_strings=self.backend.stop_strings,
         )
-        return _Prepared(snap, ctx, req, pctx, key)
 
     @staticmethod
     def _plan(snap: Snapshot, texts: list[str], *, final: bool, cached: bool = False, index: int = 0) -> RenderPlan:
@@ -487,7 +497,14 @@ class Engine:
             return
         self.cache.put(prep.key, out.text)
         self.editor.show(self._plan(snap, [out.text], final=True, cached=cached))
+        self._quiet(out)
         self._finished(snap, out.text)
+
+    def _quiet(self, out: _Outcome) -> None:
+        """Counts an answer that post-processing left nothing of (it only repeated the line
+        above or the text after the cursor, or was blank): shown as nothing."""
+        if not out.text and out.raw.strip():
+            self.stats.count("quiet")
 
     def _continue(self, snap: Snapshot, prep: _Prepared, first: _Outcome) -> None:
         self._pauses.pop(snap.buf, None)
@@ -517,6 +534,7 @@ class Engine:
                 return
             self.cache.put(prep.key, out.text)
             self.editor.show(self._plan(snap, [out.text], final=True))
+            self._quiet(out)
             self._finished(snap, out.text)
         except _Superseded:
             pass

@@ -24,7 +24,9 @@ Stages (each a small function below, composed by :func:`process`):
 6. :func:`repeat_cut` - stop at a loop (a line 3 times in a row, or a block of
    lines twice), keeping the first occurrence.
 7. :func:`finish` - trim trailing blank lines / whitespace, cap at ``max_lines``.
-8. whitespace-only completions become ``''`` (also in :func:`finish`).
+8. whitespace-only completions become ``''`` (also in :func:`finish`), and so do
+   completions that only repeat the line above (:func:`only_repeats`) or the text
+   after the cursor (:func:`drop_suffix_repeat` cuts all of it): nothing to show.
 
 Everything works on Python ``str`` (code points): tabs, CJK and emoji need no
 special casing, and no byte offsets are used anywhere.
@@ -54,6 +56,7 @@ __all__ = [
     "repeat_cut",
     "repeat_holdback",
     "finish",
+    "only_repeats",
     "indent_width",
 ]
 
@@ -724,6 +727,12 @@ def _reindent_first(prefix: str, lines: Sequence[str], ts: int, complete: bool) 
     return l0 if complete else None
 
 
+def _above_prefix(partial: str, ctx: PostContext) -> bool:
+    """Whether a partial line 0 on a blank cursor line may still become the line above."""
+    above = _line_above(ctx)
+    return above is not None and _norm(above, ctx.tabstop).startswith(_norm(partial, ctx.tabstop))
+
+
 def _recent_prefix(partial: str, full: Sequence[str]) -> bool:
     """Whether the partial line may still become the start of a loop: a repeat of
     the last non-blank line or of a line up to a block period back."""
@@ -733,6 +742,36 @@ def _recent_prefix(partial: str, full: Sequence[str]) -> bool:
     if last is not None:
         recent.append(last)
     return any(_rstrip(s).startswith(p) for s in recent)
+
+
+def _line_above(ctx: PostContext) -> str | None:
+    return next((s for s in reversed(ctx.prev_lines) if not _is_blank(s)), None)
+
+
+def only_repeats(kept: Sequence[str], fulls: Sequence[str], ctx: PostContext) -> bool:
+    """Whether the suggestion adds nothing but copies of the line above each of its lines.
+
+    `kept` are the suggestion's lines, `fulls` the same as whole lines (line 0 with the
+    prefix).  A suggestion that changes the cursor line after typed text adds something;
+    on a blank cursor line, line 0 is compared with the nearest non-blank line above.
+    Lines are compared with their indentation (tabs expanded, trailing blanks ignored).
+    Such a suggestion is shown as nothing: accepting it would only duplicate a line.
+    """
+    ts = ctx.tabstop
+    if not _is_blank(ctx.line_prefix):
+        if not kept or not _is_blank(kept[0]):
+            return False
+        above: str | None = ctx.line_prefix
+    else:
+        above = _line_above(ctx)
+    added = False
+    for line in fulls:
+        if _is_blank(line):
+            continue
+        if above is None or _norm(line, ts) != _norm(above, ts):
+            return False
+        added = True
+    return added
 
 
 class _Loop(NamedTuple):
@@ -821,9 +860,9 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
             if leaves_block(line, stack, block, ts):
                 done = True
                 break
-        if partial and _recent_prefix(whole, fulls):
+        if partial and (_recent_prefix(whole, fulls) or (k == 0 and check0 and _above_prefix(whole, ctx))):
             held = True
-            break  # may still become a repeat of a recent line
+            break  # may still become a repeat of a recent line (or of the line above)
         # stage 4: a closer that the next existing line already has
         scan = _scan_line if partial else _scan_cached
         if k == 0:
@@ -863,6 +902,8 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
         if cut is not None:
             kept = kept[:cut]
             done = True
+        if only_repeats(kept, fulls[: len(kept)], ctx):
+            return Result("", done)
         return Result(finish(kept, max_lines), done)
     n_full = min(len(kept), n_complete)
     complete = fulls[:n_full]
@@ -881,6 +922,8 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
     if h < n_full or held:
         kept = kept[:h]
     # else the shown partial line (if any) passed the hold checks above
+    if only_repeats(kept, fulls[: len(kept)], ctx):
+        return Result("", False)
     return Result(finish(kept, max_lines), False)
 
 
