@@ -59,7 +59,7 @@ for p in (_ROOT, _ROOT / "python"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from tests.fakes.fake_server import FakeServer, infill_stream, llama_props  # noqa: E402
+from tests.fakes.fake_server import QWEN_FIM, FakeServer, infill_stream, llama_props  # noqa: E402
 
 CASE_KINDS = ("in_word", "before_closer", "after_opener", "mid_line", "line_end", "blank_line",
               "in_string", "in_comment", "complete")
@@ -297,7 +297,10 @@ def _junk_options(case: Case, pool: list[str]) -> dict[str, str]:
             body = lines[nxt].strip()
             if body[:1] in ")]}" or body in ("end", "end,", "end)", "};", "},"):
                 out["closer"] = "\n" + lines[nxt]
-        w = indent(lines[case.c[0]])
+        # less indented than the statement the cursor is in (its lines above included): a
+        # continuation line is deeper than its block
+        w = min(indent(lines[r]) for r in range(max(0, case.c[0] - 3), case.c[0] + 1) if lines[r].strip()
+                or r == case.c[0])
         deds = [s for s in pool if indent(s) < w]
         if deds:
             out["dedent"] = "\n" + random.Random(case.off(case.c)).choice(deds)
@@ -354,10 +357,15 @@ class OracleServer(FakeServer):
     current case from wherever the prompt ends, plus the case's junk, `n_predict` tokens at a
     time."""
 
-    def __init__(self) -> None:
+    def __init__(self, endpoint: str = "completion") -> None:
         self.case: Case | None = None
         self.sent: dict[int, set[int]] = defaultdict(set)  # spot -> lengths of answers sent from it
         super().__init__(self._answer)
+        if endpoint == "completion":
+            # Qwen's FIM markers as single tokens: the plugin renders the prompt itself and
+            # posts it to /completion (its default path, with the staged first part and
+            # continuation); otherwise it uses /infill
+            self.fim_tokens = QWEN_FIM
 
     def set_case(self, case: Case) -> None:
         self.case, self.sent = case, defaultdict(set)
@@ -386,9 +394,17 @@ class OracleServer(FakeServer):
             return 200, llama_props(8192)
         if path == "/health":
             return 200, [b'{"status":"ok"}']
-        if path != "/infill":
+        if path == "/infill":
+            before = str(body.get("input_prefix", "")) + str(body.get("prompt", ""))
+        elif path == "/completion":
+            # <|fim_prefix|>PREFIX<|fim_suffix|>SUFFIX<|fim_middle|>MIDDLE (the repo-level form
+            # puts other files before the last <|fim_prefix|>)
+            fim = str(body.get("prompt", "")).rsplit("<|fim_prefix|>", 1)[-1]
+            prefix, _, rest = fim.partition("<|fim_suffix|>")
+            before = prefix + rest.partition("<|fim_middle|>")[2]
+        else:
             return 404, [b"{}"]
-        spot = self._spot(str(body.get("input_prefix", "")) + str(body.get("prompt", "")))
+        spot = self._spot(before)
         if spot is None:  # a request of an earlier case (a prefetch after its accept)
             return 200, infill_stream([])
         pos, k = spot
@@ -410,10 +426,14 @@ class Outcome:
     worse: bool
 
 
+# 'waiting' while a request is out with nothing shown, or while what is shown is a first part
+# whose rest comes once the user pauses (status() says 'showing' then)
 _SETTLE_LUA = """
-local lc = require('local_copilot')
+local lc, g = require('local_copilot'), require('local_copilot.ghost')
 local row, col = unpack(vim.api.nvim_win_get_cursor(0))
-return { lc.status(), row - 1, col, vim.api.nvim_get_mode().mode }
+local status = lc.status()
+if g.current and not g.current.final and lc.is_visible() then status = 'waiting' end
+return { status, row - 1, col, vim.api.nvim_get_mode().mode }
 """
 
 
@@ -550,9 +570,10 @@ def _describe(o: Outcome) -> str:
             f"  shown   {o.shown!r}")
 
 
-def evaluate(n: int, seed: int, *, cases: list[Case] | None = None, progress: bool = False) -> tuple[dict[str, Any], list[Outcome]]:
+def evaluate(n: int, seed: int, *, cases: list[Case] | None = None, progress: bool = False,
+             endpoint: str = "completion") -> tuple[dict[str, Any], list[Outcome]]:
     cases = sample_cases(n, seed) if cases is None else cases
-    server = OracleServer()
+    server = OracleServer(endpoint)
     outcomes: list[Outcome] = []
     with tempfile.TemporaryDirectory(prefix="lc-e2e-") as tmp:
         editor = Editor(server, Path(tmp))
@@ -579,12 +600,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="write the summary and every failure here")
     ap.add_argument("--show-failures", type=int, default=10, help="failures to print")
     ap.add_argument("--kind", action="append", help="only these case kinds")
+    ap.add_argument("--endpoint", choices=("completion", "infill"), default="completion",
+                    help="the fake's FIM path: completion (the plugin renders the prompt; its default, staged "
+                         "first part and continuation) or infill")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
     cases = sample_cases(args.n, args.seed)
     if args.kind:
         cases = [c for c in cases if c.kind in args.kind]
-    summary, outcomes = evaluate(args.n, args.seed, cases=cases, progress=True)
+    summary, outcomes = evaluate(args.n, args.seed, cases=cases, progress=True, endpoint=args.endpoint)
+    summary["endpoint"] = args.endpoint
     print(table(summary))
     counters = summary["plugin_counters"]
     print(f"files: {', '.join(summary['files'])}")

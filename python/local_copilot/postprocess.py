@@ -84,6 +84,9 @@ _OPEN_FOR = {")": "(", "]": "[", "}": "{"}
 _SIG_RE = re.compile(r"[()\[\]{}\"'`\\#/]")
 _STR_PREFIXES = frozenset({"r", "u", "b", "f", "br", "rb", "fr", "rf"})
 _BLOCK_OPENERS = (":", "(", "[", "{")
+# C preprocessor conditionals sit at column 0 inside blocks: their indentation ends nothing
+# (a #define or #include there more often starts what follows the block)
+_PREPROC_RE = re.compile(r"#\s*(?:if|ifdef|ifndef|elif|else|endif)\b")
 _MAX_PERIOD = 8  # longest repeated block looked for (lines)
 _WALK_LIMIT = 64  # how far back we look for the start of the cursor's statement
 
@@ -485,12 +488,16 @@ def drop_duplicate_closer(line: str, ctx: PostContext) -> str:
     ``g(x))`` keeps ``g(x)`` (the first ``)`` closes the new ``(``).
     """
     pre, suf = ctx.line_prefix, ctx.line_suffix
-    if _end_state(pre + line + suf) == _end_state(pre + suf):
+    whole = _end_state(pre + line + suf)
+    if whole == _end_state(pre + suf):
         return line  # balanced as it is (e.g. '"a", "b' inside ["|"])
     q = _first_outer(pre, line)
     s = _first_outer(pre, suf)
     if q is not None and s is not None and q[1] == s[1]:
-        return line[: q[0]]
+        # unless the cut leaves the line less balanced than all of it: a quote that closes
+        # the string the prefix opened, before a suffix that opens another, is not a duplicate
+        if _imbalance(_end_state(pre + line[: q[0]] + suf)) <= _imbalance(whole):
+            return line[: q[0]]
     return line
 
 
@@ -506,14 +513,23 @@ def _mid_line_hold(line: str, ctx: PostContext) -> int:
     return next(_overlap_starts(_rstrip(line[:h]), s_r, s_l, growing=True), h)
 
 
+def _padded_closer(text: str, closer: str) -> bool:
+    """Whether the bracket that `closer` closes is followed by a blank in `text`, the
+    typed text (the line's style pads its brackets: ``{ force = true }``)."""
+    i = text.rfind(_OPEN_FOR.get(closer, "\0"))
+    return i >= 0 and text[i + 1 : i + 2] == " "
+
+
 def _mid_line_final(line: str, ctx: PostContext) -> str:
     out = drop_suffix_repeat(line, ctx)
     if out is None:
         out = drop_duplicate_closer(line, ctx)
     suf = ctx.line_suffix
-    # Keep a space that separates the insertion from a following word/operand.
+    # Keep a space that separates the insertion from a following word/operand, and one
+    # before a closer whose bracket the line pads on the inside.
     if not suf or suf[0] in _WS or suf[0] in ")]}>,;:.":
-        out = _rstrip(out)
+        pad = out.endswith(" ") and not out.endswith("  ") and _padded_closer(ctx.line_prefix, suf[:1])
+        out = _rstrip(out) + (" " if pad and out.strip() else "")
     return out if out.strip() else ""
 
 
@@ -615,7 +631,7 @@ def leaves_block(line: str, stack: Sequence[str], block: int, tabstop: int) -> b
     closes the innermost of them (``}`` / ``)`` at the parent indent in C/JS or
     black-style Python) and a line inside a string (its indent is text).
     """
-    if _is_blank(line) or indent_width(line, tabstop) >= block:
+    if _is_blank(line) or indent_width(line, tabstop) >= block or _PREPROC_RE.match(line):
         return False
     if stack:
         top = stack[-1]
