@@ -311,6 +311,15 @@ def _junk_options(case: Case, pool: list[str]) -> dict[str, str]:
     return out
 
 
+def make_case(kind: str, junk: str, name: str, lines: list[str], a: tuple[int, int], c: tuple[int, int],
+              b: tuple[int, int], *, burst: bool = False) -> Case:
+    """A case by hand (tests/integration/test_e2e_eval.py): `junk` is one of those that fit."""
+    lang = {".py": "python", ".h": "c", ".c": "c", ".lua": "lua"}[Path(name).suffix]
+    case = Case(kind, junk, name, lang, lines, a, c, b, burst=burst)
+    case.extra = _junk_options(case, [s for s in lines if _code_line(s, lang)])[junk]
+    return case
+
+
 def sample_cases(n: int, seed: int) -> list[Case]:
     rng = random.Random(seed)
     files = source_files()

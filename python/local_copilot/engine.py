@@ -297,6 +297,8 @@ class Engine:
             if self.backend is not None:
                 checked = process(text, self._post_context(snap, ctx), final=True).text
                 if checked != text:
+                    if not checked:
+                        self.stats.count("quiet")
                     text = checked
                     self.editor.show(self._plan(snap, [text], final=True))
             self.cache.put(context_key(ctx), text)

@@ -874,6 +874,9 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
             if block is None:
                 block = block_indent(ctx, full0)
             if leaves_block(line, stack, block, ts):
+                if partial and line.lstrip(" \t").startswith("#"):
+                    held = True  # may still become a preprocessor conditional, which stays
+                    break
                 done = True
                 break
         if partial and (_recent_prefix(whole, fulls) or (k == 0 and check0 and _above_prefix(whole, ctx))):
