@@ -169,12 +169,20 @@ def _comment_at(line: str, lang: str) -> int:
 
 
 def _block_end(lines: list[str], row: int, most: int) -> int:
-    """Last row of up to `most` lines after `row` that stay in its block (no dedent, no blank)."""
+    """Last row of up to `most` lines after `row` that stay in its block (no dedent, no blank).
+
+    As the plugin does (postprocess.block_indent), a line that opens a block (ends with `:`,
+    `{`, `(`, `[`) keeps only the lines indented deeper than itself: a suggestion is the rest
+    of the block the cursor is in."""
     w, end = indent(lines[row]), row
+    if lines[row].rstrip().endswith((":", "{", "(", "[")):
+        w += 1
     for r in range(row + 1, min(len(lines), row + 1 + most)):
         if not lines[r].strip() or indent(lines[r]) < w:
             break
         end = r
+        if lines[r].rstrip().endswith((":", "{", "(", "[")):
+            break  # a block of its own: its body would need the same rule again
     return end
 
 
@@ -496,8 +504,11 @@ class Editor:
                        "formatoptions= noexpandtab")
         nv.current.buffer[:] = case.start_lines()
         row, col = case.a
+        start = case.start_lines()[row]
+        at_end = col >= len(start)
+        col = len(start[:col].encode())  # Neovim's columns are bytes
         nv.exec_lua("vim.api.nvim_win_set_cursor(0, { ... })", row + 1, col)
-        nv.command("startinsert!" if col >= len(nv.current.buffer[row]) else "startinsert")
+        nv.command("startinsert!" if at_end else "startinsert")
         self._wait(lambda: nv.api.get_mode()["mode"].startswith("i"))
         nv.exec_lua("vim.api.nvim_win_set_cursor(0, { ... })", row + 1, col)
         for ch in case.typed:

@@ -470,11 +470,16 @@ def drop_suffix_repeat(line: str, ctx: PostContext) -> str | None:
             continue
         if e0 is None:
             e0 = _end_state(pre + suf)
-            whole = _imbalance(_end_state(pre + line + suf))
+            w_state = _end_state(pre + line + suf)
+            whole = _imbalance(w_state)
         cut = _end_state(pre + line[:p] + suf)
-        # as balanced as the line without the insertion, or better balanced than with all
-        # of it: the tail's closers and quotes are the ones already after the cursor
-        if cut == e0 or _imbalance(cut) < whole or _imbalance(cut) == 0:
+        c_imb = _imbalance(cut)
+        if c_imb > whole:
+            continue  # all of it closes what the cut would leave open: `(list|):` + `, tuple)`
+        # as balanced as the line without the insertion, as with all of it (the tail has no
+        # bracket of its own: a call the middle opens goes on below), or better balanced than
+        # with all of it: the tail's closers and quotes are the ones already after the cursor
+        if cut == e0 or cut == w_state or c_imb < whole or c_imb == 0:
             return line[:p]
     return None
 
@@ -678,6 +683,19 @@ def repeat_cut(lines: Sequence[str], start: int = 0) -> int | None:
             if blk == norm[c : c + p] and sum(1 for s in blk if s) >= 2:
                 return c
     return best
+
+
+def _cut_off_loop(lines: Sequence[str]) -> int | None:
+    """Index of a loop's second line when the answer ends in its third, cut off part-way (the
+    server's token limit): a line twice, then a start of it.  ``None`` otherwise."""
+    norm = [_rstrip(s) for s in lines]
+    nb = _nonblank_idx(norm)
+    if len(nb) < 3:
+        return None
+    a, b, c = nb[-3:]
+    if norm[a] == norm[b] and norm[b].startswith(norm[c]) and norm[c] != norm[b]:
+        return b
+    return None
 
 
 def repeat_holdback(lines: Sequence[str], partial: str | None = None) -> int:
@@ -918,6 +936,8 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
     decided = final or done
     if decided:
         cut = repeat_cut(fulls, rep_clear)
+        if cut is None and final and not done:
+            cut = _cut_off_loop(fulls)
         if cut is not None:
             kept = kept[:cut]
             done = True

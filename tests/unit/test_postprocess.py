@@ -517,3 +517,25 @@ def test_preprocessor_conditionals_do_not_end_the_block() -> None:
     raw = "{\n#if defined X\n  return x;\n#endif\n}\nint g;"
     assert process(raw, c, final=True).text == "{\n#if defined X\n  return x;\n#endif\n}"
     assert_stream_consistent(raw, c)
+
+
+def test_a_loop_cut_off_by_the_token_limit_is_cut() -> None:
+    c = ctx("--- If th", "", [], ["local M = {}"])
+    line = "--- If the indexes start from 1 and are contiguous then the array is a list."
+    raw = line[len("--- If th"):] + "\n" + line + "\n" + line[:40]
+    assert process(raw, c, final=True).text == line[len("--- If th"):]
+    assert_stream_consistent(raw, c)
+
+
+def test_a_tail_without_brackets_is_cut_where_the_middle_opens_a_call() -> None:
+    # the middle opens `(` that a later line closes: the repeated tail changes no balance
+    c = ctx("        _c", "_tuple, other_tuple,")
+    assert process("mp_fn(name, op, self_tuple, other_tuple,\n  x", c, final=True).text == "mp_fn(name, op, self"
+    assert process(") __wur;", ctx("       __isoc99_fscanf", "__wur;"), final=True).text == ") "
+
+
+def test_a_closer_that_balances_the_line_stays() -> None:
+    # the suffix's `)` closes the outer call once the middle closes the inner tuple
+    c = ctx("        if isinstance(value, (list", "):")
+    assert process(", tuple)", c, final=True).text == ", tuple)"
+    assert_stream_consistent(", tuple)", c)
