@@ -290,6 +290,20 @@ def _end_state(text: str) -> tuple[tuple[str, ...], int]:
     return sc.stack, sc.strays
 
 
+def _continues_below(ctx: PostContext) -> bool:
+    """Whether the cursor's statement goes on below, so its line may end with brackets
+    open: the next non-blank line closes brackets opened above it, or is indented deeper
+    while the cursor line opens no block (``:`` or ``{`` at its end)."""
+    nxt = _first_nonblank(ctx.next_lines)
+    if nxt is None:
+        return False
+    if _summary(nxt)[0]:
+        return True
+    line = ctx.line_prefix + ctx.line_suffix
+    ts = ctx.tabstop
+    return indent_width(nxt, ts) > indent_width(line, ts) and not _rstrip(line).endswith((":", "{"))
+
+
 def _imbalance(state: tuple[tuple[str, ...], int]) -> int:
     """Brackets and quotes left open plus closers that match nothing."""
     return len(state[0]) + state[1]
@@ -474,8 +488,10 @@ def drop_suffix_repeat(line: str, ctx: PostContext) -> str | None:
             whole = _imbalance(w_state)
         cut = _end_state(pre + line[:p] + suf)
         c_imb = _imbalance(cut)
-        if c_imb > whole:
-            continue  # all of it closes what the cut would leave open: `(list|):` + `, tuple)`
+        if c_imb > whole and not _continues_below(ctx):
+            # all of it closes what the cut would leave open (`(list|):` + `, tuple)`), and
+            # the statement ends on this line
+            continue
         # as balanced as the line without the insertion, as with all of it (the tail has no
         # bracket of its own: a call the middle opens goes on below), or better balanced than
         # with all of it: the tail's closers and quotes are the ones already after the cursor

@@ -539,3 +539,10 @@ def test_a_closer_that_balances_the_line_stays() -> None:
     c = ctx("        if isinstance(value, (list", "):")
     assert process(", tuple)", c, final=True).text == ", tuple)"
     assert_stream_consistent(", tuple)", c)
+
+
+def test_a_closer_already_there_is_cut_when_the_statement_goes_on_below() -> None:
+    for below in ("            or _is_kw_only(b, dataclasses)):", "            or (isinstance(type, str)"):
+        c = ctx("        if (_is_kw_only(", ")", [below])
+        assert process("type, dataclasses)", c, final=True).text == "type, dataclasses"
+        assert_stream_consistent("type, dataclasses)", c)
