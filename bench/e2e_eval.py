@@ -29,7 +29,11 @@ Case kinds (where the cursor is; the middle is what was cut out):
 
 Junk kinds: none, rest_of_line (the text after the cursor repeated), next_lines (the next
 existing lines repeated), closer (a closer that is already there), dedent (a dedented line of
-the next block), repeat_line (the last line looped), trailing_blank (blank lines after).
+the next block), repeat_line (the last line looped), trailing_blank (blank lines after); for
+`complete` also line_above (the line above repeated) and blank_only (blank lines only).
+
+A middle that runs over several lines is the rest of the cursor's block as the plugin shows
+it (postprocess.block_indent): under a line that opens a block, only deeper lines.
 
 Outcomes per case: exact (the buffer after accept equals the original; for `complete`, the
 buffer untouched and nothing shown), worse (the accepted text is not the start of the true
