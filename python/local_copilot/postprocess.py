@@ -664,6 +664,27 @@ def leaves_block(line: str, stack: Sequence[str], block: int, tabstop: int) -> b
     return True
 
 
+_DOCSTRING_RE = re.compile(r"[rRuUbBfF]{0,2}(?:\"\"\"|''')")
+
+
+def _leaves_docstring(line: str, stack: Sequence[str], block: int, fulls: Sequence[str], tabstop: int) -> bool:
+    """A line inside a docstring the completion opened, left of both the block and the
+    docstring's own line: the next ``def`` or ``import``, not the docstring's text.
+
+    Only a docstring (a line that starts with the triple quote): a string that is
+    assigned or passed (``x = '''``) may hold text at any indentation.
+    """
+    if not stack or stack[-1] not in _QUOTES or _is_blank(line):
+        return False
+    ind = indent_width(line, tabstop)
+    if ind >= block:
+        return False
+    for full in reversed(fulls):
+        if '"""' in full or "'''" in full:
+            return bool(_DOCSTRING_RE.match(full.lstrip(" \t"))) and ind < indent_width(full, tabstop)
+    return False
+
+
 # --------------------------------------------------------------------------- stage 6
 
 
@@ -911,6 +932,9 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
                 if partial and line.lstrip(" \t").startswith("#"):
                     held = True  # may still become a preprocessor conditional, which stays
                     break
+                done = True
+                break
+            if _leaves_docstring(line, stack, block, fulls, ts):
                 done = True
                 break
         if partial and (_recent_prefix(whole, fulls) or (k == 0 and check0 and _above_prefix(whole, ctx))):

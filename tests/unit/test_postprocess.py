@@ -546,3 +546,15 @@ def test_a_closer_already_there_is_cut_when_the_statement_goes_on_below() -> Non
         c = ctx("        if (_is_kw_only(", ")", [below])
         assert process("type, dataclasses)", c, final=True).text == "type, dataclasses"
         assert_stream_consistent("type, dataclasses)", c)
+
+
+def test_a_line_left_of_a_docstring_the_completion_opened_ends_it() -> None:
+    c = ctx("    def close(", "", ["        if self._closed:"], ["class Loop:"])
+    raw = 'self):\n        """Close the event loop.\nfrom .log import logger'
+    assert process(raw, c, final=True).text == 'self):\n        """Close the event loop.'
+    assert_stream_consistent(raw, c)
+    # its text at the docstring's depth stays, and so does text of an assigned string
+    raw = 'self):\n        """Close the event loop.\n        Stops it first.'
+    assert process(raw, c, final=True).text == raw
+    raw = "\n    x = '''\nsome text\nmore"
+    assert process(raw, ctx("def f():"), final=True).text == raw
