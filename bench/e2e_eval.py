@@ -63,7 +63,7 @@ for p in (_ROOT, _ROOT / "python"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from tests.fakes.fake_server import QWEN_FIM, FakeServer, infill_stream, llama_props  # noqa: E402
+from tests.fakes.fake_server import QWEN_FIM, FakeServer, infill_stream, llama_props
 
 CASE_KINDS = ("in_word", "before_closer", "after_opener", "mid_line", "line_end", "blank_line",
               "in_string", "in_comment", "complete")
@@ -291,7 +291,7 @@ def _junk_options(case: Case, pool: list[str]) -> dict[str, str]:
     nxt = next((r for r in range(br + 1, min(len(lines), br + 4)) if lines[r].strip()), None)
     out: dict[str, str] = {"none": ""}
     if case.kind == "complete":
-        row, col = case.c
+        row = case.c[0]
         if after.strip():
             out = {"rest_of_line": after}
         else:
@@ -464,6 +464,7 @@ class Editor:
     def __init__(self, server: OracleServer, root: Path) -> None:
         from local_copilot.devtools.nvim_bin import nvim_binary
         from local_copilot.devtools.rplugin import register_rplugin
+
         from tests.integration.nvim_session import isolated_env, start_nvim
 
         nvim_bin = nvim_binary()

@@ -319,7 +319,7 @@ class Engine:
     def _prepare_for(self, snap: Snapshot, limit: int | None, window: WindowFitter | None = None) -> _Prepared:
         """_prepare() for a server whose context per request is `limit` tokens."""
         assert self.config is not None and self.backend is not None
-        cfg, backend = self.config, self.backend
+        cfg = self.config
         budget, extra_budget = self._budget(limit, cfg)
         fitted = (window or self._window).fit(snap, lines_before=cfg.context.lines_before, lines_after=cfg.context.lines_after,
                                   budget=None if budget is None else budget - extra_budget, est=self.estimator,

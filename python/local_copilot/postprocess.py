@@ -514,11 +514,11 @@ def drop_duplicate_closer(line: str, ctx: PostContext) -> str:
         return line  # balanced as it is (e.g. '"a", "b' inside ["|"])
     q = _first_outer(pre, line)
     s = _first_outer(pre, suf)
-    if q is not None and s is not None and q[1] == s[1]:
-        # unless the cut leaves the line less balanced than all of it: a quote that closes
-        # the string the prefix opened, before a suffix that opens another, is not a duplicate
-        if _imbalance(_end_state(pre + line[: q[0]] + suf)) <= _imbalance(whole):
-            return line[: q[0]]
+    # unless the cut leaves the line less balanced than all of it: a quote that closes the
+    # string the prefix opened, before a suffix that opens another, is not a duplicate
+    if (q is not None and s is not None and q[1] == s[1]
+            and _imbalance(_end_state(pre + line[: q[0]] + suf)) <= _imbalance(whole)):
+        return line[: q[0]]
     return line
 
 

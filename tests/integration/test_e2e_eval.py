@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from .nvim_session import REPO
 
 sys.path.insert(0, str(REPO))
-from bench.e2e_eval import Editor, OracleServer, make_case  # noqa: E402
+from bench.e2e_eval import Editor, OracleServer, make_case
 
 pytestmark = pytest.mark.integration
 
