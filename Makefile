@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 
-.PHONY: all venv vllm lint test test-unit demo bench eval clean
+.PHONY: all venv vllm lint test test-unit demo bench eval eval-e2e clean
 
 all: test
 
@@ -48,6 +48,11 @@ bench: venv
 # post-processing on real code: CPython's standard library with realistic model junk
 eval: venv
 	$(PY) bench/postprocess_eval.py
+
+# the buffer after accept, end to end: the plugin in a headless Neovim typing real code (the
+# standard library, C headers, Neovim's Lua) against a fake llama-server that knows the file
+eval-e2e: venv
+	$(PY) bench/e2e_eval.py $(EVAL_ARGS)
 
 clean:
 	rm -rf $(VENV) .cache

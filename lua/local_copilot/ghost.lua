@@ -188,7 +188,8 @@ end
 
 -- After an edit: if the user typed (or partly accepted) exactly what the suggestion starts
 -- with, keep showing the rest at the new cursor and return true: no request is needed.
-function M.typed_through()
+-- `accepted`: the edit was a partial accept of this suggestion, not typed by the user.
+function M.typed_through(accepted)
   local cur = M.current
   if not cur or cur.buf ~= api.nvim_get_current_buf() or not in_insert() then return false end
   local cursor = api.nvim_win_get_cursor(0)
@@ -209,6 +210,11 @@ function M.typed_through()
   end
   local text = M.text(cur)
   if rest ~= cur.line_suffix or #typed >= #text or text:sub(1, #typed) ~= typed then return false end
+  -- A typed bracket or quote changes the balance of the line that the suggestion was cut
+  -- against (the host drops closers and tails the text after the cursor already has): the
+  -- rest is asked for again at the new spot instead of kept unchecked (issue 25: `append|)`
+  -- showing `(x)`, `(` typed, kept `x)` and gave `append(x))`).
+  if not accepted and typed:find('[%(%)%[%]{}"\'`]') then return false end
   -- keep the alternatives that agree with what was typed, trimmed the same way
   local items, index = {}, 1
   for i, item in ipairs(cur.items) do
@@ -247,7 +253,7 @@ local function insert(n)
     if #piece == #text then
       M.clear(cur.buf)
     else
-      M.typed_through() -- a partial accept keeps the rest shown, trimmed, at the new cursor
+      M.typed_through(true) -- a partial accept keeps the rest shown, trimmed, at the new cursor
     end
     api.nvim_exec_autocmds('User', { pattern = 'LocalCopilotAccept', modeline = false, data = { text = piece } })
   end

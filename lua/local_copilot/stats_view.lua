@@ -56,7 +56,8 @@ function M.lines(summary)
     lines[#lines + 1] = name .. (name == active and ' (active)' or '')
     lines[#lines + 1] = ('  requests %d   cancels %d   errors %d   speculative %d'):format(
       num(c.requests), num(c.cancels), num(c.errors), num(c.speculative))
-    lines[#lines + 1] = ('  cache hits %d   typed-through hits %d'):format(num(c.cache_hits), num(c.typed_through))
+    lines[#lines + 1] = ('  cache hits %d   typed-through hits %d   quiet %d'):format(
+      num(c.cache_hits), num(c.typed_through), num(c.quiet))
     local accepted = num(acc.full) + num(acc.word) + num(acc.line)
     lines[#lines + 1] = ('  shown %d   accepted %d (full %d, word %d, line %d)   acceptance rate %.0f%%'):format(
       num(c.shown), accepted, num(acc.full), num(acc.word), num(acc.line), num(b.acceptance_rate) * 100)

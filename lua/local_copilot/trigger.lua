@@ -275,6 +275,7 @@ function M.on_change()
         local buf = api.nvim_get_current_buf()
         local snap = snapshot(buf, buf_facts(buf))
         snap.text = ghost.text()
+        ghost.expect(buf, snap.seq) -- the host answers with the rest checked again when it differs
         host.tell('typed_through', snap)
       end
       return

@@ -30,7 +30,7 @@ from .buffer_state import BufferState
 from .cache import SuggestionCache, context_key
 from .config import Config
 from .prompt.context import build_context
-from .prompt.prepare import Prepared, Preparer
+from .prompt.prepare import Prepared, Preparer, post_context
 from .errors import BackendError, ConfigError, ServerError
 from .log import log
 from .notify import EpisodeNotifier
@@ -238,12 +238,22 @@ class Engine:
         self._unaccepted = 0
 
     def note_typed_through(self, snap: Snapshot, text: str) -> None:
-        """The user typed part of the shown suggestion; the rest is the answer for this spot."""
+        """The user typed part of the shown suggestion; the rest is the answer for this spot,
+        once post-processed again for the line as it is now (a rest that only repeats the line
+        above, or a closer the typed text made a duplicate, is not kept)."""
         self.stats.count("typed_through")
         self._unaccepted = 0
         if self.config is not None and text:
             ctx = build_context(snap, lines_before=self.config.context.lines_before,
                                 lines_after=self.config.context.lines_after)
+            if self.backend is not None:
+                pctx = post_context(snap, ctx, self.config, self.backend.stop_strings)
+                checked = process(text, pctx, final=True).text
+                if checked != text:
+                    if not checked:
+                        self.stats.count("quiet")
+                    text = checked
+                    self.editor.show(self._plan(snap, [text], final=True))
             self.cache.put(context_key(ctx), text)
 
     async def close(self) -> None:
@@ -401,7 +411,14 @@ class Engine:
             return
         self.cache.put(prep.key, out.text)
         self.editor.show(self._plan(snap, [out.text], final=True, cached=cached))
+        self._quiet(out)
         self._finished(state, snap, out.text)
+
+    def _quiet(self, out: _Outcome) -> None:
+        """Counts an answer that post-processing left nothing of (it only repeated the line
+        above or the text after the cursor, or was blank): shown as nothing."""
+        if not out.text and out.raw.strip():
+            self.stats.count("quiet")
 
     def _continue(self, state: BufferState, snap: Snapshot, prep: Prepared, first: _Outcome) -> None:
         state.pause = None
@@ -430,6 +447,7 @@ class Engine:
                 return
             self.cache.put(prep.key, out.text)
             self.editor.show(self._plan(snap, [out.text], final=True))
+            self._quiet(out)
             self._finished(state, snap, out.text)
         except _Superseded:
             pass

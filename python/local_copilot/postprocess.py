@@ -24,7 +24,9 @@ Stages (each a small function below, composed by :func:`process`):
 6. :func:`repeat_cut` - stop at a loop (a line 3 times in a row, or a block of
    lines twice), keeping the first occurrence.
 7. :func:`finish` - trim trailing blank lines / whitespace, cap at ``max_lines``.
-8. whitespace-only completions become ``''`` (also in :func:`finish`).
+8. whitespace-only completions become ``''`` (also in :func:`finish`), and so do
+   completions that only repeat the line above (:func:`only_repeats`) or the text
+   after the cursor (:func:`drop_suffix_repeat` cuts all of it): nothing to show.
 
 Everything works on Python ``str`` (code points): tabs, CJK and emoji need no
 special casing, and no byte offsets are used anywhere.
@@ -54,6 +56,7 @@ __all__ = [
     "repeat_cut",
     "repeat_holdback",
     "finish",
+    "only_repeats",
     "indent_width",
 ]
 
@@ -81,6 +84,9 @@ _OPEN_FOR = {")": "(", "]": "[", "}": "{"}
 _SIG_RE = re.compile(r"[()\[\]{}\"'`\\#/]")
 _STR_PREFIXES = frozenset({"r", "u", "b", "f", "br", "rb", "fr", "rf"})
 _BLOCK_OPENERS = (":", "(", "[", "{")
+# C preprocessor conditionals sit at column 0 inside blocks: their indentation ends nothing
+# (a #define or #include there more often starts what follows the block)
+_PREPROC_RE = re.compile(r"#\s*(?:if|ifdef|ifndef|elif|else|endif)\b")
 _MAX_PERIOD = 8  # longest repeated block looked for (lines)
 _WALK_LIMIT = 64  # how far back we look for the start of the cursor's statement
 
@@ -284,6 +290,25 @@ def _end_state(text: str) -> tuple[tuple[str, ...], int]:
     return sc.stack, sc.strays
 
 
+def _continues_below(ctx: PostContext) -> bool:
+    """Whether the cursor's statement goes on below, so its line may end with brackets
+    open: the next non-blank line closes brackets opened above it, or is indented deeper
+    while the cursor line opens no block (``:`` or ``{`` at its end)."""
+    nxt = _first_nonblank(ctx.next_lines)
+    if nxt is None:
+        return False
+    if _summary(nxt)[0]:
+        return True
+    line = ctx.line_prefix + ctx.line_suffix
+    ts = ctx.tabstop
+    return indent_width(nxt, ts) > indent_width(line, ts) and not _rstrip(line).endswith((":", "{"))
+
+
+def _imbalance(state: tuple[tuple[str, ...], int]) -> int:
+    """Brackets and quotes left open plus closers that match nothing."""
+    return len(state[0]) + state[1]
+
+
 def _first_outer(prefix: str, text: str) -> tuple[int, str] | None:
     """First closer in `text` (typed after `prefix`) that closes something before it."""
     sc = _scan_line(prefix + text, mark=len(prefix))
@@ -411,9 +436,15 @@ def _suffix_forms(suffix: str) -> tuple[str, str]:
     return s_r, s_r.lstrip(" \t")
 
 
-def _overlap_starts(lr: str, s_r: str, s_l: str) -> Iterator[int]:
+def _overlap_starts(lr: str, s_r: str, s_l: str, *, growing: bool = False) -> Iterator[int]:
     """Ascending p where ``lr[p:]`` is a prefix of the suffix (as is, or without
-    its leading blanks) and p does not split a word."""
+    its leading blanks) and p does not split a word.
+
+    A split word is no objection when the tail is the whole rest of the line
+    (``brea|ens=True,`` answered ``k_on_hyphens=True,``: the cursor and the end of
+    the middle are both inside words).  With `growing` (a streamed line that may
+    still become that whole tail) every prefix of the suffix counts.
+    """
     if not s_l:
         return
     lo = max(0, len(lr) - len(s_r))
@@ -426,8 +457,8 @@ def _overlap_starts(lr: str, s_r: str, s_l: str) -> Iterator[int]:
             return
         p = min(nxt)
         t = lr[p:]
-        if (s_r.startswith(t) or s_l.startswith(t)) and not (
-            p > 0 and _is_word(lr[p - 1]) and _is_word(t[0])
+        if (s_r.startswith(t) or s_l.startswith(t)) and (
+            not (p > 0 and _is_word(lr[p - 1]) and _is_word(t[0])) or growing or t in (s_r, s_l)
         ):
             yield p
         p += 1
@@ -436,21 +467,35 @@ def _overlap_starts(lr: str, s_r: str, s_l: str) -> Iterator[int]:
 def drop_suffix_repeat(line: str, ctx: PostContext) -> str | None:
     """`line` without a tail that repeats (a prefix of) the text after the cursor.
 
-    ``None`` when there is no such tail.  The cut must leave the line's brackets
-    as balanced as they were (so ``bar(1)`` before ``)`` keeps its own ``)``), must
-    not split a word, and a lone word character is too weak a signal.
+    ``None`` when there is no such tail.  The cut must not leave the line's
+    brackets and quotes less balanced than inserting the whole `line` would (so
+    ``bar(1)`` before ``)`` keeps its own ``)``, while ``(x)`` before ``)`` after
+    ``append`` loses its second one); it must not split a word unless the tail is
+    the whole rest of the line, and a lone word character is too weak a signal.
     """
     s_r, s_l = _suffix_forms(ctx.line_suffix)
     lr = _rstrip(line)
-    pre = ctx.line_prefix
+    pre, suf = ctx.line_prefix, ctx.line_suffix
     e0: tuple[tuple[str, ...], int] | None = None
+    whole = 0
     for p in _overlap_starts(lr, s_r, s_l):
         t = lr[p:]
         if not (t in (s_r, s_l) or len(t) >= 3 or not _is_word(t[0])):
             continue
         if e0 is None:
-            e0 = _end_state(pre + ctx.line_suffix)
-        if _end_state(pre + line[:p] + ctx.line_suffix) == e0:
+            e0 = _end_state(pre + suf)
+            w_state = _end_state(pre + line + suf)
+            whole = _imbalance(w_state)
+        cut = _end_state(pre + line[:p] + suf)
+        c_imb = _imbalance(cut)
+        if c_imb > whole and not _continues_below(ctx):
+            # all of it closes what the cut would leave open (`(list|):` + `, tuple)`), and
+            # the statement ends on this line
+            continue
+        # as balanced as the line without the insertion, as with all of it (the tail has no
+        # bracket of its own: a call the middle opens goes on below), or better balanced than
+        # with all of it: the tail's closers and quotes are the ones already after the cursor
+        if cut == e0 or cut == w_state or c_imb < whole or c_imb == 0:
             return line[:p]
     return None
 
@@ -464,11 +509,15 @@ def drop_duplicate_closer(line: str, ctx: PostContext) -> str:
     ``g(x))`` keeps ``g(x)`` (the first ``)`` closes the new ``(``).
     """
     pre, suf = ctx.line_prefix, ctx.line_suffix
-    if _end_state(pre + line + suf) == _end_state(pre + suf):
+    whole = _end_state(pre + line + suf)
+    if whole == _end_state(pre + suf):
         return line  # balanced as it is (e.g. '"a", "b' inside ["|"])
     q = _first_outer(pre, line)
     s = _first_outer(pre, suf)
-    if q is not None and s is not None and q[1] == s[1]:
+    # unless the cut leaves the line less balanced than all of it: a quote that closes the
+    # string the prefix opened, before a suffix that opens another, is not a duplicate
+    if (q is not None and s is not None and q[1] == s[1]
+            and _imbalance(_end_state(pre + line[: q[0]] + suf)) <= _imbalance(whole)):
         return line[: q[0]]
     return line
 
@@ -482,7 +531,14 @@ def _mid_line_hold(line: str, ctx: PostContext) -> int:
         if s is not None and s[1] == q[1]:
             h = q[0]
     s_r, s_l = _suffix_forms(ctx.line_suffix)
-    return next(_overlap_starts(_rstrip(line[:h]), s_r, s_l), h)
+    return next(_overlap_starts(_rstrip(line[:h]), s_r, s_l, growing=True), h)
+
+
+def _padded_closer(text: str, closer: str) -> bool:
+    """Whether the bracket that `closer` closes is followed by a blank in `text`, the
+    typed text (the line's style pads its brackets: ``{ force = true }``)."""
+    i = text.rfind(_OPEN_FOR.get(closer, "\0"))
+    return i >= 0 and text[i + 1 : i + 2] == " "
 
 
 def _mid_line_final(line: str, ctx: PostContext) -> str:
@@ -490,9 +546,11 @@ def _mid_line_final(line: str, ctx: PostContext) -> str:
     if out is None:
         out = drop_duplicate_closer(line, ctx)
     suf = ctx.line_suffix
-    # Keep a space that separates the insertion from a following word/operand.
+    # Keep a space that separates the insertion from a following word/operand, and one
+    # before a closer whose bracket the line pads on the inside.
     if not suf or suf[0] in _WS or suf[0] in ")]}>,;:.":
-        out = _rstrip(out)
+        pad = out.endswith(" ") and not out.endswith("  ") and _padded_closer(ctx.line_prefix, suf[:1])
+        out = _rstrip(out) + (" " if pad and out.strip() else "")
     return out if out.strip() else ""
 
 
@@ -594,7 +652,7 @@ def leaves_block(line: str, stack: Sequence[str], block: int, tabstop: int) -> b
     closes the innermost of them (``}`` / ``)`` at the parent indent in C/JS or
     black-style Python) and a line inside a string (its indent is text).
     """
-    if _is_blank(line) or indent_width(line, tabstop) >= block:
+    if _is_blank(line) or indent_width(line, tabstop) >= block or _PREPROC_RE.match(line):
         return False
     if stack:
         top = stack[-1]
@@ -604,6 +662,27 @@ def leaves_block(line: str, stack: Sequence[str], block: int, tabstop: int) -> b
         if body[:1] in _OPEN_FOR and _OPEN_FOR[body[0]] == top:
             return False
     return True
+
+
+_DOCSTRING_RE = re.compile(r"[rRuUbBfF]{0,2}(?:\"\"\"|''')")
+
+
+def _leaves_docstring(line: str, stack: Sequence[str], block: int, fulls: Sequence[str], tabstop: int) -> bool:
+    """A line inside a docstring the completion opened, left of both the block and the
+    docstring's own line: the next ``def`` or ``import``, not the docstring's text.
+
+    Only a docstring (a line that starts with the triple quote): a string that is
+    assigned or passed (``x = '''``) may hold text at any indentation.
+    """
+    if not stack or stack[-1] not in _QUOTES or _is_blank(line):
+        return False
+    ind = indent_width(line, tabstop)
+    if ind >= block:
+        return False
+    for full in reversed(fulls):
+        if '"""' in full or "'''" in full:
+            return bool(_DOCSTRING_RE.match(full.lstrip(" \t"))) and ind < indent_width(full, tabstop)
+    return False
 
 
 # --------------------------------------------------------------------------- stage 6
@@ -641,6 +720,19 @@ def repeat_cut(lines: Sequence[str], start: int = 0) -> int | None:
             if blk == norm[c : c + p] and sum(1 for s in blk if s) >= 2:
                 return c
     return best
+
+
+def _cut_off_loop(lines: Sequence[str]) -> int | None:
+    """Index of a loop's second line when the answer ends in its third, cut off part-way (the
+    server's token limit): a line twice, then a start of it.  ``None`` otherwise."""
+    norm = [_rstrip(s) for s in lines]
+    nb = _nonblank_idx(norm)
+    if len(nb) < 3:
+        return None
+    a, b, c = nb[-3:]
+    if norm[a] == norm[b] and norm[b].startswith(norm[c]) and norm[c] != norm[b]:
+        return b
+    return None
 
 
 def repeat_holdback(lines: Sequence[str], partial: str | None = None) -> int:
@@ -706,6 +798,12 @@ def _reindent_first(prefix: str, lines: Sequence[str], ts: int, complete: bool) 
     return l0 if complete else None
 
 
+def _above_prefix(partial: str, ctx: PostContext) -> bool:
+    """Whether a partial line 0 on a blank cursor line may still become the line above."""
+    above = _line_above(ctx)
+    return above is not None and _norm(above, ctx.tabstop).startswith(_norm(partial, ctx.tabstop))
+
+
 def _recent_prefix(partial: str, full: Sequence[str]) -> bool:
     """Whether the partial line may still become the start of a loop: a repeat of
     the last non-blank line or of a line up to a block period back."""
@@ -715,6 +813,36 @@ def _recent_prefix(partial: str, full: Sequence[str]) -> bool:
     if last is not None:
         recent.append(last)
     return any(_rstrip(s).startswith(p) for s in recent)
+
+
+def _line_above(ctx: PostContext) -> str | None:
+    return next((s for s in reversed(ctx.prev_lines) if not _is_blank(s)), None)
+
+
+def only_repeats(kept: Sequence[str], fulls: Sequence[str], ctx: PostContext) -> bool:
+    """Whether the suggestion adds nothing but copies of the line above each of its lines.
+
+    `kept` are the suggestion's lines, `fulls` the same as whole lines (line 0 with the
+    prefix).  A suggestion that changes the cursor line after typed text adds something;
+    on a blank cursor line, line 0 is compared with the nearest non-blank line above.
+    Lines are compared with their indentation (tabs expanded, trailing blanks ignored).
+    Such a suggestion is shown as nothing: accepting it would only duplicate a line.
+    """
+    ts = ctx.tabstop
+    if not _is_blank(ctx.line_prefix):
+        if not kept or not _is_blank(kept[0]):
+            return False
+        above: str | None = ctx.line_prefix
+    else:
+        above = _line_above(ctx)
+    added = False
+    for line in fulls:
+        if _is_blank(line):
+            continue
+        if above is None or _norm(line, ts) != _norm(above, ts):
+            return False
+        added = True
+    return added
 
 
 class _Loop(NamedTuple):
@@ -801,11 +929,17 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
             if block is None:
                 block = block_indent(ctx, full0)
             if leaves_block(line, stack, block, ts):
+                if partial and line.lstrip(" \t").startswith("#"):
+                    held = True  # may still become a preprocessor conditional, which stays
+                    break
                 done = True
                 break
-        if partial and _recent_prefix(whole, fulls):
+            if _leaves_docstring(line, stack, block, fulls, ts):
+                done = True
+                break
+        if partial and (_recent_prefix(whole, fulls) or (k == 0 and check0 and _above_prefix(whole, ctx))):
             held = True
-            break  # may still become a repeat of a recent line
+            break  # may still become a repeat of a recent line (or of the line above)
         # stage 4: a closer that the next existing line already has
         scan = _scan_line if partial else _scan_cached
         if k == 0:
@@ -842,9 +976,13 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
     decided = final or done
     if decided:
         cut = repeat_cut(fulls, rep_clear)
+        if cut is None and final and not done:
+            cut = _cut_off_loop(fulls)
         if cut is not None:
             kept = kept[:cut]
             done = True
+        if only_repeats(kept, fulls[: len(kept)], ctx):
+            return Result("", done)
         return Result(finish(kept, max_lines), done)
     n_full = min(len(kept), n_complete)
     complete = fulls[:n_full]
@@ -863,6 +1001,8 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
     if h < n_full or held:
         kept = kept[:h]
     # else the shown partial line (if any) passed the hold checks above
+    if only_repeats(kept, fulls[: len(kept)], ctx):
+        return Result("", False)
     return Result(finish(kept, max_lines), False)
 
 

@@ -442,3 +442,119 @@ def test_eval_smoke() -> None:
     assert overall["stream_violations"] == 0
     assert overall["retractions"] == 0
     assert overall["exact"] >= 0.9
+
+
+# --------------------------------------------------------------------------- issue 25: exact after accept
+
+
+@pytest.mark.parametrize(
+    ("prefix", "suffix", "raw", "want"),
+    [
+        # the cursor and the end of the middle both inside words: the tail is the whole rest
+        ("        wrapper = TextWrapper(brea", "ens=True,", "k_on_hyphens=True,\n    x", "k_on_hyph"),
+        ("    margin = No", "ne", "ne", ""),
+        ("   a possible po", "erefore not", "int and therefore not", "int and th"),
+        # a closer already after the cursor, which the insertion would double: the cut leaves
+        # the line better balanced than all of it
+        ("    parser.append", ")", "(option_string)", "(option_string"),
+        ("extern int ", " *__buf, size_t __buflen)", "f (int __errnum, char *__buf, size_t __buflen)",
+         "f (int __errnum, char"),
+        ("XMLPARSEAPI", "XML_Parser)", "(XML_Parser)", "("),
+        # quotes: the cut balances the line where the whole insertion does not
+        ("    return '\"' + ESCA", "\"'", "PE(s) + '\"", "PE(s) + '"),
+        # a quote that closes the string the prefix opened, before a suffix that opens one
+        ("    ['/etc/", " 'udevconf',", "udev%.conf$'] =", "udev%.conf$'] ="),
+        # a space before a closer stays when the typed line pads that bracket
+        ("  api.delete(bufnr, { force =", "})", " true ", " true "),
+        ("const o = {", "};", " a: 1 };", " a: 1"),
+    ],
+)
+def test_exact_after_accept_mid_line(prefix: str, suffix: str, raw: str, want: str) -> None:
+    c = ctx(prefix, suffix)
+    assert process(raw, c, final=True).text == want
+    assert_stream_consistent(raw, c)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "suffix", "line"),
+    [
+        ("y = ", "xy(1)", "max + xy"),  # a split word whose tail is not the whole rest of the line
+        ("foo(", ")", "bar(1)"),  # the ) closes the completion's own (
+    ],
+)
+def test_a_tail_that_belongs_to_the_insertion_stays(prefix: str, suffix: str, line: str) -> None:
+    assert drop_suffix_repeat(line, ctx(prefix, suffix)) is None
+
+
+@pytest.mark.parametrize(
+    ("prefix", "raw", "prev", "nxt"),
+    [
+        ("weekheader = c.formatweekheader", "\nweekheader = c.formatweekheader", [], []),
+        ("    x = 1", "\n    x = 1\n    x = 1\n", ["def f():"], []),
+        ("    ", "x = 1", ["def f():", "    x = 1"], ["    return x"]),  # a fresh line, the one above again
+        ("x = 1", "\n\n   \n", [], []),  # blank lines only
+    ],
+)
+def test_only_repeating_the_line_above_shows_nothing(prefix: str, raw: str, prev: list[str], nxt: list[str]) -> None:
+    c = ctx(prefix, "", nxt, prev)
+    assert process(raw, c, final=True).text == ""
+    assert_stream_consistent(raw, c)
+    for cut in range(len(raw) + 1):  # nothing of it is shown while it streams either
+        assert process(raw[:cut], c, final=False).text == ""
+
+
+def test_a_repeat_followed_by_new_lines_is_shown() -> None:
+    c = ctx("    x = 1", "", [], ["def f():"])
+    raw = "\n    x = 1\n    y = 2"
+    assert process(raw, c, final=True).text == raw
+    assert_stream_consistent(raw, c)
+    # a line at another depth is another statement
+    assert process("\n        x = 1", ctx("    x = 1"), final=True).text == "\n        x = 1"
+
+
+def test_preprocessor_conditionals_do_not_end_the_block() -> None:
+    c = ctx("", "", [], ["static int f (int x)"])
+    raw = "{\n#if defined X\n  return x;\n#endif\n}\nint g;"
+    assert process(raw, c, final=True).text == "{\n#if defined X\n  return x;\n#endif\n}"
+    assert_stream_consistent(raw, c)
+
+
+def test_a_loop_cut_off_by_the_token_limit_is_cut() -> None:
+    c = ctx("--- If th", "", [], ["local M = {}"])
+    line = "--- If the indexes start from 1 and are contiguous then the array is a list."
+    raw = line[len("--- If th"):] + "\n" + line + "\n" + line[:40]
+    assert process(raw, c, final=True).text == line[len("--- If th"):]
+    assert_stream_consistent(raw, c)
+
+
+def test_a_tail_without_brackets_is_cut_where_the_middle_opens_a_call() -> None:
+    # the middle opens `(` that a later line closes: the repeated tail changes no balance
+    c = ctx("        _c", "_tuple, other_tuple,")
+    assert process("mp_fn(name, op, self_tuple, other_tuple,\n  x", c, final=True).text == "mp_fn(name, op, self"
+    assert process(") __wur;", ctx("       __isoc99_fscanf", "__wur;"), final=True).text == ") "
+
+
+def test_a_closer_that_balances_the_line_stays() -> None:
+    # the suffix's `)` closes the outer call once the middle closes the inner tuple
+    c = ctx("        if isinstance(value, (list", "):")
+    assert process(", tuple)", c, final=True).text == ", tuple)"
+    assert_stream_consistent(", tuple)", c)
+
+
+def test_a_closer_already_there_is_cut_when_the_statement_goes_on_below() -> None:
+    for below in ("            or _is_kw_only(b, dataclasses)):", "            or (isinstance(type, str)"):
+        c = ctx("        if (_is_kw_only(", ")", [below])
+        assert process("type, dataclasses)", c, final=True).text == "type, dataclasses"
+        assert_stream_consistent("type, dataclasses)", c)
+
+
+def test_a_line_left_of_a_docstring_the_completion_opened_ends_it() -> None:
+    c = ctx("    def close(", "", ["        if self._closed:"], ["class Loop:"])
+    raw = 'self):\n        """Close the event loop.\nfrom .log import logger'
+    assert process(raw, c, final=True).text == 'self):\n        """Close the event loop.'
+    assert_stream_consistent(raw, c)
+    # its text at the docstring's depth stays, and so does text of an assigned string
+    raw = 'self):\n        """Close the event loop.\n        Stops it first.'
+    assert process(raw, c, final=True).text == raw
+    raw = "\n    x = '''\nsome text\nmore"
+    assert process(raw, ctx("def f():"), final=True).text == raw

