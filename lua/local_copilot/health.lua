@@ -77,6 +77,26 @@ function M.check()
     return
   end
   render(result)
+  M.privacy(vim.fn.bufnr('#'))
+end
+
+-- Whether the buffer :checkhealth was run from may be sent, and why not (privacy.lua, the
+-- host's policy: python/local_copilot/privacy.py).
+function M.privacy(buf)
+  health.start('local-copilot: privacy')
+  if buf < 1 or not vim.api.nvim_buf_is_valid(buf) then return health.info('no buffer to judge') end
+  local path = vim.api.nvim_buf_get_name(buf)
+  local name = path ~= '' and vim.fn.fnamemodify(path, ':~:.') or ('buffer ' .. buf)
+  local why = require('local_copilot.privacy').reason(buf, path)
+  if not why and path ~= '' then
+    local ok, host = pcall(vim.fn.LocalCopilotCall, 'privacy', path, require('local_copilot.config').user)
+    if ok and type(host) == 'string' and host ~= '' then why = host end
+  end
+  if why then
+    health.info(('%s is never sent: %s'):format(name, why))
+  else
+    health.ok(('%s may be sent (no privacy rule refuses it)'):format(name))
+  end
 end
 
 return M

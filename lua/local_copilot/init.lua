@@ -3,6 +3,7 @@
 local api = vim.api
 local config = require('local_copilot.config')
 local ghost = require('local_copilot.ghost')
+local privacy = require('local_copilot.privacy')
 
 local M = {}
 
@@ -186,22 +187,14 @@ function M._define_highlights()
   api.nvim_set_hl(0, 'LocalCopilotAnnotation', { link = 'LocalCopilotSuggestion', default = true })
 end
 
-local function is_secret(path)
-  local name = vim.fs.basename(path)
-  for _, pat in ipairs(config.secret_patterns) do
-    if name:match(pat) then return true end
-  end
-  return false
-end
-
--- Whether completion may run in `buf` (global toggle, filetype, buffer flag, secrets, size).
+-- Whether completion may run in `buf` (global toggle, filetype, buffer flag, privacy, size).
 function M.buf_enabled(buf)
   buf = buf or api.nvim_get_current_buf()
   if not state.enabled or vim.b[buf].local_copilot_enabled == false then return false end
   if vim.bo[buf].buftype ~= '' or vim.bo[buf].binary then return false end
   local path = api.nvim_buf_get_name(buf)
-  -- secrets stay off even when a buffer flag or filetype says on
-  if path ~= '' and is_secret(path) then return false end
+  -- private files stay off even when a buffer flag or filetype says on (privacy.lua)
+  if path ~= '' and privacy.path_reason(buf, path) then return false end
   if vim.b[buf].local_copilot_enabled == true then return true end
   local ft = vim.bo[buf].filetype
   local fts = config.get('filetypes')
@@ -230,6 +223,11 @@ local function buf_facts(buf)
   }
   state.facts[buf] = f
   return f
+end
+
+-- The host's privacy rules or a verdict changed: read `buf`'s facts (all, without one) anew.
+function M._forget_facts(buf)
+  if buf then state.facts[buf] = nil else state.facts = {} end
 end
 
 local function forget_facts(ev)
@@ -479,6 +477,7 @@ function M.attach(from_insert_enter)
   au({ 'InsertEnter', 'OptionSet', 'BufFilePost', 'BufWipeout' }, forget_facts, 'read buffer options anew')
   au('BufWipeout', function(ev)
     state.base[ev.buf] = nil
+    privacy.forget(ev.buf)
     tell('forget', ev.buf) -- the host drops the window it kept for this buffer
   end, 'forget a wiped buffer')
   au({ 'InsertEnter', 'TextChangedI', 'TextChangedP', 'CursorMovedI' }, on_change, 'request a suggestion')
@@ -538,9 +537,12 @@ function M.enable() state.enabled = true end
 function M.disable() state.enabled = false; on_leave() end
 function M.toggle() if state.enabled then M.disable() else M.enable() end end
 
--- For statuslines: 'disabled', 'bad option', 'backend down', 'showing i/n', 'waiting' or 'idle'.
+-- For statuslines: 'disabled: <why>' (the privacy policy refuses the buffer), 'disabled',
+-- 'bad option', 'backend down', 'showing i/n', 'waiting' or 'idle'.
 function M.status()
   local buf = api.nvim_get_current_buf()
+  local why = privacy.reason(buf, api.nvim_buf_get_name(buf))
+  if why then return 'disabled: ' .. why end
   if not M.buf_enabled(buf) then return 'disabled' end
   if state.backend == 'bad option' then return 'bad option' end
   if state.backend == 'down' then return 'backend down' end

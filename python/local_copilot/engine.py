@@ -36,6 +36,7 @@ from .notify import EpisodeNotifier
 from .postprocess import PostContext, Result, process
 from .fim_templates import ExtraChunk
 from .render import RenderPlan, candidate
+from .privacy import Gate
 from .ring import ContextRing
 from .snapshot import Snapshot, char_to_byte_col
 from .stats import Stats
@@ -50,6 +51,9 @@ class Editor(Protocol):
     def notify(self, message: str, level: str) -> None: ...
 
     def backend_state(self, state: str, message: str) -> None: ...
+
+    # the privacy policy refuses a buffer's text (`kind` 'path' or 'content'), or (reason None) no longer does
+    def private(self, buf: int, path: str, reason: str | None, kind: str) -> None: ...
 
 
 def accepted_snapshot(snap: Snapshot, text: str) -> Snapshot:
@@ -176,6 +180,7 @@ class Engine:
         self.cache = SuggestionCache()
         self.stats = Stats()
         self.ring = ContextRing()
+        self.privacy = Gate(editor)  # what may be sent (privacy.py)
         self._window = WindowFitter()  # the last snapshot's window, fitted (window.py)
         # the speculative request's own: it must not evict the window the user types in (the
         # next key would fit all of it anew, ~0.2 ms of host CPU)
@@ -204,12 +209,13 @@ class Engine:
         self._token_ms = None
         self.cache.clear()
         self.stats.set_backend(cfg.backend)
+        self.privacy.configure(cfg, self.ring)
 
     # -- requests ------------------------------------------------------------------------
 
     def submit(self, snap: Snapshot) -> None:
         """A new snapshot for a buffer: cancel what is in flight there, start anew."""
-        if self.backend is None or self.config is None:
+        if self.backend is None or self.config is None or self.privacy.refuses(snap, self.ring):
             self.cancel(snap.buf)
             return
         loop = asyncio.get_running_loop()
@@ -237,7 +243,7 @@ class Engine:
     def alternatives(self, snap: Snapshot) -> None:
         """Fetch more candidates for the spot of `snap` (next/prev when only one is known)."""
         self.cancel(snap.buf)
-        if self.backend is None or self.config is None:
+        if self.backend is None or self.config is None or self.privacy.refuses(snap, self.ring):
             return
         self._tasks[snap.buf] = asyncio.get_running_loop().create_task(self._run_alternatives(snap))
 
@@ -269,6 +275,7 @@ class Engine:
         self._spec_window.forget_buffer(buf)
         self._last.pop(buf, None)
         self._typing.pop(buf, None)
+        self.privacy.forget(buf)
 
     def cancel_all(self) -> None:
         for buf in set(self._tasks) | set(self._speculative) | set(self._pauses):
@@ -276,10 +283,12 @@ class Engine:
 
     def add_chunk(self, filename: str, lines: list[str], around: int | None = None) -> None:
         """Text of another buffer (entered, left, written, or around a cursor jump)."""
-        self.ring.add(filename, lines, around=around)
+        if not self.privacy.refuses_file(filename):
+            self.ring.add(filename, lines, around=around)
 
     def add_yank(self, filename: str, lines: list[str]) -> None:
-        self.ring.chunk_from_yank(filename, lines)
+        if not self.privacy.refuses_file(filename):
+            self.ring.chunk_from_yank(filename, lines)
 
     def note_accept(self, kind: str) -> None:
         self.stats.count(f"accepts_{kind}")
@@ -693,8 +702,11 @@ class Engine:
 
     async def _speculate(self, snap: Snapshot, text: str) -> None:
         """Compute the suggestion that follows `text`, as if it were accepted; cache only."""
+        spec = accepted_snapshot(snap, text)
+        if self.privacy.policy.refusal(spec.path, spec.lines) is not None:  # the model's text holds a credential
+            return
         try:
-            prep = await self._prepare(accepted_snapshot(snap, text), self._spec_window)
+            prep = await self._prepare(spec, self._spec_window)
         except (BackendError, ConfigError):
             return
         if self.cache.get(prep.key) is not None:

@@ -19,6 +19,7 @@ __all__ = [
     "ServerUnavailable",
     "ServerError",
     "ProtocolError",
+    "PrivateText",
 ]
 
 
@@ -56,6 +57,10 @@ class ServerError(BackendError):
 
 class ProtocolError(BackendError):
     pass
+
+
+class PrivateText(LocalCopilotError):
+    """The privacy policy (privacy.py) refuses to send this text; the message says why."""
 
 
 class ServerStartError(LocalCopilotError):

@@ -268,7 +268,8 @@ def test_enable_disable_filetypes_buffers_and_secret_files(open_nvim: Any, phras
     for name in (".env", "server.pem", "id_rsa", "credentials.json", ".netrc", "deploy.key"):
         nvim.command(f"edit {tmp_path / name}")
         nvim.command("let b:local_copilot_enabled = v:true")  # secrets stay off even so
-        assert lua(nvim, "require('local_copilot').status()") == "disabled", name
+        # before the host has started: Lua's copy of the built-in rules says why
+        assert lua(nvim, "require('local_copilot').status()").startswith("disabled: a secret file ("), name
 
 
 def test_status_reports_backend_down_once(open_nvim: Any) -> None:

@@ -91,6 +91,12 @@ class NvimEditor:
     def backend_state(self, state: str, message: str) -> None:
         self.lua("require('local_copilot')._backend_state(...)", state, message)
 
+    def private(self, buf: int, path: str, reason: str | None, kind: str) -> None:
+        self.lua("require('local_copilot.privacy')._verdict(...)", buf, path, reason, kind)
+
+    def privacy_rules(self, rules: list[list[str]]) -> None:
+        self.lua("require('local_copilot.privacy')._rules(...)", rules)
+
     def backend_ready(self, name: str) -> None:
         self.lua("vim.api.nvim_exec_autocmds('User', { pattern = 'LocalCopilotBackendReady', modeline = false, "
                  "data = { backend = ... } })", name)
