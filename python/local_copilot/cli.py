@@ -33,6 +33,7 @@ import platformdirs
 
 from .config import BackendConfig, load_config
 from .errors import BackendError, ConfigError, LocalCopilotError, ServerUnavailable
+from .limits import clip_message
 from .servers.options import ServerOptions, server_options
 
 __all__ = ["main", "build_parser", "resolve_backend"]
@@ -386,7 +387,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except LocalCopilotError as exc:
-        print(f"local-copilot: {exc}", file=sys.stderr)
+        # a server's words may be in it: no terminal escapes, bounded (limits.py)
+        print(f"local-copilot: {clip_message(str(exc), 2000)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -26,6 +26,7 @@ import msgspec
 
 from . import health_checks as hc
 from . import health_probes as hp
+from .limits import CappedTransport
 from .backends import FimRequest, make_backend
 from .backends.base import auth_headers
 from .config import BackendConfig, Config, load_config
@@ -638,7 +639,8 @@ async def collect(raw: Any = None, *, backend: str | None = None, config_error: 
     report.sections.append(config_section(cfg, error, env))
     if cfg is not None:
         timeout = httpx.Timeout(probe_timeout, connect=2.0)
-        async with httpx.AsyncClient(timeout=timeout, transport=transport, trust_env=False) as client:
+        # answers bounded (limits.py): a hostile server's probe answer must not fill memory
+        async with httpx.AsyncClient(timeout=timeout, transport=CappedTransport(transport), trust_env=False) as client:
             ctx = _Ctx(cfg=cfg, env=env, client=client, probe_timeout=probe_timeout)
             names = [cfg.backend] + [n for n in cfg.backends if n != cfg.backend]
             tasks = [backend_section(n, cfg.backends[n], options.get(n, ServerOptions()), ctx, active=(n == cfg.backend),

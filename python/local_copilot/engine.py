@@ -36,6 +36,7 @@ from .notify import EpisodeNotifier
 from .postprocess import PostContext, Result, process
 from .fim_templates import ExtraChunk
 from .render import RenderPlan, candidate
+from .limits import CappedTransport
 from .privacy import Gate
 from .ring import ContextRing
 from .snapshot import Snapshot, char_to_byte_col
@@ -202,7 +203,7 @@ class Engine:
         if self.backend is not None:
             self.backend.close()
         # one long-lived client: keep-alive to the server, closed streams cancel generation
-        self._client = httpx.AsyncClient(timeout=timeout, transport=self._transport, trust_env=False)
+        self._client = httpx.AsyncClient(timeout=timeout, transport=CappedTransport(self._transport), trust_env=False)
         self.backend = make_backend(cfg.backend, active, self._client)
         self.estimator = TokenEstimator()  # bytes per token differ between models
         self._window, self._spec_window = WindowFitter(), WindowFitter()

@@ -39,6 +39,8 @@ from typing import NamedTuple
 
 import msgspec
 
+from .limits import MAX_SUGGESTION_CHARS, unsafe_char
+
 __all__ = [
     "PostContext",
     "Result",
@@ -872,6 +874,11 @@ def process(raw: str, ctx: PostContext, *, final: bool) -> Result:
     final = final or stopped
     if "\r" in text:
         text = text.replace("\r\n", "\n")
+    # a control character (tab and newline aside; a last CR may begin a CRLF), a
+    # bidirectional override, or more text than a completion has: a hostile or broken
+    # answer is never shown or inserted (limits.py)
+    if len(text) > MAX_SUGGESTION_CHARS or unsafe_char(text if final or text[-1:] != "\r" else text[:-1]):
+        return Result("", True)
     if ctx.line_suffix.strip(_WS):
         # stage 2: mid-line completions stay on the cursor line
         line, complete = keep_first_line(text)

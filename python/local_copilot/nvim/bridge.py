@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 import pynvim
 
+from ..limits import clip_message
 from ..log import log
 from ..render import RenderPlan
 from .channel import NvimChannel
@@ -86,10 +87,11 @@ class NvimEditor:
         self._hop(run)
 
     def notify(self, message: str, level: str) -> None:
-        self.lua("require('local_copilot').notify(...)", message, level)
+        # a server's words may be in it: bounded, no control characters (limits.py)
+        self.lua("require('local_copilot').notify(...)", clip_message(message), level)
 
     def backend_state(self, state: str, message: str) -> None:
-        self.lua("require('local_copilot')._backend_state(...)", state, message)
+        self.lua("require('local_copilot')._backend_state(...)", state, clip_message(message))
 
     def private(self, buf: int, path: str, reason: str | None, kind: str) -> None:
         self.lua("require('local_copilot.privacy')._verdict(...)", buf, path, reason, kind)
