@@ -17,8 +17,17 @@ import httpx
 from .errors import ProtocolError
 
 __all__ = [
-    "MAX_SERVER_MESSAGE_CHARS", "MAX_EVENT_BYTES", "MAX_STREAM_BYTES", "MAX_ERROR_BODY_BYTES", "MAX_PROBE_BYTES", "MAX_SUGGESTION_CHARS",
-    "MAX_NOTIFY_CHARS", "unsafe_char", "clip_message", "read_error_body", "CappedTransport",
+    "MAX_ERROR_BODY_BYTES",
+    "MAX_EVENT_BYTES",
+    "MAX_NOTIFY_CHARS",
+    "MAX_PROBE_BYTES",
+    "MAX_SERVER_MESSAGE_CHARS",
+    "MAX_STREAM_BYTES",
+    "MAX_SUGGESTION_CHARS",
+    "CappedTransport",
+    "clip_message",
+    "read_error_body",
+    "unsafe_char",
 ]
 
 # one stream event (a line, or all the `data:` lines of one event together)

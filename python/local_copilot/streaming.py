@@ -9,7 +9,7 @@ from __future__ import annotations
 from .errors import ProtocolError
 from .limits import MAX_EVENT_BYTES, MAX_STREAM_BYTES
 
-__all__ = ["SSEParser", "NDJSONParser", "MAX_EVENT_BYTES", "MAX_STREAM_BYTES", "StreamLineTooLong"]
+__all__ = ["MAX_EVENT_BYTES", "MAX_STREAM_BYTES", "NDJSONParser", "SSEParser", "StreamLineTooLong"]
 
 # An event larger than MAX_EVENT_BYTES (one line, or all the `data:` lines of one event) is
 # not a completion chunk, nor is a stream of more than MAX_STREAM_BYTES: refused instead of

@@ -7,10 +7,14 @@ from typing import Any
 
 import httpx
 import pytest
-
 from local_copilot.errors import ProtocolError
 from local_copilot.limits import (
-    MAX_ERROR_BODY_BYTES, MAX_NOTIFY_CHARS, MAX_PROBE_BYTES, CappedTransport, clip_message, read_error_body,
+    MAX_ERROR_BODY_BYTES,
+    MAX_NOTIFY_CHARS,
+    MAX_PROBE_BYTES,
+    CappedTransport,
+    clip_message,
+    read_error_body,
     unsafe_char,
 )
 from local_copilot.postprocess import process
@@ -36,9 +40,8 @@ def test_clip_message_escapes_and_bounds() -> None:
 
 async def test_an_error_body_is_read_up_to_its_cap(fake: Any) -> None:
     server = fake(lambda path, body: (500, [b"x" * (1 << 20)] * 8))
-    async with httpx.AsyncClient() as client:
-        async with client.stream("POST", server.url + "/infill", json={}) as response:
-            body = await read_error_body(response)
+    async with httpx.AsyncClient() as client, client.stream("POST", server.url + "/infill", json={}) as response:
+        body = await read_error_body(response)
     assert len(body) == MAX_ERROR_BODY_BYTES
 
 

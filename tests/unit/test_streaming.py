@@ -1,8 +1,13 @@
 from __future__ import annotations
 
 import pytest
-
-from local_copilot.streaming import MAX_EVENT_BYTES, MAX_STREAM_BYTES, NDJSONParser, SSEParser, StreamLineTooLong
+from local_copilot.streaming import (
+    MAX_EVENT_BYTES,
+    MAX_STREAM_BYTES,
+    NDJSONParser,
+    SSEParser,
+    StreamLineTooLong,
+)
 
 STREAM = (
     b'data: {"content":"a\xc3\xa9"}\n\n'
