@@ -35,6 +35,18 @@ local function host()
     })
     return false
   end
+  if prog ~= nil and prog ~= '' then
+    -- a python without pynvim cannot run the host at all: say so instead of starting it
+    local done = vim.system({ vim.fn.expand(prog), '-c', 'import pynvim' }, { text = true }):wait(10000)
+    if done.code ~= 0 then
+      health.error('g:python3_host_prog = ' .. prog .. ' cannot import pynvim, so the plugin cannot run', {
+        'install the dependencies into that python: ' .. deps,
+        "or run require('local_copilot.install').build() to make the plugin's own venv",
+        'then run :UpdateRemotePlugins, restart Neovim (or :LocalCopilot enable)',
+      })
+      return false
+    end
+  end
   local lc = require('local_copilot')
   if not (lc.registered() and lc.registered('LocalCopilotCall')) then
     health.error('the remote plugin is not registered (no LocalCopilotEvent in the rplugin manifest)', {
@@ -44,6 +56,11 @@ local function host()
     return false
   end
   health.ok('remote plugin registered (' .. tostring(vim.g.loaded_remote_plugins) .. ')')
+  local failed = require('local_copilot.host').failure()
+  if failed then
+    health.error('the Python host did not start: ' .. failed, { ':LocalCopilot enable tries again' })
+    return false
+  end
   return true
 end
 
@@ -67,9 +84,9 @@ function M.check()
   neovim()
   if not host() then return end
   local opts = require('local_copilot.config').user
-  local ok, result = pcall(vim.fn.LocalCopilotCall, 'health', opts)
-  if not ok or type(result) ~= 'table' then
-    health.error('the python3 host did not answer: ' .. tostring(result):gsub('\n', ' '), {
+  local result, why = require('local_copilot.host').call('health', opts)
+  if type(result) ~= 'table' then
+    health.error((why or 'the python3 host had no answer'):gsub('\n', ' '), {
       'install the dependencies into the python Neovim uses: ' .. deps,
       ':checkhealth provider.python shows which python that is',
       'then run :UpdateRemotePlugins and restart Neovim',
@@ -89,8 +106,8 @@ function M.privacy(buf)
   local name = path ~= '' and vim.fn.fnamemodify(path, ':~:.') or ('buffer ' .. buf)
   local why = require('local_copilot.privacy').reason(buf, path)
   if not why and path ~= '' then
-    local ok, host = pcall(vim.fn.LocalCopilotCall, 'privacy', path, require('local_copilot.config').user)
-    if ok and type(host) == 'string' and host ~= '' then why = host end
+    local host = require('local_copilot.host').call('privacy', path, require('local_copilot.config').user)
+    if type(host) == 'string' and host ~= '' then why = host end
   end
   if why then
     health.info(('%s is never sent: %s'):format(name, why))

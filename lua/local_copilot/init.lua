@@ -115,6 +115,9 @@ end
 
 -- The host's worker connects to Neovim's server address on a channel of its own
 -- (python/local_copilot/nvim/channel.py): events sent there skip two thread hops in the host.
+-- The Python host could not be started (host.lua): nothing is sent until :LocalCopilot enable.
+function M._host_failed() state.host_gone = true end
+
 function M._use_channel(chan)
   state.direct = chan
   state.base = {} -- the next snapshot sends its window whole, on the new channel
@@ -140,8 +143,7 @@ function M._emit(name, payload)
     end
     pcall(vim.rpcnotify, chan, 'local_copilot_event', name, payload)
   elseif not host_running() then
-    vim.fn.LocalCopilotEvent(name, payload) -- starts the host
-    host_channel()
+    if require('local_copilot.host').start(name, payload) then host_channel() end
   end -- else a host that exited could not be started anew now: the next event tries again
 end
 
@@ -533,7 +535,12 @@ end
 function M.next() return cycle(1) end
 function M.prev() return cycle(-1) end
 
-function M.enable() state.enabled = true end
+function M.enable()
+  state.enabled = true
+  state.host_gone = false -- a host that would not start is tried again (host.lua)
+  state.revived = 0
+  require('local_copilot.host').retry()
+end
 function M.disable() state.enabled = false; on_leave() end
 function M.toggle() if state.enabled then M.disable() else M.enable() end end
 
