@@ -29,10 +29,10 @@ vllm:
 	scripts/setup_vllm.sh
 
 test: venv vllm
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -rs $(PYTEST_ARGS)
 
 test-unit: venv
-	$(PY) -m pytest -q tests/unit $(PYTEST_ARGS)
+	$(PY) -m pytest -q -rs tests/unit $(PYTEST_ARGS)
 
 demo: venv
 	$(PY) -m local_copilot.devtools.demo $(DEMO_ARGS)
