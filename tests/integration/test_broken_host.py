@@ -69,9 +69,9 @@ def test_typing_with_a_python_without_pynvim_never_blocks_and_says_so_once(
     assert not [m for m in modes if m["blocking"]], modes
     assert nvim.current.buffer[:] == ["abcdefghijkl"]
     assert nvim.api.get_mode() == {"mode": "i", "blocking": False}
-    assert note == [f"local-copilot: the Python host did not start (g:python3_host_prog = {broken_python} has no "
-                    "pynvim); completion is off until :LocalCopilot enable or a restart. Run :checkhealth "
-                    "local_copilot"], messages(nvim)
+    assert note == [(f"local-copilot: the Python host did not start (g:python3_host_prog = {broken_python} has no "
+                     "pynvim); completion is off until :LocalCopilot enable or a restart. Run :checkhealth "
+                     "local_copilot")], messages(nvim)
     text = messages(nvim)
     for bad in ("Traceback", "stack traceback", "E5108", "Failed to load python3 host", "remote#host"):
         assert bad not in text, text

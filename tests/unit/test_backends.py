@@ -10,8 +10,12 @@ from typing import Any
 
 import httpx
 import pytest
-
-from local_copilot.backends import FimRequest, OllamaBackend, OpenAIBackend, make_backend
+from local_copilot.backends import (
+    FimRequest,
+    OllamaBackend,
+    OpenAIBackend,
+    make_backend,
+)
 from local_copilot.config import load_config
 from local_copilot.engine import Engine
 from local_copilot.errors import ConfigError, ProtocolError, ServerError
