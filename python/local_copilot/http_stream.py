@@ -28,6 +28,8 @@ from collections.abc import AsyncIterator
 from types import TracebackType
 from urllib.parse import urlsplit
 
+from .owner import check_peer
+
 __all__ = [
     "ConnectError",
     "ConnectTimeout",
@@ -402,6 +404,7 @@ class StreamClient:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 try:
                     await asyncio.get_running_loop().sock_connect(sock, addr)
+                    check_peer(str(addr[0]), int(addr[1]))  # a server on this machine must be the user's (owner.py)
                 except BaseException:
                     sock.close()
                     raise

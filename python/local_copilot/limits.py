@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from .errors import ProtocolError
+from .owner import check_peer
 
 __all__ = [
     "MAX_ERROR_BODY_BYTES",
@@ -104,6 +105,8 @@ class CappedTransport(httpx.AsyncBaseTransport):
         self._inner = inner or httpx.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        # probes carry no buffer text, but the server they reach gets the requests next
+        check_peer(request.url.host, request.url.port or (443 if request.url.scheme == "https" else 80))
         response = await self._inner.handle_async_request(request)
         stream = response.stream
         assert isinstance(stream, httpx.AsyncByteStream)
