@@ -98,3 +98,24 @@ def test_typing_with_a_python_without_pynvim_never_blocks_and_says_so_once(
     wait_for(lambda: len(ours(nvim)) == 2, what="one more message after :LocalCopilot enable")
     type_watching_modes(nvim, "qr")
     assert len(ours(nvim)) == 2
+
+
+def test_a_host_call_that_fails_is_one_line_not_a_stack_trace(nvim_bin: str, manifest: Path,
+                                                               nvim_env: dict[str, str]) -> None:
+    """A working host whose sync call fails (as a call that times out does: Neovim raises in
+    the caller): :LocalCopilot log, :LocalCopilotBackend and :LocalCopilot status each say so
+    in one line."""
+    nv = start_nvim(nvim_bin, manifest, nvim_env, setup={})
+    try:
+        assert nv.call("LocalCopilotCall", "ping") == "pong"  # the host runs
+        # the call now fails inside Neovim's RPC layer, as one that timed out does
+        nv.command("function! LocalCopilotCall(...) abort\n  return rpcrequest(999999, 'status')\nendfunction")
+        err = nv.exec_lua("local ok, e = pcall(vim.fn.rpcrequest, 999999, 'status'); return tostring(e)")
+        for cmd in ("LocalCopilot log", "LocalCopilotBackend", "LocalCopilot status"):
+            out = nv.exec_lua("local ok, out = pcall(vim.fn.execute, ...); return tostring(out)", cmd)
+            assert "Python host did not answer (" in out and err.split("Vim:")[-1][:20] in out, (cmd, out, err)
+            assert len([ln for ln in out.splitlines() if ln.strip()]) <= 2, (cmd, out)
+            assert "traceback" not in out.lower() and "Error executing" not in out, (cmd, out)
+            assert nv.api.get_mode()["blocking"] is False
+    finally:
+        nv.close()
