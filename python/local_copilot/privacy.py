@@ -137,22 +137,7 @@ def glob_regex(glob: str, root: str = "", *, anywhere: bool | None = None) -> st
     tokens, anchored, _ = _glob_parts(glob.lower())
     if anywhere is not None:
         anchored = not anywhere
-    out = []
-    for kind, body in tokens:
-        if kind == "lit":
-            out.append(re.escape(body))
-        elif kind == "star":
-            out.append("[^/]*")
-        elif kind == "any":
-            out.append("[^/]")
-        elif kind == "dstar":
-            out.append(".*")
-        elif kind == "dstar/":
-            out.append("(?:.*/)?")
-        else:
-            neg = body.startswith(("!", "^"))
-            body = body[1:] if neg else body
-            out.append("[" + ("^" if neg else "") + body.replace("\\", "\\\\") + "]")
+    out = _translate(tokens, _REGEX)
     base = re.escape(root.lower().rstrip("/")) + "/"
     lead = base if anchored else base + "(?:.*/)?"
     return "^" + lead + "".join(out) + "(?:/.*)?$"
@@ -160,30 +145,36 @@ def glob_regex(glob: str, root: str = "", *, anywhere: bool | None = None) -> st
 
 _LUA_MAGIC = set("^$()%.[]*+-?")
 
+# each glob token in a dialect: Python's re, and Lua patterns ("dstar/" first: what a leading
+# `**/` becomes; "escape": how a character class escapes its escape character)
+_REGEX: dict[str, Any] = {"lit": re.escape, "star": "[^/]*", "any": "[^/]", "dstar": ".*", "dstar/": "(?:.*/)?",
+                          "dstar/ first": "(?:.*/)?", "escape": ("\\", "\\\\")}
+_LUA: dict[str, Any] = {"lit": lambda c: "%" + c if c in _LUA_MAGIC else c, "star": "[^/]*", "any": "[^/]",
+                        "dstar": ".*", "dstar/": ".*/", "dstar/ first": "", "escape": ("%", "%%")}
+
+
+def _translate(tokens: list[tuple[str, str]], dialect: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    for kind, body in tokens:
+        if kind == "lit":
+            out.append(dialect["lit"](body))
+        elif kind == "class":
+            neg = body.startswith(("!", "^"))
+            body = body[1:] if neg else body
+            out.append("[" + ("^" if neg else "") + body.replace(*dialect["escape"]) + "]")
+        elif kind == "dstar/" and not out:
+            out.append(dialect["dstar/ first"])
+        else:
+            out.append(dialect[kind])
+    return out
+
 
 def glob_lua(glob: str, *, anywhere: bool = True) -> str:
     """glob_regex(glob, anywhere=anywhere) as a Lua pattern for `string.find` on `/` .. the
     lower-cased path, to be followed by `$` (the file) or `/` (anything below it). Lua
     patterns have no optional groups: a `**/` is dropped where it leads and matches one or
     more directories elsewhere (the host, which decides, also matches none)."""
-    tokens, _, _ = _glob_parts(glob.lower())
-    out = []
-    for kind, body in tokens:
-        if kind == "lit":
-            out.append("%" + body if body in _LUA_MAGIC else body)
-        elif kind == "star":
-            out.append("[^/]*")
-        elif kind == "any":
-            out.append("[^/]")
-        elif kind == "dstar":
-            out.append(".*")
-        elif kind == "dstar/":
-            if out:
-                out.append(".*/")
-        else:
-            neg = body.startswith(("!", "^"))
-            body = body[1:] if neg else body
-            out.append("[" + ("^" if neg else "") + body.replace("%", "%%") + "]")
+    out = _translate(_glob_parts(glob.lower())[0], _LUA)
     return ("^/" if not anywhere else "/") + "".join(out)
 
 
