@@ -8,10 +8,13 @@ local M = {}
 
 local rules = nil -- { { lua pattern, reason }, ... } from the host, or the built-in ones
 local verdicts = {} -- buf -> { path = , reason = , kind = 'path' | 'content' } from the host
+-- path -> reason or false: status() runs on every statusline redraw, and the rules are many
+local judged = {}
 
 function M._rules(list)
   rules = list
   verdicts = {}
+  judged = {}
   pcall(require('local_copilot')._forget_facts)
 end
 
@@ -29,13 +32,20 @@ function M.has_rules() return rules ~= nil and rules ~= package.loaded['local_co
 
 local function path_rule(path)
   if path == '' then return nil end
+  local got = judged[path]
+  if got ~= nil then return got or nil end
   rules = rules or require('local_copilot.privacy_rules')
   local s = path:gsub('\\', '/'):lower()
   if s:sub(1, 1) ~= '/' then s = '/' .. s end
+  got = false
   for _, r in ipairs(rules) do
-    if s:find(r[1] .. '$') or s:find(r[1] .. '/') then return r[2] end
+    if s:find(r[1] .. '$') or s:find(r[1] .. '/') then
+      got = r[2]
+      break
+    end
   end
-  return nil
+  judged[path] = got
+  return got or nil
 end
 
 -- Why no text of `buf` (named `path`) may be read and sent, or nil: its path is refused.
