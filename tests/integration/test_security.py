@@ -434,3 +434,19 @@ def test_checkhealth_says_why_the_buffer_is_never_sent(open_nvim: Any, tmp_path:
         assert "main.py may be sent" in "\n".join(nvim.current.buffer[:])
     finally:
         fake.close()
+
+
+from ..unit.test_owner import foreign_port  # noqa: E402, F401 - a listener of another user
+
+
+def test_a_server_on_this_machine_of_another_user_gets_nothing(open_nvim: Any, tmp_path: Path,
+                                                               foreign_port: int) -> None:
+    nvim = open_nvim({"backends": {"llama.cpp": {"url": f"http://127.0.0.1:{foreign_port}"}}, "debounce_ms": 0,
+                      "adaptive_debounce": False})
+    nvim.command(f"edit {tmp_path / 'a.py'}")
+    nvim.input("ix = 1")
+    wait_for(lambda: lua(nvim, "require('local_copilot').status()") == "backend down", what="backend down")
+    nvim.input(" + 2")
+    text = wait_for(lambda: "belongs to another user" in messages(nvim) and messages(nvim), what="the notification")
+    ours = [ln for ln in text.splitlines() if "local-copilot" in ln]
+    assert len(ours) == 1 and f"127.0.0.1:{foreign_port} belongs to another user (uid 65534)" in ours[0], text
