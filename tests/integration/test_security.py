@@ -436,9 +436,6 @@ def test_checkhealth_says_why_the_buffer_is_never_sent(open_nvim: Any, tmp_path:
         fake.close()
 
 
-from ..unit.test_owner import foreign_port  # noqa: E402, F401 - a listener of another user
-
-
 def test_a_server_on_this_machine_of_another_user_gets_nothing(open_nvim: Any, tmp_path: Path,
                                                                foreign_port: int) -> None:
     nvim = open_nvim({"backends": {"llama.cpp": {"url": f"http://127.0.0.1:{foreign_port}"}}, "debounce_ms": 0,

@@ -4,9 +4,7 @@ sockets: one of this user's, one of another user's (a process started as `nobody
 from __future__ import annotations
 
 import os
-import shutil
 import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,28 +16,7 @@ from local_copilot.http_stream import StreamClient
 from local_copilot.limits import CappedTransport
 from local_copilot.owner import ForeignServer, check_peer, listener_uids
 
-NOBODY = 65534
-LISTEN = ("import socket, sys, time; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
-          "print(s.getsockname()[1], flush=True); time.sleep(60)")
-
-
-@pytest.fixture()
-def foreign_port() -> Iterator[int]:
-    """A port another user listens on (this user must be root to start a process as `nobody`)."""
-    if not hasattr(os, "getuid") or os.getuid() != 0 or not os.path.exists("/proc/net/tcp"):
-        pytest.skip("needs root (to listen as another user) and /proc/net/tcp")
-    # a python `nobody` may run (the test's own may sit below a private home)
-    python = shutil.which("python3", path="/usr/bin:/bin")
-    if python is None:
-        pytest.skip("needs /usr/bin/python3 to listen as another user")
-    proc = subprocess.Popen([python, "-c", LISTEN], stdout=subprocess.PIPE, text=True, user=NOBODY, group=NOBODY,
-                            cwd="/")
-    try:
-        assert proc.stdout is not None
-        yield int(proc.stdout.readline())
-    finally:
-        proc.kill()
-        proc.wait()
+from ..conftest import NOBODY
 
 
 @pytest.fixture(autouse=True)
