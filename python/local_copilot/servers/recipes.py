@@ -156,9 +156,9 @@ def llama_model_args(weights: str) -> list[str]:
     return ["-m", weights]
 
 
-# vLLM reports usage statistics to its authors unless told not to, and logs each request's
-# prompt (the user's code) at INFO level in versions before 0.10.2 (--disable-log-requests
-# there; an unknown flag after): both off, whatever the version
+# vLLM reports usage statistics to its authors unless told not to, and older versions log each
+# request's prompt (the user's code) at INFO level unless started with --disable-log-requests,
+# a flag newer ones deprecate: the log level keeps those lines out whatever the version
 VLLM_PRIVATE_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
 
 
