@@ -20,6 +20,7 @@ __all__ = [
     "ServerError",
     "ProtocolError",
     "PrivateText",
+    "ForeignServer",
 ]
 
 
@@ -41,6 +42,10 @@ class ServerUnavailable(BackendError):
         # no connection at all (refused, no route): the server is likely not running, as
         # opposed to one that is loading (503) or too slow to answer
         self.unreachable = unreachable
+
+
+class ForeignServer(ServerUnavailable):
+    """The server on this machine is another user's (owner.py): nothing is sent to it."""
 
 
 class ServerError(BackendError):

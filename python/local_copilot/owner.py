@@ -10,9 +10,9 @@ import os
 import time
 from pathlib import Path
 
-from .errors import ServerUnavailable
+from .errors import ForeignServer
 
-__all__ = ["ForeignServer", "check_peer", "listener_uids"]
+__all__ = ["check_peer", "listener_uids"]
 
 _TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
 _LISTEN = "0A"
@@ -21,10 +21,6 @@ _LISTEN = "0A"
 # server stopped, and the new one takes longer than this to load a model.
 FRESH_S = 2.0
 _seen: dict[int, tuple[float, set[int]]] = {}
-
-
-class ForeignServer(ServerUnavailable):
-    """The server on this machine is another user's: nothing is sent to it."""
 
 
 def listener_uids(port: int) -> set[int]:
