@@ -41,7 +41,9 @@ def open_private(path: Path | str, mode: str = "ab") -> IO[Any]:
         os.fchmod(fd, 0o600)
     except OSError:
         pass
-    return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+    if "b" in mode:
+        return os.fdopen(fd, mode)
+    return os.fdopen(fd, mode, encoding="utf-8")
 
 
 class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
