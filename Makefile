@@ -34,10 +34,10 @@ lint: venv
 	$(PY) -m mypy python/local_copilot
 
 test: venv vllm lint
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -rs $(PYTEST_ARGS)
 
 test-unit: venv
-	$(PY) -m pytest -q tests/unit $(PYTEST_ARGS)
+	$(PY) -m pytest -q -rs tests/unit $(PYTEST_ARGS)
 
 demo: venv
 	$(PY) -m local_copilot.devtools.demo $(DEMO_ARGS)

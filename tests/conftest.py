@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -125,3 +127,27 @@ def manifest(nvim_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture()
 def nvim_env(tmp_path: Path, manifest: Path) -> dict[str, str]:
     return isolated_env(tmp_path, manifest)
+
+
+NOBODY = 65534
+LISTEN = ("import socket, sys, time; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
+          "print(s.getsockname()[1], flush=True); time.sleep(60)")
+
+
+@pytest.fixture()
+def foreign_port() -> Iterator[int]:
+    """A port another user listens on (this user must be root to start a process as `nobody`)."""
+    if not hasattr(os, "getuid") or os.getuid() != 0 or not os.path.exists("/proc/net/tcp"):
+        pytest.skip("needs root (to listen as another user) and /proc/net/tcp")
+    # a python `nobody` may run (the test's own may sit below a private home)
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if python is None:
+        pytest.skip("needs /usr/bin/python3 to listen as another user")
+    proc = subprocess.Popen([python, "-c", LISTEN], stdout=subprocess.PIPE, text=True, user=NOBODY, group=NOBODY,
+                            cwd="/")
+    try:
+        assert proc.stdout is not None
+        yield int(proc.stdout.readline())
+    finally:
+        proc.kill()
+        proc.wait()

@@ -1,15 +1,31 @@
 -- :LocalCopilot {enable|disable|toggle|status|stats|log}
 local M = {}
 
+-- A sync call to the host for a command: its answer, or nil and one concise line saying why
+-- not (never a Lua stack trace, never a try at a host that would not start).
+local function host_call(...)
+  local lc = require('local_copilot')
+  if not lc.registered('LocalCopilotCall') then
+    return nil, 'the remote plugin is not registered; run :UpdateRemotePlugins and restart'
+  end
+  local res, why = require('local_copilot.host').call(...)
+  if why then return nil, why .. '; see :checkhealth local_copilot' end
+  if res == nil or res == vim.NIL then return nil, 'the Python host had no answer; see :LocalCopilot log' end
+  return res
+end
+M._host_call = host_call
+
 local subs = {
   enable = function() require('local_copilot').enable() end,
   disable = function() require('local_copilot').disable() end,
   toggle = function() require('local_copilot').toggle() end,
   status = function()
     local lines = { 'local-copilot: ' .. require('local_copilot').status() }
-    if require('local_copilot').registered('LocalCopilotCall') then
-      local ok, st = pcall(vim.fn.LocalCopilotCall, 'status')
-      if ok and type(st) == 'table' then
+    do
+      local st, why = host_call('status')
+      if not st then
+        lines[#lines + 1] = why
+      elseif type(st) == 'table' then
         if st.backend ~= vim.NIL and st.backend then
           lines[#lines + 1] = string.format('backend %s at %s', tostring(st.backend), tostring(st.url))
         else -- no options accepted yet (or rejected ones): there is no backend to name
@@ -25,8 +41,8 @@ local subs = {
   end,
   stats = function() require('local_copilot.stats_view').open() end,
   log = function()
-    if not require('local_copilot').registered('LocalCopilotCall') then return vim.notify('local-copilot: the remote plugin is not registered', vim.log.levels.WARN) end
-    local st = vim.fn.LocalCopilotCall('status')
+    local st, why = host_call('status')
+    if not st then return vim.notify('local-copilot: ' .. why, vim.log.levels.ERROR) end
     vim.cmd.split(vim.fn.fnameescape(st.log))
   end,
 }
@@ -44,11 +60,8 @@ function M.backend_names()
 end
 
 local function show_backend()
-  local lc = require('local_copilot')
-  if not lc.registered('LocalCopilotCall') then
-    return vim.notify('local-copilot: the remote plugin is not registered; run :UpdateRemotePlugins', vim.log.levels.ERROR)
-  end
-  local st = vim.fn.LocalCopilotCall('backend_status')
+  local st, why = host_call('backend_status')
+  if not st then return vim.notify('local-copilot: ' .. why, vim.log.levels.ERROR) end
   if st.error then return vim.notify('local-copilot: ' .. st.error, vim.log.levels.ERROR) end
   local lat = st.latency or {}
   local function pct(t) return type(t) == 'table' and ('%s/%s/%s ms'):format(t.p50, t.p95, t.p99) or '-' end

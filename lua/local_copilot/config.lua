@@ -14,11 +14,6 @@ M.defaults = {
   context = { lines_before = 200, lines_after = 60, prefix_share = 0.75, extra_tokens = 1024 },
 }
 
--- Files whose text is never read or sent (DESIGN: secrets stay on disk).
-M.secret_patterns = {
-  '^%.env$', '^%.env%..*$', '%.pem$', '%.key$', '^id_rsa', '^id_ed25519', '^id_ecdsa', '^%.netrc$', '^credentials',
-}
-
 -- Filetypes off unless the user turns them on (commit messages, help).
 M.filetype_defaults = { gitcommit = false, gitrebase = false, help = false, hgcommit = false, svn = false, cvs = false }
 

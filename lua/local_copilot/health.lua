@@ -35,6 +35,18 @@ local function host()
     })
     return false
   end
+  if prog ~= nil and prog ~= '' then
+    -- a python without pynvim cannot run the host at all: say so instead of starting it
+    local done = vim.system({ vim.fn.expand(prog), '-c', 'import pynvim' }, { text = true }):wait(10000)
+    if done.code ~= 0 then
+      health.error('g:python3_host_prog = ' .. prog .. ' cannot import pynvim, so the plugin cannot run', {
+        'install the dependencies into that python: ' .. deps,
+        "or run require('local_copilot.install').build() to make the plugin's own venv",
+        'then run :UpdateRemotePlugins, restart Neovim (or :LocalCopilot enable)',
+      })
+      return false
+    end
+  end
   local lc = require('local_copilot')
   if not (lc.registered() and lc.registered('LocalCopilotCall')) then
     health.error('the remote plugin is not registered (no LocalCopilotEvent in the rplugin manifest)', {
@@ -44,6 +56,11 @@ local function host()
     return false
   end
   health.ok('remote plugin registered (' .. tostring(vim.g.loaded_remote_plugins) .. ')')
+  local failed = require('local_copilot.host').failure()
+  if failed then
+    health.error('the Python host did not start: ' .. failed, { ':LocalCopilot enable tries again' })
+    return false
+  end
   return true
 end
 
@@ -67,9 +84,9 @@ function M.check()
   neovim()
   if not host() then return end
   local opts = require('local_copilot.config').user
-  local ok, result = pcall(vim.fn.LocalCopilotCall, 'health', opts)
-  if not ok or type(result) ~= 'table' then
-    health.error('the python3 host did not answer: ' .. tostring(result):gsub('\n', ' '), {
+  local result, why = require('local_copilot.host').call('health', opts)
+  if type(result) ~= 'table' then
+    health.error((why or 'the python3 host had no answer'):gsub('\n', ' '), {
       'install the dependencies into the python Neovim uses: ' .. deps,
       ':checkhealth provider.python shows which python that is',
       'then run :UpdateRemotePlugins and restart Neovim',
@@ -77,6 +94,26 @@ function M.check()
     return
   end
   render(result)
+  M.privacy(vim.fn.bufnr('#'))
+end
+
+-- Whether the buffer :checkhealth was run from may be sent, and why not (privacy.lua, the
+-- host's policy: python/local_copilot/privacy.py).
+function M.privacy(buf)
+  health.start('local-copilot: privacy')
+  if buf < 1 or not vim.api.nvim_buf_is_valid(buf) then return health.info('no buffer to judge') end
+  local path = vim.api.nvim_buf_get_name(buf)
+  local name = path ~= '' and vim.fn.fnamemodify(path, ':~:.') or ('buffer ' .. buf)
+  local why = require('local_copilot.privacy').reason(buf, path)
+  if not why and path ~= '' then
+    local host = require('local_copilot.host').call('privacy', path, require('local_copilot.config').user)
+    if type(host) == 'string' and host ~= '' then why = host end
+  end
+  if why then
+    health.info(('%s is never sent: %s'):format(name, why))
+  else
+    health.ok(('%s may be sent (no privacy rule refuses it)'):format(name))
+  end
 end
 
 return M

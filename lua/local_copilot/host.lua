@@ -1,6 +1,12 @@
 -- The channel to the Python host: the only code that talks to it. Events go out as
 -- notifications (the keystroke path never waits on Python; protocol.lua lists them). The
 -- host starts on first use; one that exited is started anew, a few times at most.
+--
+-- Neovim's python3 provider, asked to start a host whose python lacks pynvim, writes its
+-- error lines with :echomsg and throws: the hit-enter prompt blocks the editor (mode 'rm'),
+-- and the next call tries again, once per key. Here the start runs under :silent!, and a
+-- failure gives one message naming the fix (why is asked of that python without waiting);
+-- nothing is sent until :LocalCopilot enable or a restart.
 local api = vim.api
 local config = require('local_copilot.config')
 
@@ -13,7 +19,8 @@ local state = {
   registered = false, -- the rplugin was found registered (it stays so)
   warned_unregistered = false,
   revived = 0, -- python3 hosts started anew after one exited (see revive)
-  gone = false, -- it kept exiting: nothing is sent until Neovim restarts
+  gone = false, -- it kept exiting, or would not start: nothing is sent until retry()
+  failed = nil, -- why the host did not start, once it did not
 }
 
 local notify = function(_, _) end
@@ -48,6 +55,70 @@ end
 
 function M.running()
   return vim.fn.exists('*LocalCopilotEvent') == 1
+end
+
+local function tell_failure(why)
+  notify('local-copilot: the Python host did not start (' .. why .. '); completion is off until'
+    .. ' :LocalCopilot enable or a restart. Run :checkhealth local_copilot', 'error')
+end
+
+local function fail(why)
+  state.failed, state.gone = why, true
+  local prog = vim.g.python3_host_prog
+  if why ~= '' or not prog or prog == '' then return tell_failure(why) end
+  -- the usual cause, asked of that python without waiting for it
+  local cmd = { vim.fn.expand(prog), '-c', 'import pynvim' }
+  local ok = pcall(vim.system, cmd, { text = true }, vim.schedule_wrap(function(done)
+    state.failed = done.code ~= 0 and ('g:python3_host_prog = ' .. prog .. ' has no pynvim')
+      or 'the python3 provider could not load it'
+    tell_failure(state.failed)
+  end))
+  if not ok then tell_failure('g:python3_host_prog = ' .. prog .. ' cannot run') end
+end
+
+-- Why the host could not start, or nil.
+function M.failure() return state.failed end
+
+-- :LocalCopilot enable: a host that would not start, or kept exiting, is tried again.
+function M.retry()
+  state.failed, state.gone, state.revived = nil, false, 0
+end
+
+-- Start the host with the first event (`LocalCopilotEvent` starts it); false when it failed.
+local function start(name, payload)
+  if state.failed then return false end
+  if vim.fn.has('python3') == 0 then
+    fail('no python3 with pynvim found')
+    return false
+  end
+  vim.g.local_copilot_start_args = { name, payload }
+  local ok = pcall(vim.cmd, 'silent! call call("LocalCopilotEvent", g:local_copilot_start_args)')
+  vim.g.local_copilot_start_args = nil
+  if not ok or vim.fn.exists('*LocalCopilotEvent') == 0 then
+    fail('')
+    return false
+  end
+  return true
+end
+
+-- A sync call to the host (commands, health): its answer, or nil and why not. A host not
+-- started yet is started as an event starts it, so a broken one blocks nothing here either.
+function M.call(...)
+  if state.failed then return nil, 'the Python host did not start (' .. state.failed .. ')' end
+  if vim.fn.exists('*LocalCopilotCall') == 1 then
+    local ok, res = pcall(vim.fn.LocalCopilotCall, ...)
+    if ok then return res end
+    return nil, 'the Python host did not answer (' .. tostring(res):gsub('^.-Vim[^:]*:', ''):match('[^\n]*') .. ')'
+  end
+  vim.g.local_copilot_call = { ... }
+  pcall(vim.cmd, 'silent! let g:local_copilot_call = call("LocalCopilotCall", g:local_copilot_call)')
+  local res = vim.g.local_copilot_call
+  vim.g.local_copilot_call = nil
+  if vim.fn.exists('*LocalCopilotCall') == 0 then
+    fail('')
+    return nil, 'the Python host did not start'
+  end
+  return res
 end
 
 local MAX_REVIVALS = 3
@@ -134,8 +205,7 @@ function M.emit(name, payload)
     end
     pcall(vim.rpcnotify, chan, 'local_copilot_event', name, payload)
   elseif not M.running() then
-    vim.fn.LocalCopilotEvent(name, payload) -- starts the host
-    channel()
+    if start(name, payload) then channel() end
   end -- else a host that exited could not be started anew now: the next event tries again
 end
 

@@ -111,13 +111,19 @@ end
 function M.next() return cycle(1) end
 function M.prev() return cycle(-1) end
 
-function M.enable() trigger.set_enabled(true) end
+function M.enable()
+  host.retry() -- a host that would not start is tried again
+  trigger.set_enabled(true)
+end
 function M.disable() trigger.set_enabled(false) end
 function M.toggle() trigger.set_enabled(not trigger.enabled()) end
 
--- For statuslines: 'disabled', 'bad option', 'backend down', 'showing i/n', 'waiting' or 'idle'.
+-- For statuslines: 'disabled: <why>' (the privacy policy refuses the buffer), 'disabled',
+-- 'bad option', 'backend down', 'showing i/n', 'waiting' or 'idle'.
 function M.status()
   local buf = api.nvim_get_current_buf()
+  local why = require('local_copilot.privacy').reason(buf, api.nvim_buf_get_name(buf))
+  if why then return 'disabled: ' .. why end
   if not trigger.buf_enabled(buf) then return 'disabled' end
   if state.backend == 'bad option' then return 'bad option' end
   if state.backend == 'down' then return 'backend down' end

@@ -84,9 +84,9 @@ function M.fetch()
   if not lc.registered('LocalCopilotCall') then
     return nil, 'the remote plugin is not registered; run :UpdateRemotePlugins and restart (:checkhealth local_copilot)'
   end
-  local ok, summary = pcall(vim.fn.LocalCopilotCall, 'stats')
-  if not ok or type(summary) ~= 'table' then
-    return nil, 'the python3 host did not answer (:checkhealth local_copilot): ' .. tostring(summary)
+  local summary, why = require('local_copilot.host').call('stats')
+  if type(summary) ~= 'table' then
+    return nil, (why or 'the python3 host had no answer') .. ' (:checkhealth local_copilot)'
   end
   return summary
 end

@@ -6,6 +6,7 @@ local api = vim.api
 local config = require('local_copilot.config')
 local ghost = require('local_copilot.ghost')
 local host = require('local_copilot.host')
+local privacy = require('local_copilot.privacy')
 
 local M = {}
 
@@ -42,22 +43,14 @@ function M.set_enabled(on)
   if not on then M.on_leave() end
 end
 
-local function is_secret(path)
-  local name = vim.fs.basename(path)
-  for _, pat in ipairs(config.secret_patterns) do
-    if name:match(pat) then return true end
-  end
-  return false
-end
-
--- Whether completion may run in `buf` (global toggle, filetype, buffer flag, secrets, size).
+-- Whether completion may run in `buf` (global toggle, filetype, buffer flag, privacy, size).
 function M.buf_enabled(buf)
   buf = buf or api.nvim_get_current_buf()
   if not state.enabled or vim.b[buf].local_copilot_enabled == false then return false end
   if vim.bo[buf].buftype ~= '' or vim.bo[buf].binary then return false end
   local path = api.nvim_buf_get_name(buf)
-  -- secrets stay off even when a buffer flag or filetype says on
-  if path ~= '' and is_secret(path) then return false end
+  -- private files stay off even when a buffer flag or filetype says on (privacy.lua)
+  if path ~= '' and privacy.path_reason(buf, path) then return false end
   if vim.b[buf].local_copilot_enabled == true then return true end
   local ft = vim.bo[buf].filetype
   local fts = config.get('filetypes')
@@ -88,6 +81,11 @@ local function buf_facts(buf)
   return f
 end
 
+-- The host's privacy rules or a verdict changed: read `buf`'s facts (all, without one) anew.
+function M.forget_facts_of(buf)
+  if buf then state.facts[buf] = nil else state.facts = {} end
+end
+
 function M.forget_facts(ev)
   if ev.event == 'OptionSet' then
     state.facts = {} -- a global option may be the one that changed
@@ -104,6 +102,7 @@ end
 -- The buffer was wiped: the host drops the window it kept for it.
 function M.forget_buffer(buf)
   state.base[buf] = nil
+  privacy.forget(buf)
   host.tell('forget', { buf = buf })
 end
 

@@ -38,15 +38,12 @@ class BackendManager:
         self.supervisors: dict[str, Supervisor] = {}
         self.pending: str | None = None  # a backend whose server is loading
         self._task: asyncio.Task[None] | None = None
+        self._stopping: asyncio.Task[None] | None = None  # the last :LocalCopilotBackend stop
 
     # -- commands ------------------------------------------------------------------------
 
     def switch(self, cfg: Config, name: str) -> None:
-        if name == "auto":
-            choice = detect_backend(cfg.backends)
-            self._notify(f"local-copilot: auto chose {choice.backend}: {choice.reason}", "info")
-            name = choice.backend
-        if name not in cfg.backends:
+        if name != "auto" and name not in cfg.backends:
             self._notify(f"local-copilot: unknown backend {name!r}; choose one of: auto, "
                          f"{', '.join(sorted(cfg.backends))}", "error")
             return
@@ -55,6 +52,11 @@ class BackendManager:
         self._task = asyncio.get_running_loop().create_task(self._switch(cfg, name))
 
     async def _switch(self, cfg: Config, name: str) -> None:
+        if name == "auto":
+            # its probes run programs and wait on them: not on this loop, which carries completions
+            choice = await asyncio.to_thread(detect_backend, cfg.backends)
+            self._notify(f"local-copilot: auto chose {choice.backend}: {choice.reason}", "info")
+            name = choice.backend
         target = msgspec.structs.replace(cfg, backend=name)
         backend = cfg.backends[name]
         opts = server_options(backend)
@@ -98,6 +100,9 @@ class BackendManager:
             return
         finally:
             self.pending = None
+        for note in sup.recipe.notes:  # made by the start: e.g. extra_args that would bind elsewhere
+            if note.startswith("WARNING: "):
+                self._notify(f"local-copilot: {note.removeprefix('WARNING: ')}", "warn")
         sup.start_watch_thread()
         took = time.monotonic() - started
         self._switched(target, name, f"{status.state} after {took:.0f}s")
@@ -113,9 +118,22 @@ class BackendManager:
             self._notify(f"local-copilot: the server of {name} was not started by this Neovim; "
                          "use `local-copilot stop` for one started from a terminal", "warn")
             return
-        sup.close(release=False)
-        stopped = sup.stop()
-        self._notify(f"local-copilot: {'stopped' if stopped else 'nothing to stop for'} {name}", "info")
+
+        def stop_now() -> bool:
+            sup.close(release=False)
+            return sup.stop()
+
+        async def run() -> None:
+            # stopping waits for the process to exit (up to its grace period, then SIGKILL):
+            # in a thread, so completions on this loop go on meanwhile
+            try:
+                stopped = await asyncio.to_thread(stop_now)
+            except LocalCopilotError as exc:
+                self._notify(f"local-copilot: {exc}", "error")
+                return
+            self._notify(f"local-copilot: {'stopped' if stopped else 'nothing to stop for'} {name}", "info")
+
+        self._stopping = asyncio.get_running_loop().create_task(run())
 
     def restart(self, cfg: Config, name: str) -> None:
         sup = self.supervisors.get(name)

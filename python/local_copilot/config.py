@@ -17,7 +17,7 @@ from msgspec import Meta
 from .errors import ConfigError
 from .servers.options import ServerOptions
 
-__all__ = ["BackendConfig", "Config", "ContextConfig", "BUILTIN_BACKENDS", "load_config"]
+__all__ = ["BackendConfig", "Config", "ContextConfig", "PrivacyConfig", "BUILTIN_BACKENDS", "load_config"]
 
 PositiveInt = Annotated[int, Meta(gt=0)]
 NonNegInt = Annotated[int, Meta(ge=0)]
@@ -65,6 +65,16 @@ class ContextConfig(_Base, frozen=True):  # type: ignore[misc]  # msgspec allows
     extra_tokens: NonNegInt = 1024
 
 
+class PrivacyConfig(_Base, frozen=True):  # type: ignore[misc]  # msgspec allows a frozen subclass
+    """Beside the built-in rules and `exclude` (python/local_copilot/privacy.py)."""
+
+    # a file in gitignore syntax, looked for in each file's directory and those above it;
+    # the files it lists are never read or sent ('' turns it off)
+    ignore_file: str = ".local-copilot-ignore"
+    # also never send files that git ignores (one `git check-ignore` per file)
+    git_ignored: bool = False
+
+
 class Config(_Base):
     backend: str = "llama.cpp"
     backends: dict[str, BackendConfig] = {}
@@ -92,6 +102,9 @@ class Config(_Base):
     # None = on for servers on this machine, off for shared ones (it doubles their load)
     speculative: bool | None = None
     context: ContextConfig = ContextConfig()
+    # globs of files never read or sent, beside the built-in secret rules (privacy.py)
+    exclude: list[str] = []
+    privacy: PrivacyConfig = PrivacyConfig()
     log_level: Literal["debug", "info", "warn", "error"] = "warn"
 
     @property
@@ -165,7 +178,7 @@ def load_config(raw: Any = None) -> Config:
     # converted one by one so an error names the backend: `$.backends.vllm.url`, not `$.backends[...]`
     merged["backends"] = {name: _convert(value, BackendConfig, f"$.backends.{name}") for name, value in backends.items()}
     # empty Lua tables arrive as lists; they mean "no entries"
-    for key in ("filetypes", "keymaps", "context"):
+    for key in ("filetypes", "keymaps", "context", "privacy"):
         if merged.get(key) == []:
             merged[key] = {}
     cfg = _convert(merged, Config, "$")

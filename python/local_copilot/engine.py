@@ -36,6 +36,8 @@ from .log import log
 from .notify import EpisodeNotifier
 from .postprocess import Result, process
 from .render import RenderPlan, candidate
+from .limits import CappedTransport
+from .privacy import Gate
 from .snapshot import Snapshot, char_to_byte_col
 from .stats import Stats
 
@@ -48,6 +50,9 @@ class Editor(Protocol):
     def notify(self, message: str, level: str) -> None: ...
 
     def backend_state(self, state: str, message: str) -> None: ...
+
+    # the privacy policy refuses a buffer's text (`kind` 'path' or 'content'), or (reason None) no longer does
+    def private(self, buf: int, path: str, reason: str | None, kind: str) -> None: ...
 
 
 def accepted_snapshot(snap: Snapshot, text: str) -> Snapshot:
@@ -149,6 +154,7 @@ class Engine:
         self.prompts = Preparer()  # snapshots into requests (prompt/prepare.py)
         self.cache = SuggestionCache()
         self.stats = Stats()
+        self.privacy = Gate(editor)  # what may be sent (privacy.py)
         # ms the server takes per generated token (smoothed; from its timings), None until known
         self._token_ms: float | None = None
         self._unaccepted = 0  # suggestions finished since the user last took one (or typed it)
@@ -166,18 +172,19 @@ class Engine:
         if self.backend is not None:
             self.backend.close()
         # one long-lived client: keep-alive to the server, closed streams cancel generation
-        self._client = httpx.AsyncClient(timeout=timeout, trust_env=False)
+        self._client = httpx.AsyncClient(timeout=timeout, transport=CappedTransport(), trust_env=False)
         self.backend = make_backend(cfg.backend, active, self._client)
         self.prompts.new_server()  # bytes per token differ between models
         self._token_ms = None
         self.cache.clear()
         self.stats.set_backend(cfg.backend)
+        self.privacy.configure(cfg, self.prompts.ring)
 
     # -- requests ------------------------------------------------------------------------
 
     def submit(self, snap: Snapshot) -> None:
         """A new snapshot for a buffer: cancel what is in flight there, start anew."""
-        if self.backend is None or self.config is None:
+        if self.backend is None or self.config is None or self.privacy.refuses(snap, self.prompts.ring):
             self.cancel(snap.buf)
             return
         state = self._state(snap.buf)
@@ -199,7 +206,7 @@ class Engine:
     def alternatives(self, snap: Snapshot) -> None:
         """Fetch more candidates for the spot of `snap` (next/prev when only one is known)."""
         self.cancel(snap.buf)
-        if self.backend is None or self.config is None:
+        if self.backend is None or self.config is None or self.privacy.refuses(snap, self.prompts.ring):
             return
         state = self._state(snap.buf)
         state.start(self._run_alternatives(state, snap))
@@ -221,6 +228,7 @@ class Engine:
         self.cancel(buf)
         self.buffers.pop(buf, None)
         self.prompts.forget_buffer(buf)
+        self.privacy.forget(buf)
 
     def cancel_all(self) -> None:
         for buf in list(self.buffers):
@@ -228,10 +236,12 @@ class Engine:
 
     def add_chunk(self, filename: str, lines: list[str], around: int | None = None) -> None:
         """Text of another buffer (entered, left, written, or around a cursor jump)."""
-        self.prompts.ring.add(filename, lines, around=around)
+        if not self.privacy.refuses_file(filename):
+            self.prompts.ring.add(filename, lines, around=around)
 
     def add_yank(self, filename: str, lines: list[str]) -> None:
-        self.prompts.ring.chunk_from_yank(filename, lines)
+        if not self.privacy.refuses_file(filename):
+            self.prompts.ring.chunk_from_yank(filename, lines)
 
     def note_accept(self, kind: str) -> None:
         self.stats.count(f"accepts_{kind}")
@@ -630,8 +640,11 @@ class Engine:
 
     async def _speculate(self, snap: Snapshot, text: str) -> None:
         """Compute the suggestion that follows `text`, as if it were accepted; cache only."""
+        spec = accepted_snapshot(snap, text)
+        if self.privacy.policy.refusal(spec.path, spec.lines) is not None:  # the model's text holds a credential
+            return
         try:
-            prep = await self._prepare(accepted_snapshot(snap, text), speculative=True)
+            prep = await self._prepare(spec, speculative=True)
         except (BackendError, ConfigError):
             return
         if self.cache.get(prep.key) is not None:

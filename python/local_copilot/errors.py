@@ -19,6 +19,8 @@ __all__ = [
     "ServerUnavailable",
     "ServerError",
     "ProtocolError",
+    "PrivateText",
+    "ForeignServer",
 ]
 
 
@@ -42,6 +44,10 @@ class ServerUnavailable(BackendError):
         self.unreachable = unreachable
 
 
+class ForeignServer(ServerUnavailable):
+    """The server on this machine is another user's (owner.py): nothing is sent to it."""
+
+
 class ServerError(BackendError):
     def __init__(self, message: str, *, status: int = 0, prompt_tokens: int | None = None) -> None:
         super().__init__(message)
@@ -56,6 +62,10 @@ class ServerError(BackendError):
 
 class ProtocolError(BackendError):
     pass
+
+
+class PrivateText(LocalCopilotError):
+    """The privacy policy (privacy.py) refuses to send this text; the message says why."""
 
 
 class ServerStartError(LocalCopilotError):

@@ -33,6 +33,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from .owner import check_peer
+
 __all__ = [
     "ConnectError",
     "ConnectTimeout",
@@ -397,6 +399,7 @@ class StreamClient:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 try:
                     await asyncio.get_running_loop().sock_connect(sock, addr)
+                    check_peer(str(addr[0]), port)  # a server on this machine must be the user's (owner.py)
                 except BaseException:
                     sock.close()
                     raise

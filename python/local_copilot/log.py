@@ -9,6 +9,8 @@ from pathlib import Path
 
 import platformdirs
 
+from .private_files import PrivateRotatingFileHandler
+
 __all__ = ["log", "log_path", "setup_logging"]
 
 log = logging.getLogger("local_copilot")
@@ -24,8 +26,9 @@ def log_path() -> Path:
 def setup_logging(level: str = "warn") -> Path:
     path = log_path()
     if not any(isinstance(h, logging.handlers.RotatingFileHandler) for h in log.handlers):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.handlers.RotatingFileHandler(path, maxBytes=2_000_000, backupCount=2, encoding="utf-8")
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # private to the user (0600): paths, server messages and, at debug, buffer text go there
+        handler = PrivateRotatingFileHandler(path, maxBytes=2_000_000, backupCount=2, encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         log.addHandler(handler)
         log.propagate = False

@@ -41,23 +41,25 @@ from typing import NamedTuple
 
 import msgspec
 
+from .limits import MAX_SUGGESTION_CHARS, unsafe_char
+
 __all__ = [
     "PostContext",
     "Result",
-    "process",
-    "cut_stop_strings",
-    "keep_first_line",
-    "drop_suffix_repeat",
-    "drop_duplicate_closer",
-    "existing_line_cut",
-    "closer_cut",
     "block_indent",
-    "leaves_block",
-    "repeat_cut",
-    "repeat_holdback",
+    "closer_cut",
+    "cut_stop_strings",
+    "drop_duplicate_closer",
+    "drop_suffix_repeat",
+    "existing_line_cut",
     "finish",
     "only_repeats",
     "indent_width",
+    "keep_first_line",
+    "leaves_block",
+    "process",
+    "repeat_cut",
+    "repeat_holdback",
 ]
 
 
@@ -1012,6 +1014,11 @@ def process(raw: str, ctx: PostContext, *, final: bool) -> Result:
     final = final or stopped
     if "\r" in text:
         text = text.replace("\r\n", "\n")
+    # a control character (tab and newline aside; a last CR may begin a CRLF), a
+    # bidirectional override, or more text than a completion has: a hostile or broken
+    # answer is never shown or inserted (limits.py)
+    if len(text) > MAX_SUGGESTION_CHARS or unsafe_char(text if final or text[-1:] != "\r" else text[:-1]):
+        return Result("", True)
     if ctx.line_suffix.strip(_WS):
         # stage 2: mid-line completions stay on the cursor line
         line, complete = keep_first_line(text)

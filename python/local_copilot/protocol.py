@@ -16,7 +16,8 @@ import msgspec
 from .snapshot import Snapshot
 
 __all__ = [
-    "LUA_BACKEND_READY", "LUA_BACKEND_STATE", "LUA_NOTIFY", "LUA_RESYNC", "LUA_SHOW", "LUA_TAKE_SHOWN", "LUA_USE_CHANNEL",
+    "LUA_BACKEND_READY", "LUA_BACKEND_STATE", "LUA_NOTIFY", "LUA_PRIVACY_RULES", "LUA_PRIVACY_VERDICT", "LUA_RESYNC",
+    "LUA_SHOW", "LUA_TAKE_SHOWN", "LUA_USE_CHANNEL",
     "NAMES", "Accepted", "Alternatives", "Backend", "Cancel", "Chunk", "ConfigMsg", "Forget", "Message",
     "ProtocolViolation", "SnapshotMsg", "TypedThrough", "Yank", "decode", "to_snapshot",
 ]
@@ -147,4 +148,7 @@ LUA_USE_CHANNEL = "require('local_copilot.host').use_channel(...)"  # (channel i
 LUA_RESYNC = "require('local_copilot.trigger').resync(...)"  # (buf): send the window whole next time
 LUA_BACKEND_READY = ("vim.api.nvim_exec_autocmds('User', { pattern = 'LocalCopilotBackendReady', "
                      "modeline = false, data = { backend = ... } })")  # (backend name)
+# (buf, path, reason or None, 'path'|'content'): why the privacy policy refuses a buffer's text
+LUA_PRIVACY_VERDICT = "require('local_copilot.privacy')._verdict(...)"
+LUA_PRIVACY_RULES = "require('local_copilot.privacy')._rules(...)"  # ([[lua pattern, reason], ...])
 LUA_TAKE_SHOWN = "return require('local_copilot.trigger').take_shown()"  # sync: suggestions shown since last told

@@ -7,11 +7,13 @@ payloads; the backends decode each payload with a msgspec Decoder created once.
 from __future__ import annotations
 
 from .errors import ProtocolError
+from .limits import MAX_EVENT_BYTES, MAX_STREAM_BYTES
 
-__all__ = ["SSEParser", "NDJSONParser", "MAX_EVENT_BYTES", "StreamLineTooLong"]
+__all__ = ["MAX_EVENT_BYTES", "MAX_STREAM_BYTES", "NDJSONParser", "SSEParser", "StreamLineTooLong"]
 
-# one event larger than this is not a completion chunk; refuse it instead of buffering forever
-MAX_EVENT_BYTES = 4 * 1024 * 1024
+# An event larger than MAX_EVENT_BYTES (one line, or all the `data:` lines of one event) is
+# not a completion chunk, nor is a stream of more than MAX_STREAM_BYTES: refused instead of
+# buffered (limits.py).
 
 
 class StreamLineTooLong(ProtocolError, ValueError):
@@ -23,8 +25,12 @@ class StreamLineTooLong(ProtocolError, ValueError):
 class _LineBuffer:
     def __init__(self) -> None:
         self._buf = bytearray()
+        self._total = 0  # bytes of the whole stream
 
     def lines(self, data: bytes) -> list[bytes]:
+        self._total += len(data)
+        if self._total > MAX_STREAM_BYTES:
+            raise StreamLineTooLong(f"the server sent more than {MAX_STREAM_BYTES // (1024 * 1024)} MB in one stream")
         self._buf += data
         if b"\n" not in data:
             if len(self._buf) > MAX_EVENT_BYTES:
@@ -41,6 +47,7 @@ class SSEParser:
     def __init__(self) -> None:
         self._lines = _LineBuffer()
         self._data: list[bytes] = []
+        self._size = 0  # bytes of the event's data lines so far
 
     def feed(self, data: bytes) -> list[bytes]:
         out: list[bytes] = []
@@ -48,9 +55,12 @@ class SSEParser:
             if not line:  # blank line ends an event
                 if self._data:
                     out.append(b"\n".join(self._data))
-                    self._data = []
+                    self._data, self._size = [], 0
             elif line.startswith(b"data:"):
                 value = line[5:]
+                self._size += len(value)
+                if self._size > MAX_EVENT_BYTES:
+                    raise StreamLineTooLong(f"the server sent a stream event longer than {MAX_EVENT_BYTES} bytes")
                 self._data.append(value[1:] if value.startswith(b" ") else value)
             # lines starting with ':' are comments/pings; 'event:'/'id:' carry nothing we use
         return out

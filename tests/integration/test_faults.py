@@ -58,6 +58,21 @@ def endless() -> Iterator[Step]:
 
 TEN_MB = b"data: " + json.dumps({"content": "y" * (10 * 1024 * 1024), "stop": False}).encode() + b"\n\n"
 
+def one_endless_event() -> Iterator[Step]:
+    """`data:` lines that never end their event (no blank line): buffered without limit once."""
+    while True:
+        yield b"data: " + b"y" * 65536 + b"\n"
+
+
+def padded_events() -> Iterator[Step]:
+    """Events of 1 MiB each that say nothing (their content is empty), without end."""
+    while True:
+        yield sse({"content": "", "stop": False, "pad": "x" * (1 << 20)})
+
+
+# an error whose message is 8 MiB of the server's words, terminal escapes among them
+HUGE_ERROR = json.dumps({"error": {"code": 500, "message": "\x1b[2J" + "boom " * (8 << 18)}}).encode()
+
 # name -> (script while the fault lasts, fake.first_byte_delay)
 FAKE_FAULTS: dict[str, tuple[Script, float]] = {
     "first_byte_after_5s": (good(), 5.0),
@@ -70,6 +85,10 @@ FAKE_FAULTS: dict[str, tuple[Script, float]] = {
     "one_10mb_chunk": (answering(lambda: [TEN_MB]), 0),
     "invalid_utf8_content": (answering(lambda: [b'data: {"content": "ok\xff\xfe\xc3(", "stop": false}\n\n',
                                                 sse({"content": "", "stop": True})]), 0),
+    # hostile answers (limits.py): bytes per event, per stream and per error body are capped
+    "one_endless_event_of_data_lines": (answering(one_endless_event), 0),
+    "endless_1mb_events": (answering(padded_events), 0),
+    "8mb_error_message": (answering(lambda: [HUGE_ERROR], 500), 0),
     "lone_surrogate_content": (answering(lambda: [b'data: {"content": "ok\\ud800!", "stop": false}\n\n',
                                                   sse({"content": "", "stop": True})]), 0),
 }
@@ -369,3 +388,41 @@ def test_a_host_that_keeps_dying_is_given_up_with_one_error(session: Callable[..
     assert ours(text) == 3 * ["local-copilot: the Python host exited; starting a new one (:LocalCopilot log)"] + [
         "local-copilot: the Python host keeps exiting; completion is off until Neovim restarts "
         "(:LocalCopilot log, :checkhealth local_copilot)"], text
+
+
+# Suggestions holding a control character (but tab and newline) or a bidirectional override:
+# never shown, never inserted (limits.py, postprocess.process).
+UNSAFE_ANSWERS = {
+    "escape_sequence": ["ok", "\x1b[2J", "ay"],
+    "carriage_return": ["ok", "\rdel", "ay"],
+    "nul": ["ok\x00", "ay"],
+    "c1_control": ["ok\x9b", "31m"],
+    "right_to_left_override": ["ok", "\u202e", "ay"],
+    "left_to_right_isolate": ["ok\u2066", "ay"],
+    "pop_directional_isolate": ["ok", "ay\u2069"],
+}
+
+
+@pytest.mark.parametrize("answer", list(UNSAFE_ANSWERS))
+def test_a_suggestion_with_control_or_bidi_characters_is_never_shown_or_inserted(
+        answer: str, session: Callable[..., Session]) -> None:
+    fake = FakeServer(good())
+    try:
+        s = session(fake.url)
+        s.type("a")
+        wait_ghost(s.nvim, lambda t: t == "okay")  # the capture and the screen work
+        fake.script = answering(lambda: infill_stream(UNSAFE_ANSWERS[answer]))
+        n = infills(fake)
+        s.type("b")
+        wait_for(lambda: infills(fake) > n, what="the request reached the server")
+        # the answer came and was judged: the request is no longer waiting
+        wait_for(lambda: lua(s.nvim, "require('local_copilot').status()") == "idle", what="status idle")
+        assert suggestion(s.nvim) in (None, "")
+        assert lua(s.nvim, "require('local_copilot').accept()") is False
+        s.assert_buffer_untouched()
+        s.assert_messages_clean()
+        # tab and newline are fine
+        fake.script = answering(lambda: infill_stream(["o\tk"]))
+        s.assert_resumes(fake, lambda t: t == "o\tk")
+    finally:
+        fake.close()

@@ -146,9 +146,10 @@ def test_host_without_pynvim_says_what_to_install(nvim_bin: str, manifest: Path,
         lines = checkhealth(nv)
     finally:
         nv.close()
-    assert line(lines, "ERROR the python3 host did not answer")
-    assert any("pip install pynvim httpx msgspec platformdirs" in t
-               for t in advice(lines, "ERROR the python3 host did not answer"))
+    # said before the host is started (starting one that cannot start printed the provider's errors)
+    err = f"ERROR g:python3_host_prog = {python} cannot import pynvim"
+    assert line(lines, err)
+    assert any("pip install pynvim httpx msgspec platformdirs" in t for t in advice(lines, err))
 
 
 def doctor(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

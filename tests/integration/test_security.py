@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from local_copilot.servers.llama_cpp import LlamaServer, free_port
 
 from ..fakes.fake_server import FakeServer, infill_stream, llama
@@ -123,7 +122,7 @@ def test_secret_files_are_never_sent(proxy: RecordingProxy, open_nvim: Any, tmp_
         wait_for(lambda: nvim.api.get_mode()["mode"] == "n" and nvim.current.window.cursor[0] == 1)
         nvim.command("write")  # BufWritePost sends a chunk of ordinary buffers
         if name in SECRETS:
-            assert lua(nvim, "require('local_copilot').status()") == "disabled", name
+            assert lua(nvim, "require('local_copilot').status()").startswith("disabled: a secret file"), name
     nvim.command(f"edit {main}")
     nvim.command("call cursor(2, 1)")
     # completion requests: /completion (the default, the served vocab has FIM tokens) or /infill
@@ -290,7 +289,7 @@ def test_a_buffer_renamed_to_a_secret_name_in_insert_mode_stops_sending(proxy: R
     nvim.input(" renamedsecret42")
     wait_for(lambda: nvim.current.buffer[1].endswith("renamedsecret42"), what="the typing")
     assert nvim.api.get_mode()["mode"] == "i"
-    assert lua(nvim, "require('local_copilot').status()") == "disabled"
+    assert lua(nvim, "require('local_copilot').status()") == "disabled: a secret file (.env)"
     nvim.current.buffer.name = str(tmp_path / "after.py")
     nvim.input(" plus1")
     # sent under the new name: whatever was sent under .env came before this
@@ -300,3 +299,151 @@ def test_a_buffer_renamed_to_a_secret_name_in_insert_mode_stops_sending(proxy: R
     assert not [e for e in sent if e["path"].endswith(".env")]
     assert any(e["path"].endswith("main.py") for e in sent)  # the recording works
     assert ".env" not in json.dumps(proxy.requests)
+
+
+# Issue 24: typing 8 keys at the end of each of these drew 6-13 requests with the file's text.
+# Each is named as a user may name it; the reason status() gives says which rule caught it.
+ISSUE_FILES = {
+    ".ENV": "a secret file (.env)",
+    "secrets.yaml": "a secret file (secrets.*)",
+    ".ssh/config": "a secret directory (.ssh/)",
+    ".ssh/deploy_key": "a secret directory (.ssh/)",
+    ".git-credentials": "a secret file (.git-credentials)",
+    ".npmrc": "a secret file (.npmrc)",
+    ".pypirc": "a secret file (.pypirc)",
+    ".kube/config": "a secret directory (.kube/)",
+    "server.p12": "a secret file (*.p12)",
+    ".pgpass": "a secret file (.pgpass)",
+    ".docker/config.json": "a secret file (.docker/config.json)",
+    ".config/gcloud/credentials.db": "a secret file (.config/gcloud)",
+    "dump/users.SQL": "excluded by your `exclude` glob '*.sql'",
+    "data/customers.csv": "listed in {ignore}",
+    # content rules: an ordinary name, a credential inside (built from parts: no real secret here)
+    "notes.py": "the text holds a private-key block",
+    "settings.py": "the text holds an AWS access key",
+}
+CONTENT = {
+    "notes.py": "-----BEGIN " + "RSA PRIVATE KEY-----",
+    "settings.py": "AWS = 'AKIA" + "QWERTYUIOPASDFGH'",
+}
+
+
+def test_every_rule_keeps_a_files_text_from_the_server_typed_chunked_or_yanked(
+        open_nvim: Any, tmp_path: Path) -> None:
+    """A capturing FAKE server (it records each request) behind the plugin; each file of the
+    issue is visited, jumped in, yanked from and typed in, then an ordinary buffer is typed in:
+    no request holds a marker of any of them, and status() says why each is off."""
+    fake = FakeServer(llama(infill_stream(["ok"])))
+    project = tmp_path / "project"
+    project.mkdir()
+    ignore = project / ".local-copilot-ignore"
+    ignore.write_text("# never sent\n*.csv\n")
+    markers: dict[str, str] = {}
+    for i, name in enumerate(ISSUE_FILES):
+        path = project / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        marker = f"leakmarker{i:02d}q"
+        markers[name] = marker
+        head = [CONTENT[name]] if name in CONTENT else []
+        path.write_text("\n".join(head + [f"{marker}_{j} = {j}" for j in range(80)]) + "\n")
+    visible = project / "helpers.py"
+    visible.write_text("".join(f"visiblemarker_{i} = {i}\n" if i % 8 == 0 else f"v{i} = {i}\n" for i in range(120)))
+    try:
+        nvim = open_nvim({"backends": {"llama.cpp": {"url": fake.url}}, "debounce_ms": 0,
+                          "adaptive_debounce": False, "exclude": ["*.sql"]})
+        nvim.command("set hidden")
+        nvim.command(f"edit {project / 'main.py'}")
+        nvim.current.buffer[:] = ["def main():", "    "]
+        nvim.command("call cursor(2, 1)")
+        nvim.input("A")
+        wait_ghost(nvim)  # the host runs and gave Lua its rules
+        nvim.input("<Esc>")
+        for name, reason in ISSUE_FILES.items():
+            nvim.command(f"edit {project / name}")
+            nvim.input("50G")  # a jump of more than 32 lines is remembered for context
+            wait_for(lambda: nvim.current.window.cursor[0] == 50, what="the jump")
+            nvim.input("yy")  # and yanks
+            wait_for(lambda: nvim.call("getreg", '"').startswith(nvim.current.buffer[49]), what="the yank")
+            nvim.input("GA typedtext")  # 8 keys and more at the end of the file
+            wait_for(lambda: nvim.current.buffer[-1].endswith("typedtext"), what="the typing")
+            nvim.input("<Plug>(local-copilot-trigger)")  # asking on purpose
+            expected = "disabled: " + reason.format(ignore=ignore)
+            wait_for(lambda expected=expected: lua(nvim, "require('local_copilot').status()") == expected,
+                     what=f"status() of {name} = {expected!r}")
+            nvim.input("<Esc>")
+            wait_for(lambda: nvim.api.get_mode()["mode"] == "n")
+            nvim.command("write")  # BufWritePost sends a chunk of ordinary buffers
+            # :LocalCopilot status says the same
+            assert nvim.exec_lua("return vim.fn.execute('LocalCopilot status')").strip().startswith(
+                "local-copilot: " + expected)
+        nvim.command(f"edit {visible}")
+        nvim.command(f"edit {project / 'main.py'}")
+        nvim.command("call cursor(2, 1)")
+        n = len(fake.requests)
+        nvim.input("Avalue = ")
+        wait_for(lambda: len(fake.requests) > n, what="a request from main.py")
+        wait_for(lambda: "visiblemarker_" in json.dumps(fake.requests), what="an ordinary buffer sent as context")
+        sent = json.dumps(fake.requests)
+        for name, marker in markers.items():
+            assert marker not in sent, f"{name} leaked"
+            assert name not in sent, f"{name}'s path leaked"
+        assert "PRIVATE KEY" not in sent and "AKIA" not in sent
+    finally:
+        fake.close()
+
+
+def test_lua_and_the_host_read_the_path_rules_alike(open_nvim: Any, tmp_path: Path) -> None:
+    """Lua matches the patterns the host compiled for it (privacy.lua_rules) in Neovim; on
+    every path of the unit tests it refuses what the host refuses, with the same reason."""
+    from local_copilot.privacy import Policy
+
+    from ..unit.test_privacy import ORDINARY_PATHS, SECRET_PATHS
+
+    fake = FakeServer(llama(infill_stream(["ok"])))
+    try:
+        exclude = ["*.sql", "private/**", "/srv/app/config.py"]
+        nvim = open_nvim({"backends": {"llama.cpp": {"url": fake.url}}, "exclude": exclude})
+        nvim.command(f"edit {tmp_path / 'a.py'}")
+        nvim.input("ix")
+        wait_for(lambda: lua(nvim, "require('local_copilot.privacy').has_rules()"), what="the host's rules")
+        policy = Policy(exclude)
+        paths = SECRET_PATHS + ORDINARY_PATHS + ["/p/q.SQL", "/p/private/a/b.py", "/srv/app/config.py",
+                                                 "/x/srv/app/config.py"]
+        got = nvim.exec_lua("local p = require('local_copilot.privacy'); local out = {}"
+                            " for i, path in ipairs(...) do out[i] = p.path_reason(-1, path) or '' end"
+                            " return out", paths)
+        assert dict(zip(paths, got)) == {p: policy.path_reason(p) or "" for p in paths}
+    finally:
+        fake.close()
+
+
+def test_checkhealth_says_why_the_buffer_is_never_sent(open_nvim: Any, tmp_path: Path) -> None:
+    fake = FakeServer(llama(infill_stream(["ok"])))
+    (tmp_path / ".local-copilot-ignore").write_text("*.csv\n")
+    try:
+        nvim = open_nvim({"backends": {"llama.cpp": {"url": fake.url}}})
+        for name, why in [(".ssh/config", "a secret directory (.ssh/)"),
+                          ("data.csv", f"listed in {tmp_path / '.local-copilot-ignore'}")]:
+            nvim.command(f"edit {tmp_path / name}")
+            nvim.command("checkhealth local_copilot")
+            report = "\n".join(nvim.current.buffer[:])
+            assert f"is never sent: {why}" in report, report
+            nvim.command("silent! tabclose")
+        nvim.command(f"edit {tmp_path / 'main.py'}")
+        nvim.command("checkhealth local_copilot")
+        assert "main.py may be sent" in "\n".join(nvim.current.buffer[:])
+    finally:
+        fake.close()
+
+
+def test_a_server_on_this_machine_of_another_user_gets_nothing(open_nvim: Any, tmp_path: Path,
+                                                               foreign_port: int) -> None:
+    nvim = open_nvim({"backends": {"llama.cpp": {"url": f"http://127.0.0.1:{foreign_port}"}}, "debounce_ms": 0,
+                      "adaptive_debounce": False})
+    nvim.command(f"edit {tmp_path / 'a.py'}")
+    nvim.input("ix = 1")
+    wait_for(lambda: lua(nvim, "require('local_copilot').status()") == "backend down", what="backend down")
+    nvim.input(" + 2")
+    text = wait_for(lambda: "belongs to another user" in messages(nvim) and messages(nvim), what="the notification")
+    ours = [ln for ln in text.splitlines() if "local-copilot" in ln]
+    assert len(ours) == 1 and f"127.0.0.1:{foreign_port} belongs to another user (uid 65534)" in ours[0], text

@@ -10,13 +10,20 @@ from typing import Any
 
 import httpx
 import pytest
-
-from local_copilot.backends import FimRequest, OllamaBackend, OpenAIBackend, make_backend
+from local_copilot.backends import (
+    FimRequest,
+    OllamaBackend,
+    OpenAIBackend,
+    make_backend,
+)
 from local_copilot.config import load_config
+from local_copilot.engine import Engine
 from local_copilot.errors import ConfigError, ProtocolError, ServerError
+from local_copilot.snapshot import Snapshot
 
 from ..fakes.fake_ollama import QWEN_TEMPLATE, fake_ollama
 from ..fakes.fake_server import FakeServer, sse
+from .test_engine import RecordingEditor, wait_until
 
 REQ = FimRequest(prefix="def f():\n", middle="    return ", suffix="\nprint(f())", n_predict=16, path="a.py")
 
@@ -98,11 +105,28 @@ async def test_api_key_comes_from_the_environment_and_is_never_logged(servers: l
     srv = FakeServer(openai_script([{"id": "qwen2.5-coder-7b", "owned_by": "vllm"}], ["x"]))
     servers.append(srv)
     monkeypatch.setenv("LAB_KEY", "sk-secret-123")
-    cfg = load_config({"backend": "vllm", "backends": {"vllm": {"url": srv.url, "api_key_env": "LAB_KEY"}}}).active
-    caplog.set_level(logging.DEBUG)
-    async with httpx.AsyncClient() as client:
-        await collect(OpenAIBackend("vllm", cfg, client))
-    assert all(body["_headers"].get("authorization") == "Bearer sk-secret-123" for _, body in srv.requests)
+    raw = {"backend": "vllm", "backends": {"vllm": {"url": srv.url, "api_key_env": "LAB_KEY"}}, "log_level": "debug"}
+    cfg = load_config(raw).active
+    # the plugin's logger does not propagate to the root logger once setup_logging() ran (an
+    # earlier test may have): caplog's handler goes on it directly, or nothing is checked
+    plugin_log = logging.getLogger("local_copilot")
+    plugin_log.addHandler(caplog.handler)
+    monkeypatch.setattr(plugin_log, "level", logging.DEBUG)
+    try:
+        async with httpx.AsyncClient() as client:
+            await collect(OpenAIBackend("vllm", cfg, client))
+        assert all(body["_headers"].get("authorization") == "Bearer sk-secret-123" for _, body in srv.requests)
+        # a failing request through the engine logs a warning: the log is written, without the key
+        srv.script = lambda path, body: (401, [b'{"error":{"message":"bad key boom401"}}'])
+        editor = RecordingEditor()
+        engine = Engine(editor)
+        engine.configure(load_config(raw))
+        engine.submit(Snapshot(buf=1, tick=1, row=0, col=4, first=0, lines=["x = "], seq=1))
+        await wait_until(lambda: "down" in editor.states)
+        await engine.close()
+    finally:
+        plugin_log.removeHandler(caplog.handler)
+    assert "boom401" in caplog.text, caplog.text  # the capture saw the plugin's log
     assert "sk-secret-123" not in caplog.text
 
 

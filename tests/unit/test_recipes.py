@@ -219,3 +219,37 @@ def test_server_options_from_a_table_name_the_bad_field() -> None:
     assert server_options(None, []) == ServerOptions()
     with pytest.raises(ConfigError, match=r"\$\.server\.parallel"):
         server_options(None, {"parallel": 0})
+
+
+# -- shared machines (issue 24): the loopback bind stays, vLLM phones nothing home ---------------
+
+@pytest.mark.parametrize("extra", [["--host", "0.0.0.0"], ["--host=0.0.0.0"], ["-t", "4", "--host", "192.168.1.5"]])
+def test_extra_args_cannot_move_the_bind_off_loopback(extra: list[str]) -> None:
+    r = build_recipe("llama.cpp", backend("llama.cpp", model="/m/a.gguf"), ServerOptions(extra_args=extra),
+                     HostFacts(llama_server=LLAMA))
+    hosts = [r.argv[i + 1] for i, a in enumerate(r.argv) if a == "--host"]
+    assert hosts == ["127.0.0.1"] and not [a for a in r.argv if a.startswith("--host=")], r.argv
+    assert r.notes[0].startswith("WARNING: backends.llama.cpp.server.extra_args asks to bind "), r.notes
+    vr = build_recipe("vllm", backend("vllm", model="Qwen/Qwen2.5-Coder-1.5B"), ServerOptions(extra_args=extra),
+                      vllm_facts())
+    assert [vr.argv[i + 1] for i, a in enumerate(vr.argv) if a == "--host"] == ["127.0.0.1"]
+    assert any(n.startswith("WARNING: ") for n in vr.notes)
+
+
+def test_a_loopback_host_in_extra_args_draws_no_warning() -> None:
+    r = build_recipe("llama.cpp", backend("llama.cpp", model="/m/a.gguf"),
+                     ServerOptions(extra_args=["--host", "127.0.0.1", "-t", "2"]), HostFacts(llama_server=LLAMA))
+    assert not [n for n in r.notes if n.startswith("WARNING")] and r.argv[-2:] == ["-t", "2"]
+
+
+def test_vllm_starts_with_usage_statistics_and_request_logging_off() -> None:
+    r = build_recipe("vllm", backend("vllm", model="Qwen/Qwen2.5-Coder-1.5B"), ServerOptions(), vllm_facts())
+    assert r.env["VLLM_NO_USAGE_STATS"] == "1" and r.env["DO_NOT_TRACK"] == "1"
+    # request logs (with the prompt: the user's code) are INFO lines in every vLLM version
+    assert r.env["VLLM_LOGGING_LEVEL"] == "WARNING"
+
+
+def test_ollama_keeps_its_loopback_address_over_the_users_env() -> None:
+    r = build_recipe("ollama", backend("ollama", model="qwen2.5-coder:1.5b"),
+                     ServerOptions(env={"OLLAMA_HOST": "0.0.0.0:11434"}), HostFacts(ollama="/usr/bin/ollama"))
+    assert r.env["OLLAMA_HOST"].startswith("127.0.0.1:") and r.notes[0].startswith("WARNING")

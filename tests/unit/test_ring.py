@@ -4,7 +4,8 @@ import time
 
 import pytest
 
-from local_copilot.prompt.ring import Chunk, ContextRing, containment, dice, is_secret, line_set
+from local_copilot.privacy import Policy
+from local_copilot.prompt.ring import Chunk, ContextRing, containment, dice, line_set
 
 
 def code(tag: str, n: int = 20) -> list[str]:
@@ -84,7 +85,7 @@ def test_similar_to_local_window_is_evicted() -> None:
     "/home/u/.aws/credentials", "credentials.json", r"C:\Users\u\.env", "/home/u/.ssh/config",
 ])
 def test_secret_files_never_enter(path: str) -> None:
-    assert is_secret(path)
+    assert Policy().path_reason(path)
     ring = ContextRing()
     assert not ring.add(path, code("secret"))
     assert not ring.add(path, code("secret"), around=5)
@@ -95,7 +96,7 @@ def test_secret_files_never_enter(path: str) -> None:
 @pytest.mark.parametrize("path", ["", "main.py", "environment.py", "/p/envs/x.py",
                                   "keyboard.c", "monkey.py", "/p/src/tokens.rs"])
 def test_ordinary_files_are_not_secret(path: str) -> None:
-    assert not is_secret(path)
+    assert Policy().path_reason(path) is None
 
 
 def test_order_stability() -> None:

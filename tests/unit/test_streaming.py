@@ -1,8 +1,13 @@
 from __future__ import annotations
 
 import pytest
-
-from local_copilot.streaming import MAX_EVENT_BYTES, NDJSONParser, SSEParser
+from local_copilot.streaming import (
+    MAX_EVENT_BYTES,
+    MAX_STREAM_BYTES,
+    NDJSONParser,
+    SSEParser,
+    StreamLineTooLong,
+)
 
 STREAM = (
     b'data: {"content":"a\xc3\xa9"}\n\n'
@@ -33,6 +38,29 @@ def test_sse_refuses_an_endless_line() -> None:
     with pytest.raises(ValueError):
         for _ in range(MAX_EVENT_BYTES // 65536 + 2):
             parser.feed(b"x" * 65536)
+
+
+def test_sse_refuses_one_event_of_endless_data_lines() -> None:
+    # each line is short; together they are one event, once buffered without limit
+    parser = SSEParser()
+    with pytest.raises(StreamLineTooLong, match="stream event longer than"):
+        for _ in range(MAX_EVENT_BYTES // 65536 + 2):
+            assert parser.feed(b"data: " + b"y" * 65536 + b"\n") == []
+
+
+def test_sse_refuses_a_stream_past_its_byte_cap() -> None:
+    parser = SSEParser()
+    event = b"data: " + b"y" * (1 << 20) + b"\n\n"
+    with pytest.raises(StreamLineTooLong, match="in one stream"):
+        for _ in range(MAX_STREAM_BYTES // len(event) + 2):
+            assert len(parser.feed(event)) == 1
+
+
+def test_ndjson_refuses_a_stream_past_its_byte_cap() -> None:
+    parser = NDJSONParser()
+    with pytest.raises(StreamLineTooLong):
+        for _ in range(MAX_STREAM_BYTES // (1 << 20) + 2):
+            parser.feed(b"{}" + b" " * (1 << 20) + b"\n")
 
 
 def test_ndjson_splits_lines_across_chunks() -> None:

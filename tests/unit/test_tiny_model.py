@@ -157,7 +157,7 @@ def test_hf_dir_is_deterministic(tmp_path):
 
 
 def test_hf_tokenizer_roundtrip(tmp_path):
-    tokenizers = pytest.importorskip("tokenizers")
+    import tokenizers  # a test dependency (pyproject.toml): never skipped
     tok = tokenizers.Tokenizer.from_file(str(tm.write_hf_dir(tmp_path / "hf") / "tokenizer.json"))
     fim_prefix = tm.vocab().index("<|fim_prefix|>")
     assert tok.encode("<|fim_prefix|>").ids == [fim_prefix]

@@ -12,9 +12,10 @@ import msgspec
 
 from ..config import BackendConfig
 from ..errors import ProtocolError, ServerError, ServerUnavailable
-from ..prompt.templates import ExtraChunk
 from ..http_stream import StreamClient, StreamResponse
 from ..httpx_streams import HttpxStreams
+from ..limits import MAX_SERVER_MESSAGE_CHARS, clip_message, read_error_body
+from ..prompt.templates import ExtraChunk
 from .exchange import Exchange, Wire
 
 __all__ = ["Backend", "Chunk", "Exchange", "FimRequest", "HttpBackend", "Wire", "auth_headers", "connect_errors",
@@ -150,10 +151,10 @@ def error_message(body: bytes) -> str:
     """The server's own message from {"error": {"message": ...}} or {"error": "..."}."""
     err = _error_object(body)
     if isinstance(err, str):
-        return err
+        return clip_message(err, MAX_SERVER_MESSAGE_CHARS)
     if isinstance(err, dict) and isinstance(err.get("message"), str):
-        return str(err["message"])
-    return body[:200].decode("utf-8", "replace").strip()
+        return clip_message(str(err["message"]), MAX_SERVER_MESSAGE_CHARS)
+    return clip_message(body[:200].decode("utf-8", "replace").strip(), MAX_SERVER_MESSAGE_CHARS)
 
 
 async def raise_for_status(name: str, response: httpx.Response | StreamResponse) -> None:
@@ -161,12 +162,11 @@ async def raise_for_status(name: str, response: httpx.Response | StreamResponse)
         status = response.status_code
         if status == 200:
             return
-        body = await response.aread()
     else:
         status = response.status
         if status == 200:
             return
-        body = await response.read()
+    body = await read_error_body(response)  # a bounded part (limits.py)
     message = error_message(body)
     if status == 503:
         raise ServerUnavailable(f"{name}: server not ready (503: {message or 'loading'})")

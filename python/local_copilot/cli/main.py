@@ -30,9 +30,10 @@ from typing import Any
 import msgspec
 
 from ..config import BackendConfig, load_config
-from .config_file import config_file, read_config_file
 from ..errors import BackendError, ConfigError, LocalCopilotError, ServerUnavailable
+from ..limits import clip_message
 from ..servers.options import ServerOptions, server_options
+from .config_file import config_file, read_config_file
 
 __all__ = ["main", "build_parser", "resolve_backend"]
 
@@ -362,7 +363,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except LocalCopilotError as exc:
-        print(f"local-copilot: {exc}", file=sys.stderr)
+        # a server's words may be in it: no terminal escapes, bounded (limits.py)
+        print(f"local-copilot: {clip_message(str(exc), 2000)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

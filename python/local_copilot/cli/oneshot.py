@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..prompt.budget import utf8_len
 from ..config import load_config
 from ..engine import Engine
-from ..errors import BackendError, ConfigError
+from ..errors import BackendError, ConfigError, PrivateText
 from ..log import setup_logging
+from ..prompt.budget import utf8_len
 from ..render import RenderPlan
 from ..snapshot import Snapshot
 
@@ -26,7 +26,7 @@ __all__ = ["Answer", "complete_text", "cursor_at"]
 class Answer:
     """The suggestion the editor would show at the cursor ("" when the model had none)."""
 
-    __slots__ = ("text", "seconds", "backend")
+    __slots__ = ("backend", "seconds", "text")
 
     def __init__(self, text: str, seconds: float, backend: str) -> None:
         self.text, self.seconds, self.backend = text, seconds, backend
@@ -51,6 +51,7 @@ class _Collector:
     def __init__(self) -> None:
         self.plan: RenderPlan | None = None
         self.failure = ""
+        self.refused = ""  # why the privacy policy refused the text
         self.done = asyncio.Event()
 
     def show(self, plan: RenderPlan) -> None:
@@ -61,6 +62,11 @@ class _Collector:
     def notify(self, message: str, level: str) -> None:
         if level in ("error", "warn") and not self.failure:
             self.failure = message
+
+    def private(self, buf: int, path: str, reason: str | None, kind: str) -> None:
+        if reason is not None:
+            self.refused = f"not sent: {path or 'the text'} is private: {reason}"
+            self.done.set()
 
     def backend_state(self, state: str, message: str) -> None:
         if state == "down":
@@ -87,6 +93,8 @@ async def _complete(raw: dict[str, Any], snap: Snapshot) -> Answer:
     finally:
         await engine.close()
     if editor.plan is None:
+        if editor.refused:
+            raise PrivateText(editor.refused)
         if isinstance(engine.last_failure, BackendError):  # its kind tells the CLI what to hint
             raise engine.last_failure
         raise BackendError(editor.failure.removeprefix("local-copilot: ") or f"{cfg.backend}: no answer")

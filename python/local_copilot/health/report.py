@@ -24,15 +24,16 @@ from urllib.parse import urlsplit
 import httpx
 import msgspec
 
-from . import checks as hc
-from . import probes as hp
 from ..backends import FimRequest, make_backend, registry
 from ..backends.base import auth_headers
 from ..config import BackendConfig, Config, load_config
 from ..errors import BackendError, ConfigError, LocalCopilotError
+from ..limits import CappedTransport
 from ..prompt.templates import detect_family
-from .checks import Item, Level
 from ..servers.options import ServerOptions, server_options
+from . import checks as hc
+from . import probes as hp
+from .checks import Item, Level
 
 __all__ = ["Item", "Section", "Report", "collect", "collect_sync", "render_text", "PROBE", "REQUIRED_PACKAGES"]
 
@@ -639,7 +640,8 @@ async def collect(raw: Any = None, *, backend: str | None = None, config_error: 
     report.sections.append(config_section(cfg, error, env))
     if cfg is not None:
         timeout = httpx.Timeout(probe_timeout, connect=2.0)
-        async with httpx.AsyncClient(timeout=timeout, transport=transport, trust_env=False) as client:
+        # answers bounded (limits.py): a hostile server's probe answer must not fill memory
+        async with httpx.AsyncClient(timeout=timeout, transport=CappedTransport(transport), trust_env=False) as client:
             ctx = _Ctx(cfg=cfg, env=env, client=client, probe_timeout=probe_timeout)
             names = [cfg.backend] + [n for n in cfg.backends if n != cfg.backend]
             tasks = [backend_section(n, cfg.backends[n], options.get(n, ServerOptions()), ctx, active=(n == cfg.backend),

@@ -8,8 +8,10 @@ from typing import Any
 import msgspec
 import pynvim
 
+from ..limits import clip_message
 from ..log import log
-from ..protocol import LUA_BACKEND_READY, LUA_BACKEND_STATE, LUA_NOTIFY, LUA_SHOW
+from ..protocol import (LUA_BACKEND_READY, LUA_BACKEND_STATE, LUA_NOTIFY, LUA_PRIVACY_RULES, LUA_PRIVACY_VERDICT,
+                        LUA_SHOW)
 from ..render import RenderPlan
 from .channel import NvimChannel
 
@@ -85,10 +87,17 @@ class NvimEditor:
         self._hop(run)
 
     def notify(self, message: str, level: str) -> None:
-        self.lua(LUA_NOTIFY, message, level)
+        # a server's words may be in it: bounded, no control characters (limits.py)
+        self.lua(LUA_NOTIFY, clip_message(message), level)
 
     def backend_state(self, state: str, message: str) -> None:
-        self.lua(LUA_BACKEND_STATE, state, message)
+        self.lua(LUA_BACKEND_STATE, state, clip_message(message))
+
+    def private(self, buf: int, path: str, reason: str | None, kind: str) -> None:
+        self.lua(LUA_PRIVACY_VERDICT, buf, path, reason, kind)
+
+    def privacy_rules(self, rules: list[list[str]]) -> None:
+        self.lua(LUA_PRIVACY_RULES, rules)
 
     def backend_ready(self, name: str) -> None:
         self.lua(LUA_BACKEND_READY, name)

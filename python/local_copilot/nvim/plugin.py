@@ -22,6 +22,7 @@ from ..errors import ConfigError
 from ..health.checks import Item
 from .. import protocol
 from ..log import log, log_path, setup_logging
+from ..privacy import Policy
 from ..snapshot import Snapshot
 from ..worker import Worker
 from .bridge import NvimEditor
@@ -144,6 +145,7 @@ class LocalCopilotPlugin:
             return
         self.config, self.config_error = cfg, None
         setup_logging(cfg.log_level)
+        running.editor.privacy_rules(Policy.from_config(cfg).lua_rules())  # Lua stops reading what it refuses
         run(engine.configure, cfg)
 
     def _snapshot(self, msg: protocol.SnapshotMsg) -> Snapshot | None:
@@ -264,6 +266,8 @@ class LocalCopilotPlugin:
                 "stats": self._summary(),
                 "log": str(log_path()),
             }
+        if name == "privacy":  # why the file at args[1] is never sent ('' = it may be), for :checkhealth
+            return self._privacy(str(args[1]), args[2] if len(args) > 2 else None)
         if name == "debug_state":  # tests and bench/: what is still running (0 when idle)
             return self._debug_state()
         if name == "backend_status":
@@ -279,6 +283,16 @@ class LocalCopilotPlugin:
         return None
 
     # -- :checkhealth and :LocalCopilot stats (sync calls from Lua) ----------------------
+
+    def _privacy(self, path: str, raw: Any) -> str:
+        """The privacy policy's reason for never sending the file at `path` under the options
+        `raw` (the host's own when None), '' when it may be sent."""
+        try:
+            cfg = load_config(raw) if raw is not None else self.config
+        except ConfigError:
+            cfg = self.config
+        policy = Policy.from_config(cfg) if cfg is not None else Policy()
+        return policy.path_reason(path) or ""
 
     def _on_worker(self, fn: Callable[[], Any], timeout: float = 5.0) -> Any:
         """Run `fn` on the worker loop, where the engine mutates its stats, and wait for it."""

@@ -11,42 +11,24 @@ unrelated code look alike the way word-token sets would).
   inside a 320-line local window scores only 0.33 and would never be evicted, yet it is exactly
   the chunk that makes the model echo text that is already there.
 
-Pure Python, deterministic (insertion serials, no clock, no randomness), no I/O.
+Pure Python, deterministic (insertion serials, no clock, no randomness), no I/O. What enters
+is judged by the privacy policy (privacy.py): a refused file's text, or text holding a
+credential, never enters.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import re
 from collections.abc import Callable, Iterable, Sequence
 
 import msgspec
 
-__all__ = ["Chunk", "ContextRing", "is_secret", "line_set", "dice", "containment"]
+from ..privacy import Policy
 
-# Matched against the lower-cased basename. The caller's text of such files never enters the ring.
-_SECRET_NAMES = (
-    ".env", ".env.*", ".envrc", "*.pem", "*.key", "*.p12", "*.pfx",
-    "id_rsa*", "id_dsa*", "id_ed25519*", "id_ecdsa*",
-    ".netrc", ".pgpass", ".git-credentials", "credentials*",
-)
-# Anything below these directories is key material or tokens, whatever the file is called.
-_SECRET_DIRS = frozenset({".ssh", ".gnupg"})
-_SEP = re.compile(r"[\\/]")
+__all__ = ["Chunk", "ContextRing", "containment", "dice", "line_set"]
 
 MIN_LINES = 3  # non-blank lines; a one-liner says nothing the local window cannot
 MIN_CHARS = 32  # non-whitespace characters; skips chunks of lone brackets
 MIN_FILL = 1 / 3  # share of non-blank lines; a mostly blank window wastes prompt tokens
-
-
-def is_secret(path: str) -> bool:
-    """True for files whose text must never be sent to a model (keys, tokens, dotenv)."""
-    parts = [p for p in _SEP.split(path.lower()) if p]
-    if not parts:
-        return False
-    if _SECRET_DIRS.intersection(parts[:-1]):
-        return True
-    return any(fnmatch.fnmatchcase(parts[-1], pat) for pat in _SECRET_NAMES)
 
 
 def line_set(lines: Iterable[str]) -> frozenset[str]:
@@ -80,13 +62,15 @@ class ContextRing:
     """At most `max_chunks` chunks, oldest first; the prompt lists them in this order."""
 
     def __init__(self, max_chunks: int = 16, chunk_lines: int = 64,
-                 dedup_threshold: float = 0.9, evict_threshold: float = 0.5) -> None:
+                 dedup_threshold: float = 0.9, evict_threshold: float = 0.5,
+                 policy: Policy | None = None) -> None:
         if max_chunks < 1 or chunk_lines < 1:
             raise ValueError("max_chunks and chunk_lines must be >= 1")
         self.max_chunks = max_chunks
         self.chunk_lines = chunk_lines
         self.dedup_threshold = dedup_threshold
         self.evict_threshold = evict_threshold
+        self.policy = policy or Policy()
         self._chunks: list[Chunk] = []
         self._serial = 0
         # extra_for runs per keystroke, often with the same window (cache warm-up, prefetch)
@@ -102,6 +86,15 @@ class ContextRing:
 
     def clear(self) -> None:
         self._chunks.clear()
+
+    def drop(self, filename: str) -> None:
+        """The file's text was found to hold a credential: none of it stays."""
+        self._chunks = [c for c in self._chunks if c.filename != filename]
+
+    def use_policy(self, policy: Policy) -> None:
+        """New options: chunks the new policy refuses leave the ring."""
+        self.policy = policy
+        self._chunks = [c for c in self._chunks if policy.refusal(c.filename, c.text.split("\n")) is None]
 
     def _window(self, lines: Sequence[str], around: int | None) -> Sequence[str]:
         n, size = len(lines), self.chunk_lines
@@ -131,10 +124,10 @@ class ContextRing:
         An exact copy already in the ring stays where it is (moving it would change the
         prompt's beginning for nothing); a near-duplicate replaces the older chunk at the end.
         """
-        if is_secret(filename):
+        if self.policy.path_reason(filename) is not None:
             return False
         window = self._window(lines, around)
-        if not self._worth_it(window):
+        if not self._worth_it(window) or self.policy.text_reason(window) is not None:
             return False
         text = "\n".join(window) + "\n"
         if any(c.filename == filename and c.text == text for c in self._chunks):

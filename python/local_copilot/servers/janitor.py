@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..private_files import open_private
 from ..worker import set_scheduling
 from .registry import ServerFiles, kill_group, proc_start_time
 
@@ -83,8 +84,8 @@ def run(spec: dict[str, Any]) -> int:
     set_scheduling("SCHED_OTHER")
     files = ServerFiles(spec["dir"], spec["backend"], int(spec["port"]))
     log_path = Path(spec["log"])
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    log = open(log_path, "ab")  # noqa: SIM115 - the server keeps writing to it
+    log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    log = open_private(log_path, "ab")  # the server keeps writing to it; 0600: prompts may be in it
     try:
         proc = subprocess.Popen(spec["argv"], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=spec["env"], cwd=spec.get("cwd") or None, process_group=0)

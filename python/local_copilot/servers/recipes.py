@@ -157,6 +157,37 @@ def llama_model_args(weights: str) -> list[str]:
     return ["-m", weights]
 
 
+# vLLM reports usage statistics to its authors unless told not to, and older versions log each
+# request's prompt (the user's code) at INFO level unless started with --disable-log-requests,
+# a flag newer ones deprecate: the log level keeps those lines out whatever the version
+VLLM_PRIVATE_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
+
+
+def keep_loopback(name: str, extra: list[str] | tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """`extra` without arguments that would bind the server elsewhere than 127.0.0.1, and a
+    note for each one dropped: servers the plugin starts listen on this machine only (a
+    command in backends.NAME.cmd binds where it says)."""
+    out: list[str] = []
+    notes: list[str] = []
+    args = list(extra)
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        key, eq, value = arg.partition("=")
+        if key == "--host":
+            if not eq:
+                value = args[i + 1] if i + 1 < len(args) else ""
+                i += 1
+            if value not in LOOPBACK:
+                notes.append(f"WARNING: backends.{name}.server.extra_args asks to bind {value or '?'}: ignored, the "
+                             f"server listens on 127.0.0.1 only (set backends.{name}.cmd to bind elsewhere)")
+            i += 1
+            continue
+        out.append(arg)
+        i += 1
+    return out, notes
+
+
 def llama_cpp_argv(binary: str, *, port: int, weights: str, context_tokens: int, parallel: int,
                    extra: list[str] | tuple[str, ...] = ()) -> list[str]:
     per_slot, slots = llama_slots(context_tokens, parallel)
@@ -205,8 +236,8 @@ def _vllm_recipe(name: str, cfg: Any, opts: ServerOptions, facts: HostFacts, por
     launcher = facts.vllm
     if launcher is None:
         raise ServerStartError(f"{name}: vLLM not found; install it: {INSTALL_HINTS['vllm']}")
-    notes: list[str] = []
-    env: dict[str, str] = {}
+    extra, notes = keep_loopback(name, opts.extra_args)
+    env: dict[str, str] = dict(VLLM_PRIVATE_ENV)
     shape: ModelShape | None = model_shape(facts.model_config, opts.dtype) if facts.model_config else None
     max_len = opts.context_tokens
     if shape and shape.max_position_embeddings and max_len > shape.max_position_embeddings:
@@ -239,7 +270,7 @@ def _vllm_recipe(name: str, cfg: Any, opts: ServerOptions, facts: HostFacts, por
     argv = vllm_argv(
         launcher, model=model, port=port, max_model_len=max_len, max_num_seqs=opts.max_num_seqs,
         max_num_batched_tokens=opts.max_num_batched_tokens, served_model_name=cfg.model or model,
-        gpu_memory_utilization=util, dtype=opts.dtype, extra=opts.extra_args)
+        gpu_memory_utilization=util, dtype=opts.dtype, extra=extra)
     return Recipe(backend=name, kind="vllm", argv=argv, env=env, port=port, url=f"http://127.0.0.1:{port}",
                   health_path=HEALTH_PATHS["vllm"], startup_timeout_s=opts.startup_timeout_s or STARTUP_TIMEOUTS["vllm"],
                   model=cfg.model or model, notes=notes)
@@ -272,10 +303,11 @@ def build_recipe(name: str, cfg: Any, opts: ServerOptions, facts: HostFacts) -> 
         if not facts.llama_server:
             raise ServerStartError(f"{name}: llama-server not found; install it: {INSTALL_HINTS['llama.cpp']}")
         weights = opts.weights or cfg.model
+        extra, bind_notes = keep_loopback(name, opts.extra_args)
         argv = llama_cpp_argv(facts.llama_server, port=port, weights=weights,
-                              context_tokens=opts.context_tokens, parallel=opts.parallel, extra=opts.extra_args)
+                              context_tokens=opts.context_tokens, parallel=opts.parallel, extra=extra)
         per_slot, slots = llama_slots(opts.context_tokens, opts.parallel)
-        notes = [f"{slots} slot(s) of {per_slot} tokens each (-c {per_slot * slots} -np {slots})"]
+        notes = [*bind_notes, f"{slots} slot(s) of {per_slot} tokens each (-c {per_slot * slots} -np {slots})"]
         if not weights:
             notes.append(f"no model configured: {DEFAULT_PRESET} (downloads Qwen2.5-Coder-1.5B Q8_0 on first "
                          f"start; set backends.{name}.model to a .gguf path to use your own)")
@@ -284,8 +316,10 @@ def build_recipe(name: str, cfg: Any, opts: ServerOptions, facts: HostFacts) -> 
                       **common)
     if not facts.ollama:
         raise ServerStartError(f"{name}: ollama not found; {INSTALL_HINTS['ollama']}")
-    return Recipe(kind="ollama", argv=[facts.ollama, "serve", *opts.extra_args],
-                  env={"OLLAMA_HOST": f"127.0.0.1:{port}", **user_env}, health_path=HEALTH_PATHS["ollama"],
+    notes = [f"WARNING: backends.{name}.server.env OLLAMA_HOST is ignored: the server listens on 127.0.0.1 only"] \
+        if "OLLAMA_HOST" in user_env else []
+    return Recipe(kind="ollama", argv=[facts.ollama, "serve", *opts.extra_args], notes=notes,
+                  env={**user_env, "OLLAMA_HOST": f"127.0.0.1:{port}"}, health_path=HEALTH_PATHS["ollama"],
                   startup_timeout_s=opts.startup_timeout_s or STARTUP_TIMEOUTS["ollama"], **common)
 
 

@@ -43,6 +43,7 @@ import msgspec
 import platformdirs
 
 from ..errors import ServerStartError
+from ..private_files import check_private_dir
 from .janitor import rotate
 from .options import ServerOptions, server_options
 from .recipes import INSTALL_HINTS, Recipe, check_ollama_model, local_port, make_recipe
@@ -132,9 +133,11 @@ def runtime_dir(env: Mapping[str, str] | None = None) -> Path:
         warnings.simplefilter("ignore")
         path = Path(platformdirs.user_runtime_dir("local-copilot")) / "servers"
     if _writable_dir(path):
-        return path
+        return check_private_dir(path)
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    return Path(tempfile.gettempdir()) / f"local-copilot-{uid}" / "servers"
+    # /tmp is everyone's: a directory planted there by another user (or a link) is refused
+    base = check_private_dir(Path(tempfile.gettempdir()) / f"local-copilot-{uid}")
+    return check_private_dir(base / "servers")
 
 
 def server_log_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -390,7 +393,7 @@ class Supervisor:
             where = f" (backends.{self.name}.cmd)" if self.cfg.cmd else ""
             raise ServerStartError(f"{self.name}: {recipe.argv[0]} not found{where}"
                                    + (f"; install it: {hint}" if hint else ""))
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         rotate(self.log_path, KEEP_LOGS)
         self.files.prune_users()  # live users of a crashed server stay users of the new one
         if register:

@@ -1,0 +1,73 @@
+"""Server management never blocks the host's network thread (issue 24): `:LocalCopilotBackend
+stop` waits for the server to exit, and `auto` runs probes; both in a thread, so the loop that
+carries completions keeps running."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from local_copilot import backend_manager
+from local_copilot.backend_manager import BackendManager
+from local_copilot.config import load_config
+from local_copilot.servers.auto import BackendChoice
+
+
+class SlowSupervisor:
+    """Stands for a Supervisor whose server takes its time to exit."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.name = "llama.cpp"
+        self.release = release
+
+    def close(self, release: bool) -> None:
+        pass
+
+    def stop(self) -> bool:
+        assert self.release.wait(5)
+        return True
+
+
+async def ticks_while(until: threading.Event, release: threading.Event) -> int:
+    """Loop turns while the slow call runs (it ends when `release` is set)."""
+    n = 0
+    while not until.is_set():
+        await asyncio.sleep(0.005)
+        n += 1
+        if n == 20:
+            release.set()
+    return n
+
+
+async def test_stop_waits_for_the_server_in_a_thread() -> None:
+    notes: list[str] = []
+    done = threading.Event()
+    release = threading.Event()
+    manager = BackendManager(lambda m, level: (notes.append(m), done.set()), lambda cfg: None, lambda name: None)
+    manager.supervisors["llama.cpp"] = SlowSupervisor(release)  # type: ignore[assignment]
+    manager.stop("llama.cpp")  # returns at once: the loop goes on while the server stops
+    assert await ticks_while(done, release) >= 20
+    assert notes == ["local-copilot: stopped llama.cpp"]
+
+
+async def test_auto_probes_in_a_thread(monkeypatch: Any) -> None:
+    release = threading.Event()
+    chose = threading.Event()
+    loop_thread = threading.current_thread()
+    probed_in: list[threading.Thread] = []
+
+    def detect(backends: Any) -> BackendChoice:
+        probed_in.append(threading.current_thread())
+        assert release.wait(5)
+        return BackendChoice(backend="llama.cpp", reason="test")
+
+    monkeypatch.setattr(backend_manager, "detect_backend", detect)
+    notes: list[str] = []
+    manager = BackendManager(lambda m, level: (notes.append(m), chose.set()), lambda cfg: None, lambda name: None)
+    manager.switch(load_config({"backends": {"llama.cpp": {"url": "http://127.0.0.1:9"}}}), "auto")
+    assert await ticks_while(chose, release) >= 20
+    assert probed_in and probed_in[0] is not loop_thread
+    assert notes[0] == "local-copilot: auto chose llama.cpp: test"
+    if manager._task is not None:
+        manager._task.cancel()
