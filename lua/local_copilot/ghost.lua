@@ -210,11 +210,12 @@ function M.typed_through(accepted)
   end
   local text = M.text(cur)
   if rest ~= cur.line_suffix or #typed >= #text or text:sub(1, #typed) ~= typed then return false end
-  -- A typed bracket or quote changes the balance of the line that the suggestion was cut
-  -- against (the host drops closers and tails the text after the cursor already has): the
-  -- rest is asked for again at the new spot instead of kept unchecked (issue 25: `append|)`
-  -- showing `(x)`, `(` typed, kept `x)` and gave `append(x))`).
-  if not accepted and typed:find('[%(%)%[%]{}"\'`]') then return false end
+  -- The host cut the suggestion against the text after the cursor (closers and tails it
+  -- already has); a typed bracket or quote changes the balance that cut was made for, so
+  -- with text after the cursor the rest is asked for again at the new spot instead of kept
+  -- unchecked (`append|)` showing `(x)`, `(` typed: `x)` kept would give `append(x))`). At
+  -- the end of the line there is nothing to cut against: the rest stays.
+  if not accepted and cur.line_suffix ~= '' and typed:find('[%(%)%[%]{}"\'`]') then return false end
   -- keep the alternatives that agree with what was typed, trimmed the same way
   local items, index = {}, 1
   for i, item in ipairs(cur.items) do
