@@ -46,10 +46,9 @@ class Typing:
 
 
 class BufferState:
-    __slots__ = ("buf", "task", "speculative", "pause", "waiting", "unanswered", "last", "typing")
+    __slots__ = ("task", "speculative", "pause", "waiting", "unanswered", "last", "typing")
 
-    def __init__(self, buf: int) -> None:
-        self.buf = buf
+    def __init__(self) -> None:
         self.task: asyncio.Task[None] | None = None  # the request task
         self.speculative: asyncio.Task[None] | None = None
         self.pause: asyncio.TimerHandle | None = None  # continues a first part once typing pauses
@@ -111,9 +110,6 @@ class BufferState:
             "speculative": int(self.speculative is not None and not self.speculative.done()),
             "pauses": int(self.pause is not None and not self.pause.cancelled()),
         }
-
-    def idle(self) -> bool:
-        return not any(self.in_flight().values())
 
     def on_task_done(self, fn: Callable[[asyncio.Task[None]], None]) -> None:
         if self.task is not None:

@@ -54,6 +54,9 @@ class Editor(Protocol):
     # the privacy policy refuses a buffer's text (`kind` 'path' or 'content'), or (reason None) no longer does
     def private(self, buf: int, path: str, reason: str | None, kind: str) -> None: ...
 
+    # the policy's path rules as [Lua pattern, reason] pairs, with each configuration
+    def privacy_rules(self, rules: list[list[str]]) -> None: ...
+
 
 def accepted_snapshot(snap: Snapshot, text: str) -> Snapshot:
     """The snapshot the editor would send right after accepting `text` at the cursor."""
@@ -154,7 +157,7 @@ class Engine:
         self.prompts = Preparer()  # snapshots into requests (prompt/prepare.py)
         self.cache = SuggestionCache()
         self.stats = Stats()
-        self.privacy = Gate(editor)  # what may be sent (privacy.py)
+        self.privacy = Gate(editor, self.prompts.ring)  # what may be sent (privacy.py)
         # ms the server takes per generated token (smoothed; from its timings), None until known
         self._token_ms: float | None = None
         self._unaccepted = 0  # suggestions finished since the user last took one (or typed it)
@@ -178,13 +181,13 @@ class Engine:
         self._token_ms = None
         self.cache.clear()
         self.stats.set_backend(cfg.backend)
-        self.privacy.configure(cfg, self.prompts.ring)
+        self.privacy.configure(cfg)
 
     # -- requests ------------------------------------------------------------------------
 
     def submit(self, snap: Snapshot) -> None:
         """A new snapshot for a buffer: cancel what is in flight there, start anew."""
-        if self.backend is None or self.config is None or self.privacy.refuses(snap, self.prompts.ring):
+        if self.backend is None or self.config is None or self.privacy.refuses(snap):
             self.cancel(snap.buf)
             return
         state = self._state(snap.buf)
@@ -206,7 +209,7 @@ class Engine:
     def alternatives(self, snap: Snapshot) -> None:
         """Fetch more candidates for the spot of `snap` (next/prev when only one is known)."""
         self.cancel(snap.buf)
-        if self.backend is None or self.config is None or self.privacy.refuses(snap, self.prompts.ring):
+        if self.backend is None or self.config is None or self.privacy.refuses(snap):
             return
         state = self._state(snap.buf)
         state.start(self._run_alternatives(state, snap))
@@ -214,7 +217,7 @@ class Engine:
     def _state(self, buf: int) -> BufferState:
         state = self.buffers.get(buf)
         if state is None:
-            state = self.buffers[buf] = BufferState(buf)
+            state = self.buffers[buf] = BufferState()
         return state
 
     def cancel(self, buf: int) -> None:
@@ -353,10 +356,10 @@ class Engine:
             prep = self._prepare_for(snap, backend.context_limit_now())
             if self._shown_from_cache(state, snap, prep):
                 return True
-            self.stats.count("requests")
             exchange = backend.exchange_now(self._first_request(prep.req))
             if exchange is None:
                 return False
+            self.stats.count("requests")
             got = self._answer_now(prep, exchange)
             if got is not None:
                 self._first_shown(state, snap, prep, got)

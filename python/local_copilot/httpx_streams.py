@@ -19,9 +19,6 @@ class _Response:
         self.status = response.status_code
         self.headers = {k.lower(): v for k, v in response.headers.items()}
 
-    async def read(self) -> bytes:
-        return await self._response.aread()
-
     def read_now(self) -> bytes | None:
         return None
 

@@ -25,6 +25,7 @@ __all__ = [
     "MAX_SERVER_MESSAGE_CHARS",
     "MAX_STREAM_BYTES",
     "MAX_SUGGESTION_CHARS",
+    "MAX_ANSWER_BYTES",
     "CappedTransport",
     "clip_message",
     "read_error_body",
@@ -35,6 +36,8 @@ __all__ = [
 MAX_EVENT_BYTES = 4 * 1024 * 1024
 # all the bytes of one completion stream
 MAX_STREAM_BYTES = 16 * 1024 * 1024
+# a whole unstreamed completion answer (one JSON document)
+MAX_ANSWER_BYTES = 1024 * 1024
 # the body of an error answer (its message goes to the log and a notification)
 MAX_ERROR_BODY_BYTES = 64 * 1024
 # the answer to a probe (/props, /v1/models, /api/tags, /tokenize ...)

@@ -370,21 +370,24 @@ def _lua_str(s: str) -> str:
 
 
 class Gate:
-    """The engine's side of the policy: the verdict per buffer, told to the editor when it
-    changes (`editor.private(buf, path, reason, kind)`), and the files refused for now, whose
-    chunks and yanks stay out of the ring."""
+    """The engine's side of the policy: the path rules told to the editor with each
+    configuration (`editor.privacy_rules`, so Lua does not even read a refused buffer), the
+    verdict per buffer, told to the editor when it changes (`editor.private(buf, path, reason,
+    kind)`), and the files refused for now, whose chunks and yanks stay out of `ring`."""
 
-    def __init__(self, editor: Any) -> None:
+    def __init__(self, editor: Any, ring: Any) -> None:
         self.policy = Policy()
         self._editor = editor
+        self._ring = ring
         self._reasons: dict[int, str] = {}  # buf -> why its text is refused (the editor knows)
         self._files: dict[int, str] = {}  # buf -> its path, while refused
 
-    def configure(self, cfg: Any, ring: Any) -> None:
+    def configure(self, cfg: Any) -> None:
         self.policy = Policy.from_config(cfg)
-        ring.use_policy(self.policy)
+        self._ring.use_policy(self.policy)
+        self._editor.privacy_rules(self.policy.lua_rules())
 
-    def refuses(self, snap: Any, ring: Any) -> bool:
+    def refuses(self, snap: Any) -> bool:
         """Whether the text `snap` would send is refused."""
         reason = self.policy.refusal(snap.path, snap.lines)
         if self._reasons.get(snap.buf) != reason:
@@ -395,7 +398,7 @@ class Gate:
                 self._reasons[snap.buf] = reason
                 self._files[snap.buf] = snap.path
                 # e.g. a credential in the text: the file's chunks taken before this was known go too
-                ring.drop(snap.path)
+                self._ring.drop(snap.path)
             kind = "path" if reason is not None and self.policy.path_reason(snap.path) else "content"
             self._editor.private(snap.buf, snap.path, reason, kind)
         return reason is not None

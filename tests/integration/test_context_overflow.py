@@ -42,6 +42,12 @@ class Recorder:
     def backend_state(self, state: str, message: str) -> None:
         pass
 
+    def private(self, buf: int, path: str, reason: str | None, kind: str) -> None:
+        pass
+
+    def privacy_rules(self, rules: list[list[str]]) -> None:
+        pass
+
 
 async def answered(editor: Recorder, i: int, timeout: float = 30.0) -> None:
     """Until the request for the i-th snapshot has ended: its suggestion is final, or an error

@@ -54,7 +54,7 @@ class ToyBackend(HttpBackend):
 @pytest.fixture()
 def toy_kind() -> Any:
     kind = registry.register(registry.Kind(name="toy", dialect=ToyBackend, default_url="http://127.0.0.1:9",
-                                           ready_path="/toy/ready", summary="a toy for the registry's test"))
+                                           ready_path="/toy/ready"))
     yield kind
     registry._KINDS.pop("toy", None)
 

@@ -29,6 +29,12 @@ class RecordingEditor:
     def backend_state(self, state: str, message: str) -> None:
         self.states.append(state)
 
+    def private(self, buf: int, path: str, reason: str | None, kind: str) -> None:
+        pass
+
+    def privacy_rules(self, rules: list[list[str]]) -> None:
+        pass
+
 
 def snap(seq: int, line: str = "x = ", buf: int = 1) -> Snapshot:
     return Snapshot(buf=buf, tick=seq, row=0, col=len(line.encode()), first=0, lines=[line, "y = 2"], seq=seq)

@@ -40,7 +40,7 @@ class FimRequest(msgspec.Struct, frozen=True, kw_only=True):
     # asks so of a server that writes the whole answer within a frame or two anyway.
     stream: bool = True
     # an unstreamed answer expected within a frame: awaited in poll() before the event loop
-    # (HttpBackend.QUICK_ANSWER_S)
+    # (Exchange.QUICK_ANSWER_S)
     quick: bool = False
 
 

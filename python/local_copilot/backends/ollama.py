@@ -141,5 +141,4 @@ class OllamaBackend(HttpBackend):
 
 registry.register(registry.Kind(
     name="ollama", dialect=OllamaBackend, default_url="http://127.0.0.1:11434", ready_path="/api/version",
-    recipe="ollama", install_hint="install Ollama from https://ollama.com/download",
-    summary="Ollama's /api/generate with a raw prompt"))
+    recipe="ollama"))

@@ -179,5 +179,4 @@ class OpenAIBackend(HttpBackend):
 
 
 registry.register(registry.Kind(
-    name="openai", dialect=OpenAIBackend, default_url="http://127.0.0.1:8080", ready_path="/v1/models",
-    summary="any OpenAI-compatible server's /v1/completions (vLLM, LM Studio, llama-server, ...)"))
+    name="openai", dialect=OpenAIBackend, default_url="http://127.0.0.1:8080", ready_path="/v1/models"))

@@ -2,8 +2,8 @@
 
 A backend's `kind` (its options' `kind` field) names a record here: the dialect that speaks to
 the server, where such a server listens by default, the path that answers once it is ready,
-the launch recipe that starts one (servers/recipes.py), and what to install when it is
-missing. The engine, the backend switcher, the supervisor and :checkhealth ask the registry;
+and the launch recipe that starts one (servers/recipes.py, which also says what to install
+when its program is missing). The engine, the backend switcher, the supervisor and :checkhealth ask the registry;
 none of them names a kind. A new kind is one module that calls `register()` at import, plus
 its tests and docs.
 """
@@ -32,8 +32,6 @@ class Kind:
     # a cheap GET that answers 200 once the server takes requests (supervisor, switcher, health)
     ready_path: str
     recipe: str = ""  # the built-in launch recipe that starts one ('' = none; servers/recipes.py)
-    install_hint: str = ""  # what to install when the server's program is missing
-    summary: str = ""  # one line for the help and :checkhealth
 
 
 _KINDS: dict[str, Kind] = {}

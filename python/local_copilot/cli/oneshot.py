@@ -68,6 +68,9 @@ class _Collector:
             self.refused = f"not sent: {path or 'the text'} is private: {reason}"
             self.done.set()
 
+    def privacy_rules(self, rules: list[list[str]]) -> None:
+        pass  # no editor reads buffers here
+
     def backend_state(self, state: str, message: str) -> None:
         if state == "down":
             self.failure = self.failure or message

@@ -145,7 +145,6 @@ class LocalCopilotPlugin:
             return
         self.config, self.config_error = cfg, None
         setup_logging(cfg.log_level)
-        running.editor.privacy_rules(Policy.from_config(cfg).lua_rules())  # Lua stops reading what it refuses
         run(engine.configure, cfg)
 
     def _snapshot(self, msg: protocol.SnapshotMsg) -> Snapshot | None:
