@@ -9,7 +9,7 @@ with arguments (never generated Lua source).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 
@@ -112,11 +112,8 @@ class Forget(_Event, frozen=True, kw_only=True, tag="forget"):
 
 Message = ConfigMsg | SnapshotMsg | Alternatives | TypedThrough | Backend | Chunk | Yank | Cancel | Accepted | Forget
 
-_TYPES: dict[str, type[_Event]] = {
-    t.__struct_config__.tag: t  # type: ignore[misc]
-    for t in (ConfigMsg, SnapshotMsg, Alternatives, TypedThrough, Backend, Chunk, Yank, Cancel, Accepted, Forget)
-}
-NAMES = frozenset(_TYPES)
+_TYPES: dict[str, type[_Event]] = {t.__struct_config__.tag: t for t in get_args(Message)}
+NAMES = frozenset(_TYPES)  # lua/local_copilot/protocol.lua lists the same (tests/integration/test_protocol.py)
 
 
 def decode(name: str, payload: Any) -> Message:
