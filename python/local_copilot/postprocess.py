@@ -538,7 +538,8 @@ def _mid_line_hold(line: str, ctx: PostContext) -> int:
 
 def _padded_closer(text: str, closer: str) -> bool:
     """Whether the bracket that `closer` closes is followed by a blank in `text`, the
-    typed text (the line's style pads its brackets: ``{ force = true }``)."""
+    line up to the suggestion's end (the line's style pads its brackets: ``{ force = true }``;
+    after a typed ``{`` the suggestion's own first blank shows that style)."""
     i = text.rfind(_OPEN_FOR.get(closer, "\0"))
     return i >= 0 and text[i + 1 : i + 2] == " "
 
@@ -551,7 +552,7 @@ def _mid_line_final(line: str, ctx: PostContext) -> str:
     # Keep a space that separates the insertion from a following word/operand, and one
     # before a closer whose bracket the line pads on the inside.
     if not suf or suf[0] in _WS or suf[0] in ")]}>,;:.":
-        pad = out.endswith(" ") and not out.endswith("  ") and _padded_closer(ctx.line_prefix, suf[:1])
+        pad = out.endswith(" ") and not out.endswith("  ") and _padded_closer(ctx.line_prefix + out, suf[:1])
         out = _rstrip(out) + (" " if pad and out.strip() else "")
     return out if out.strip() else ""
 
@@ -669,21 +670,30 @@ def leaves_block(line: str, stack: Sequence[str], block: int, tabstop: int) -> b
 _DOCSTRING_RE = re.compile(r"[rRuUbBfF]{0,2}(?:\"\"\"|''')")
 
 
-def _leaves_docstring(line: str, stack: Sequence[str], block: int, fulls: Sequence[str], tabstop: int) -> bool:
-    """A line inside a docstring the completion opened, left of both the block and the
-    docstring's own line: the next ``def`` or ``import``, not the docstring's text.
+def _leaves_string(line: str, stack: Sequence[str], block: int, fulls: Sequence[str], prefix_len: int,
+                   tabstop: int) -> bool:
+    """A line inside a triple-quoted string, left of both the block and the string's own
+    line, where the string is a docstring or was opened by the completion: the next
+    ``def`` or statement, not the string's text.
 
-    Only a docstring (a line that starts with the triple quote): a string that is
-    assigned or passed (``x = '''``) may hold text at any indentation.
+    A string the user opened before the cursor may hold text at any indentation: the user
+    is writing that text.  One the completion opened ends the suggestion there instead;
+    the next request, with the opener before the cursor, continues its text uncut.
     """
     if not stack or stack[-1] not in _QUOTES or _is_blank(line):
         return False
     ind = indent_width(line, tabstop)
     if ind >= block:
         return False
-    for full in reversed(fulls):
+    for j in range(len(fulls) - 1, -1, -1):
+        full = fulls[j]
         if '"""' in full or "'''" in full:
-            return bool(_DOCSTRING_RE.match(full.lstrip(" \t"))) and ind < indent_width(full, tabstop)
+            if ind >= indent_width(full, tabstop):
+                return False
+            if _DOCSTRING_RE.match(full.lstrip(" \t")):
+                return True
+            opened = full[prefix_len:] if j == 0 else full
+            return '"""' in opened or "'''" in opened
     return False
 
 
@@ -936,7 +946,7 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
                     break
                 done = True
                 break
-            if _leaves_docstring(line, stack, block, fulls, ts):
+            if _leaves_string(line, stack, block, fulls, len(prefix), ts):
                 done = True
                 break
         if partial and (_recent_prefix(whole, fulls) or (k == 0 and check0 and _above_prefix(whole, ctx))):

@@ -464,9 +464,12 @@ def test_eval_smoke() -> None:
         ("    return '\"' + ESCA", "\"'", "PE(s) + '\"", "PE(s) + '"),
         # a quote that closes the string the prefix opened, before a suffix that opens one
         ("    ['/etc/", " 'udevconf',", "udev%.conf$'] =", "udev%.conf$'] ="),
-        # a space before a closer stays when the typed line pads that bracket
+        # a space before a closer stays when the line pads that bracket (the typed text or,
+        # right after a typed opener, the suggestion's own first blank): `{ a: 1 }`, never
+        # the lopsided `{ a: 1}`
         ("  api.delete(bufnr, { force =", "})", " true ", " true "),
-        ("const o = {", "};", " a: 1 };", " a: 1"),
+        ("const o = {", "};", " a: 1 };", " a: 1 "),
+        ("const o = {", "};", "a: 1 };", "a: 1"),
     ],
 )
 def test_exact_after_accept_mid_line(prefix: str, suffix: str, raw: str, want: str) -> None:
@@ -553,8 +556,33 @@ def test_a_line_left_of_a_docstring_the_completion_opened_ends_it() -> None:
     raw = 'self):\n        """Close the event loop.\nfrom .log import logger'
     assert process(raw, c, final=True).text == 'self):\n        """Close the event loop.'
     assert_stream_consistent(raw, c)
-    # its text at the docstring's depth stays, and so does text of an assigned string
+    # its text at the docstring's depth stays
     raw = 'self):\n        """Close the event loop.\n        Stops it first.'
     assert process(raw, c, final=True).text == raw
-    raw = "\n    x = '''\nsome text\nmore"
-    assert process(raw, ctx("def f():"), final=True).text == raw
+
+
+def test_a_line_left_of_a_string_the_completion_opened_ends_it() -> None:
+    # textwrap.py: the answer opens the pattern's string and runs on into a module-level
+    # line; its indented text stays, and the next request (the opener before the cursor)
+    # continues the string uncut
+    c = ctx("    whitespace = r'[%s", "", ["        | -*(?=\\w)"], ["class TextWrapper:"])
+    kept = "]' % re.escape(_whitespace)\n    wordsep_re = re.compile(r'''"
+    raw = kept + "\n_leading_whitespace_re = re.compile('(^[ \\t]*)(?:[^ \\t\\n])', re.MULTILINE)"
+    assert process(raw, c, final=True).text == kept
+    assert_stream_consistent(raw, c)
+    raw = kept + "\n        ( # any whitespace\n          %(ws)s+"
+    assert process(raw, c, final=True).text == raw
+    # a string the user opened before the cursor holds text at any indentation
+    raw = "\nsome text\nmore"
+    assert process(raw, ctx("    x = '''", "", [], ["def f():"]), final=True).text == raw
+    assert process("\n    x = '''\nsome text\nmore", ctx("def f():"), final=True).text == "\n    x = '''"
+
+
+def test_a_blank_the_suggestion_pads_a_typed_bracket_with_stays_before_its_closer() -> None:
+    # Neovim's lsp/util.lua after `({` was typed: the answer's own first blank shows the
+    # line pads its braces, so the blank before the `}` already there stays
+    c = ctx("  vim._with({", "}, function()", ["    return vim.lsp.buf"], ["local x"])
+    for raw in (" buf = bufnr }, function()", " buf = bufnr "):
+        assert process(raw, c, final=True).text == " buf = bufnr "
+    # unpadded, a trailing blank is the model's and goes
+    assert process("buf = bufnr ", c, final=True).text == "buf = bufnr"
