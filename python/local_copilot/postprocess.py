@@ -34,8 +34,9 @@ special casing, and no byte offsets are used anywhere.
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -287,9 +288,36 @@ def _save(
 _scan_cached = lru_cache(maxsize=4096)(_scan_line)
 
 
-def _end_state(text: str) -> tuple[tuple[str, ...], int]:
-    sc = _scan_line(text)
+def _end_state(text: str, entry: tuple[str, ...] = ()) -> tuple[tuple[str, ...], int]:
+    sc = _scan_line(text, entry)
     return sc.stack, sc.strays
+
+
+def _entry_stack(ctx: PostContext) -> tuple[str, ...]:
+    """The quote the cursor line starts inside: the line closes a triple-quoted string
+    that the lines above opened (a docstring's last line), else nothing.
+
+    Both must agree: an odd count of that triple quote above (the window may start inside
+    a string, so the count alone is no proof) and the line reading better balanced from
+    inside the string than from outside it.
+    """
+    line = ctx.line_prefix + ctx.line_suffix
+    for tq in ('"""', "'''"):
+        if tq in line and sum(s.count(tq) for s in ctx.prev_lines) % 2:
+            inside = (tq[0],)
+            if _imbalance(_end_state(line, inside)) < _imbalance(_end_state(line)):
+                return inside
+    return ()
+
+
+def _in_block_comment(ctx: PostContext, fulls: Sequence[str]) -> bool:
+    """Whether the kept text ends inside a ``/* */`` comment (the nearest opener above
+    is not closed yet)."""
+    for line in itertools.chain(reversed(fulls), reversed(ctx.prev_lines[-_WALK_LIMIT:])):
+        o, c = line.rfind("/*"), line.rfind("*/")
+        if o >= 0 or c >= 0:
+            return o > c
+    return False
 
 
 def _continues_below(ctx: PostContext) -> bool:
@@ -480,15 +508,17 @@ def drop_suffix_repeat(line: str, ctx: PostContext) -> str | None:
     pre, suf = ctx.line_prefix, ctx.line_suffix
     e0: tuple[tuple[str, ...], int] | None = None
     whole = 0
+    entry: tuple[str, ...] = ()
     for p in _overlap_starts(lr, s_r, s_l):
         t = lr[p:]
         if not (t in (s_r, s_l) or len(t) >= 3 or not _is_word(t[0])):
             continue
         if e0 is None:
-            e0 = _end_state(pre + suf)
-            w_state = _end_state(pre + line + suf)
+            entry = _entry_stack(ctx)
+            e0 = _end_state(pre + suf, entry)
+            w_state = _end_state(pre + line + suf, entry)
             whole = _imbalance(w_state)
-        cut = _end_state(pre + line[:p] + suf)
+        cut = _end_state(pre + line[:p] + suf, entry)
         c_imb = _imbalance(cut)
         if c_imb > whole and not _continues_below(ctx):
             # all of it closes what the cut would leave open (`(list|):` + `, tuple)`), and
@@ -647,15 +677,20 @@ def block_indent(ctx: PostContext, cursor_line: str) -> int:
     return base + 1 if _opens_block(cursor_line) else base
 
 
-def leaves_block(line: str, stack: Sequence[str], block: int, tabstop: int) -> bool:
+def leaves_block(line: str, stack: Sequence[str], block: int, tabstop: int,
+                 in_comment: Callable[[], bool] = lambda: False) -> bool:
     """A non-blank line indented less than the block: the suggestion has left it.
 
     `stack` holds the brackets/quotes opened on the cursor line or in the
     completion that are still open where `line` starts.  Exempt: a line that
     closes the innermost of them (``}`` / ``)`` at the parent indent in C/JS or
-    black-style Python) and a line inside a string (its indent is text).
+    black-style Python), a line inside a string (its indent is text), and a
+    preprocessor conditional (column 0 inside blocks) unless it sits inside a
+    ``/* */`` comment (`in_comment`, asked only then), where it is no directive.
     """
-    if _is_blank(line) or indent_width(line, tabstop) >= block or _PREPROC_RE.match(line):
+    if _is_blank(line) or indent_width(line, tabstop) >= block:
+        return False
+    if _PREPROC_RE.match(line) and not in_comment():
         return False
     if stack:
         top = stack[-1]
@@ -940,7 +975,7 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
                 break  # nothing to show yet, indentation unknown
             if block is None:
                 block = block_indent(ctx, full0)
-            if leaves_block(line, stack, block, ts):
+            if leaves_block(line, stack, block, ts, lambda: _in_block_comment(ctx, fulls)):
                 if partial and line.lstrip(" \t").startswith("#"):
                     held = True  # may still become a preprocessor conditional, which stays
                     break

@@ -586,3 +586,33 @@ def test_a_blank_the_suggestion_pads_a_typed_bracket_with_stays_before_its_close
         assert process(raw, c, final=True).text == " buf = bufnr "
     # unpadded, a trailing blank is the model's and goes
     assert process("buf = bufnr ", c, final=True).text == "buf = bufnr"
+
+
+def test_the_rest_of_a_docstring_line_repeated_is_cut() -> None:
+    # calendar.py's module docstring: the line starts inside the string the lines above
+    # opened, so its `"""` closes it, and the cut leaves the line as balanced as before
+    above = ['"""Calendar printing functions', "", "Note when comparing these calendars"]
+    c = ctx("set the first day of the w", 'unday)."""', ["", "import sys"], above)
+    assert process('eek (0=Monday, 6=Sunday)."""', c, final=True).text == "eek (0=Monday, 6=S"
+    assert_stream_consistent('eek (0=Monday, 6=Sunday)."""', c)
+    # outside a string the same line's quote opens one, and a tail with its own `(` stays
+    c = ctx("    f(", ')', ["    g()"])
+    assert process("a, b)", c, final=True).text == "a, b"
+    # a window that starts inside a docstring counts an odd number of quotes above a line
+    # that has none: the line is read as code
+    above = ["    of the string.", '    """', "    def f(value):"]
+    c = ctx("        if isinstance(", "):", ["            pass"], above)
+    assert process("value, (list, tuple)", c, final=True).text == "value, (list, tuple)"
+
+
+def test_a_preprocessor_line_inside_a_block_comment_leaves_the_comment_text() -> None:
+    # expat.h: `#endif` at column 0 below a comment's indented text is no directive
+    above = ["/* This structure is filled in by the XML_UnknownEncodingHandler", "   to provide"]
+    c = ctx("   ", "", ["   function is", "*/"], above)
+    raw = "point to a sequence.\n   by this byte sequence or -1.\n#endif"
+    assert process(raw, c, final=True).text == "point to a sequence.\n   by this byte sequence or -1."
+    assert_stream_consistent(raw, c)
+    # outside a comment a conditional at column 0 stays inside the block
+    c = ctx("    x = 1;", "", ["}"], ["int f(void) {"])
+    raw = "\n#ifdef DEBUG\n    log(x);\n#endif"
+    assert process(raw, c, final=True).text == raw
