@@ -235,10 +235,29 @@ class LocalCopilotPlugin:
                 run(engine.cancel, buf)
             case protocol.Accepted(kind=kind):
                 run(engine.note_accept, kind)
+            case protocol.NextEditRequest():
+                if msg.config is not None:
+                    self._configure(msg.config, run)
+                if self.config is None:
+                    return
+                run(self._next_edit, msg)
+            case protocol.EditHistory(edits=edits):
+                for r in edits:
+                    run(engine.next_edits.record, r.path, r.row, r.old, r.new)
+            case protocol.NextEditNote(what=what):
+                run(engine.next_edits.note, what)
             case protocol.Forget(buf=buf):  # the buffer was wiped: its window and seq are of no use
                 self._windows.pop(buf, None)
                 self._seqs.pop(buf, None)
                 run(self._forget, buf)
+
+    def _next_edit(self, msg: protocol.NextEditRequest) -> None:
+        """On the worker loop: record the changes that came with the request, then ask."""
+        next_edits = self._start().engine.next_edits
+        for r in msg.edits:
+            next_edits.record(r.path, r.row, r.old, r.new)
+        next_edits.request(Snapshot(buf=msg.buf, tick=msg.tick, row=msg.row, col=msg.col, first=msg.first,
+                                    lines=msg.lines or [""], nlines=msg.nlines, ft=msg.ft, path=msg.path, seq=msg.seq))
 
     def _backend(self, action: str, target: str, run: Callable[..., None]) -> None:
         running = self._start()
