@@ -19,7 +19,7 @@ __all__ = [
     "LUA_BACKEND_READY", "LUA_BACKEND_STATE", "LUA_NOTIFY", "LUA_PRIVACY_RULES", "LUA_PRIVACY_VERDICT", "LUA_RESYNC",
     "LUA_SHOW", "LUA_TAKE_SHOWN", "LUA_USE_CHANNEL",
     "LUA_NEXT_EDIT_SHOW", "NAMES", "Accepted",
-    "EditHistory", "EditRecord", "NextEditNote", "NextEditRequest",
+    "EditRecord", "NextEditNote", "NextEditRequest",
     "Alternatives", "Backend", "Cancel", "Chunk", "ConfigMsg", "Forget", "Message",
     "ProtocolViolation", "SnapshotMsg", "TypedThrough", "Yank", "decode", "to_snapshot",
 ]
@@ -135,14 +135,9 @@ class NextEditRequest(_Event, frozen=True, kw_only=True, tag="next_edit"):
     path: str = ""
     ft: str = ""
     seq: int = 0
+    cwd: str = ""  # the prompt names files relative to it
     edits: list[EditRecord] = []
     config: Any = None
-
-
-class EditHistory(_Event, frozen=True, kw_only=True, tag="edit_history"):
-    """Changes recorded in a buffer the user left (no request with them)."""
-
-    edits: list[EditRecord]
 
 
 class NextEditNote(_Event, frozen=True, kw_only=True, tag="next_edit_note"):
@@ -152,7 +147,7 @@ class NextEditNote(_Event, frozen=True, kw_only=True, tag="next_edit_note"):
 
 
 Message = (ConfigMsg | SnapshotMsg | Alternatives | TypedThrough | Backend | Chunk | Yank | Cancel | Accepted | Forget
-           | NextEditRequest | EditHistory | NextEditNote)
+           | NextEditRequest | NextEditNote)
 
 _TYPES: dict[str, type[_Event]] = {t.__struct_config__.tag: t for t in get_args(Message)}
 NAMES = frozenset(_TYPES)  # lua/local_copilot/protocol.lua lists the same (tests/integration/test_protocol.py)

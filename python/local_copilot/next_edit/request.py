@@ -10,6 +10,8 @@ cut short is not an edit, so a cut answer shows nothing.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import os
 import time
 from collections.abc import Callable
 from contextlib import aclosing
@@ -104,7 +106,7 @@ class NextEdits:
 
     # -- requests --------------------------------------------------------------------------
 
-    def request(self, snap: Snapshot) -> None:
+    def request(self, snap: Snapshot, cwd: str = "") -> None:
         """Ask for the next edit around `snap`'s cursor; a request before it for this buffer
         is cancelled (its stream closed, so the server stops)."""
         state = self._state(snap.buf)
@@ -112,12 +114,12 @@ class NextEdits:
         if self.backend is None or self.privacy.refuses(snap):
             return
         self.stats.count("next_edit_requests")
-        state.next_edit = asyncio.get_running_loop().create_task(self._run(snap))
+        state.next_edit = asyncio.get_running_loop().create_task(self._run(snap, cwd))
 
-    async def _run(self, snap: Snapshot) -> None:
+    async def _run(self, snap: Snapshot, cwd: str) -> None:
         started = time.monotonic()
         try:
-            outcome = await self.ask(snap)
+            outcome = await self.ask(snap, cwd)
         except (BackendError, ConfigError) as exc:
             self.stats.count("next_edit_failed")
             self.notifier.failure(type(exc).__name__, f"local-copilot: next edit: {exc}")
@@ -149,14 +151,17 @@ class NextEdits:
             self._format = FORMATS[name]
         return self._format
 
-    async def ask(self, snap: Snapshot) -> Outcome:
-        """One request, start to end: the prompt, the answer, the edit (None: nothing to show)."""
+    async def ask(self, snap: Snapshot, cwd: str = "") -> Outcome:
+        """One request, start to end: the prompt, the answer, the edit (None: nothing to show).
+        Files are named relative to `cwd` (the editor's working directory) where they are below it,
+        as in the repositories the models were trained on."""
         backend = self.backend
         assert backend is not None
         fmt = await self.format()
-        ctx = EditContext(path=snap.path or "untitled", lines=tuple(snap.lines), first=snap.first, row=snap.row,
-                          col=snap.col)
-        prompt = fmt.build(ctx, self.history.events(exclude=self._refused))
+        ctx = EditContext(path=_relative(snap.path, cwd) or "untitled", lines=tuple(snap.lines), first=snap.first,
+                          row=snap.row, col=snap.col)
+        events = [dataclasses.replace(e, path=_relative(e.path, cwd)) for e in self.history.events(exclude=self._refused)]
+        prompt = fmt.build(ctx, events)
         n = self.cfg.n_predict
         wire = await backend.raw_wire(prompt.text, n, prompt.stop)
         exchange = Exchange(backend, FimRequest(prefix="", middle="", suffix="", n_predict=n), wire)
@@ -185,3 +190,9 @@ class NextEdits:
     def note(self, what: str) -> None:
         """The editor showed, accepted or dismissed a next edit."""
         self.stats.count(f"next_edit_{what}")
+
+
+def _relative(path: str, cwd: str) -> str:
+    if cwd and path.startswith(cwd.rstrip("/") + "/"):
+        return os.path.relpath(path, cwd)
+    return path

@@ -241,9 +241,6 @@ class LocalCopilotPlugin:
                 if self.config is None:
                     return
                 run(self._next_edit, msg)
-            case protocol.EditHistory(edits=edits):
-                for r in edits:
-                    run(engine.next_edits.record, r.path, r.row, r.old, r.new)
             case protocol.NextEditNote(what=what):
                 run(engine.next_edits.note, what)
             case protocol.Forget(buf=buf):  # the buffer was wiped: its window and seq are of no use
@@ -257,7 +254,8 @@ class LocalCopilotPlugin:
         for r in msg.edits:
             next_edits.record(r.path, r.row, r.old, r.new)
         next_edits.request(Snapshot(buf=msg.buf, tick=msg.tick, row=msg.row, col=msg.col, first=msg.first,
-                                    lines=msg.lines or [""], nlines=msg.nlines, ft=msg.ft, path=msg.path, seq=msg.seq))
+                                    lines=msg.lines or [""], nlines=msg.nlines, ft=msg.ft, path=msg.path, seq=msg.seq),
+                           cwd=msg.cwd)
 
     def _backend(self, action: str, target: str, run: Callable[..., None]) -> None:
         running = self._start()

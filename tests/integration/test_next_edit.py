@@ -1,0 +1,192 @@
+"""Next edits end to end: real headless Neovim with a UI attached, the plugin registered by
+:UpdateRemotePlugins, and a fake next-edit model per format (tests/fakes/fake_next_edit.py)
+that reads the prompt as the format defines it. The user renames a parameter; the next edit
+renames its use below."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..fakes.fake_next_edit import FakeNextEditModel
+from ..helpers import wait_for
+from .nvim_session import attach_ui, buffer_text, lua, screen_lines, start_nvim
+
+pytestmark = pytest.mark.integration
+
+TEXT = ["def area(w, h):", "    return w * h", "", "print(area(2, 3))"]
+
+
+def marks(nvim: Any) -> list[Any]:
+    return nvim.exec_lua("local ne = require('local_copilot.next_edit')\n"
+                         "return vim.api.nvim_buf_get_extmarks(0, ne.ns, 0, -1, { details = true })")
+
+
+def stats(nvim: Any) -> dict[str, Any]:
+    return nvim.exec_lua("return vim.fn.LocalCopilotCall('stats')")["next_edit"]
+
+
+def session(nvim_bin: str, manifest: Path, env: dict[str, str], url: str, tmp: Path, name: str = "calc.py",
+            ui: bool = True, **next_edit: Any) -> Any:
+    opts = {"backends": {"llama.cpp": {"url": url}}, "next_edit": {"enabled": True, "debounce_ms": 20, **next_edit}}
+    nv = start_nvim(nvim_bin, manifest, env, setup=opts)
+    if ui:
+        attach_ui(nv)
+    nv.command(f"cd {tmp}")
+    (tmp / name).write_text("\n".join(TEXT) + "\n")
+    nv.command(f"edit {tmp / name}")
+    return nv
+
+
+def rename_parameter(nvim: Any) -> None:
+    """In Normal mode on `w` of line 1: ciw width <Esc> (leaving Insert mode asks)."""
+    nvim.api.win_set_cursor(0, [1, 9])
+    nvim.input("ciwwidth<Esc>")
+    wait_for(lambda: nvim.api.get_mode()["mode"] == "n" and nvim.current.buffer[0] == "def area(width, h):")
+
+
+@pytest.fixture(params=["sweep", "zeta", "zeta2"])
+def fake(request: Any) -> Any:
+    server = FakeNextEditModel(request.param)
+    yield server
+    server.close()
+
+
+def test_rename_shows_the_next_edit_and_accept_jumps_then_applies(
+        nvim_bin: str, manifest: Path, nvim_env: dict[str, str], fake: Any, tmp_path: Path) -> None:
+    nvim = session(nvim_bin, manifest, nvim_env, fake.url, tmp_path)
+    try:
+        rename_parameter(nvim)
+        wait_for(lambda: lua(nvim, "require('local_copilot').next_edit_visible()"), what="a next edit shown")
+        # the prompt the model got holds the rename, as the format writes recent edits
+        prompt = fake.prompts[-1]
+        if fake.fmt == "sweep":
+            # paths relative to Neovim's working directory, as in the model's training repositories
+            assert "<|file_sep|>calc.py.diff\noriginal:\ndef area(w, h):\nupdated:\ndef area(width, h):\n" in prompt
+            assert "<|file_sep|>current/calc.py:1:4\ndef area(widt<|cursor|>h, h):" in prompt
+        elif fake.fmt == "zeta":
+            assert "-def area(w, h):\n+def area(width, h):" in prompt
+            assert 'User edited "calc.py"' in prompt
+            assert "def area(widt<|user_cursor_is_here|>h, h):" in prompt
+        else:
+            assert "<filename>edit_history\n--- a/calc.py\n+++ b/calc.py\n" in prompt
+            assert "+def area(width, h):" in prompt and "<filename>calc.py\n" in prompt
+        # on screen: the inserted text inline where it applies, a marker at the cursor's row
+        screen = screen_lines(nvim)
+        assert screen[1] == "    return width * h"
+        assert "next edit: line 2" in screen[0]
+        assert nvim.current.buffer[1] == "    return w * h"  # nothing applied without an accept
+        # first accept: the cursor goes to the edit
+        assert lua(nvim, "require('local_copilot').next_edit_accept()") is True
+        assert tuple(nvim.current.window.cursor) == (2, 12)
+        assert "next edit" not in screen_lines(nvim)[0]
+        requests = len(fake.prompts)
+        # second accept: applied, the cursor at its end, and the next edit asked for (the chain)
+        assert lua(nvim, "require('local_copilot').next_edit_accept()") is True
+        assert buffer_text(nvim) == "def area(width, h):\n    return width * h\n\nprint(area(2, 3))"
+        assert tuple(nvim.current.window.cursor) == (2, 15)
+        assert marks(nvim) == []
+        wait_for(lambda: len(fake.prompts) > requests, what="the chained request")
+        wait_for(lambda: stats(nvim)["quiet"] >= 1, what="the chained request answered: nothing left to rename")
+        nvim.command("undo")
+        assert nvim.current.buffer[1] == "    return w * h"  # one undo step
+        s = stats(nvim)
+        assert s["shown"] == 1 and s["accepted"] == 1 and s["n"] >= 2
+    finally:
+        nvim.close()
+
+
+def test_dismiss_and_the_cursor_wandering_off_clear_it(
+        nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
+    fake = FakeNextEditModel("zeta2")
+    nvim = session(nvim_bin, manifest, nvim_env, fake.url, tmp_path)
+    try:
+        rename_parameter(nvim)
+        wait_for(lambda: marks(nvim), what="a next edit drawn")
+        assert lua(nvim, "require('local_copilot').next_edit_dismiss()") is True
+        assert marks(nvim) == [] and screen_lines(nvim)[1] == "    return w * h"
+        assert lua(nvim, "require('local_copilot').next_edit_dismiss()") is False
+        assert lua(nvim, "require('local_copilot').next_edit_accept()") is False
+        wait_for(lambda: stats(nvim)["dismissed"] == 1)
+        lua(nvim, "require('local_copilot').next_edit_request()")
+        wait_for(lambda: marks(nvim), what="asked for on demand")
+        nvim.api.win_set_cursor(0, [4, 0])  # away from the cursor's row and the edit
+        wait_for(lambda: marks(nvim) == [], what="cleared when the cursor wandered off")
+        assert buffer_text(nvim) == "def area(width, h):\n    return w * h\n\nprint(area(2, 3))"
+    finally:
+        nvim.close()
+        fake.close()
+
+
+def test_a_stale_answer_is_never_drawn_and_a_change_clears_a_shown_one(
+        nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
+    fake = FakeNextEditModel("sweep", delay=0.8)
+    nvim = session(nvim_bin, manifest, nvim_env, fake.url, tmp_path)
+    try:
+        rename_parameter(nvim)
+        wait_for(lambda: fake.prompts, what="the request")
+        nvim.input("A # area<Esc>")  # the buffer changes while the answer is on its way
+        wait_for(lambda: len(fake.prompts) >= 2, what="the request after the change")
+        wait_for(lambda: marks(nvim), what="the newer answer drawn", timeout=10)
+        assert nvim.current.buffer[0] == "def area(width, h): # area"
+        shown = stats(nvim)["shown"]
+        assert shown == 1  # the first answer was for a buffer that no longer exists
+        nvim.input("x")  # a change under the shown edit clears it
+        wait_for(lambda: marks(nvim) == [], what="cleared by the change")
+    finally:
+        nvim.close()
+        fake.close()
+
+
+def test_a_cut_answer_shows_nothing(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
+    fake = FakeNextEditModel("zeta")
+    fake.cut = True
+    nvim = session(nvim_bin, manifest, nvim_env, fake.url, tmp_path)
+    try:
+        rename_parameter(nvim)
+        wait_for(lambda: stats(nvim)["quiet"] + stats(nvim)["failed"] >= 1, what="the answer judged")
+        assert marks(nvim) == []
+        assert nvim.current.buffer[1] == "    return w * h"
+    finally:
+        nvim.close()
+        fake.close()
+
+
+def test_edits_in_private_files_never_reach_the_prompt(
+        nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
+    fake = FakeNextEditModel("zeta2")
+    nvim = session(nvim_bin, manifest, nvim_env, fake.url, tmp_path, name=".env")
+    try:
+        nvim.api.win_set_cursor(0, [1, 9])
+        nvim.input("ciwSECRETNAME<Esc>")
+        wait_for(lambda: "SECRETNAME" in nvim.current.buffer[0])
+        (tmp_path / "calc.py").write_text("\n".join(TEXT) + "\n")
+        nvim.command(f"edit {tmp_path / 'calc.py'}")
+        rename_parameter(nvim)
+        wait_for(lambda: fake.prompts, what="a request from calc.py")
+        assert all("SECRETNAME" not in p and ".env" not in p for p in fake.prompts)
+        assert "+def area(width, h):" in fake.prompts[-1]
+    finally:
+        nvim.close()
+        fake.close()
+
+
+def test_server_down_is_one_message_and_no_edit(nvim_bin: str, manifest: Path, nvim_env: dict[str, str],
+                                                tmp_path: Path) -> None:
+    fake = FakeNextEditModel("sweep")
+    url = fake.url
+    fake.close()  # nothing listens there now
+    # no UI: a notification wider than the screen would wait for Enter
+    nvim = session(nvim_bin, manifest, nvim_env, url, tmp_path, ui=False, format="sweep")
+    try:
+        rename_parameter(nvim)
+        wait_for(lambda: stats(nvim)["failed"] >= 1, what="the failure counted")
+        nvim.input("A # x<Esc>")
+        wait_for(lambda: stats(nvim)["failed"] >= 2, what="the second failure counted")
+        messages = nvim.exec_lua("return vim.fn.execute('messages')")
+        assert messages.count("next edit") <= 1 and "Traceback" not in messages
+        assert marks(nvim) == []
+    finally:
+        nvim.close()
