@@ -190,3 +190,49 @@ def test_server_down_is_one_message_and_no_edit(nvim_bin: str, manifest: Path, n
         assert marks(nvim) == []
     finally:
         nvim.close()
+
+
+def health_section(nvim: Any) -> list[dict[str, Any]]:
+    sections = nvim.exec_lua("return vim.fn.LocalCopilotCall('health', require('local_copilot.config').user)")
+    return next(s["items"] for s in sections if s["name"] == "next edits")
+
+
+def test_checkhealth_sends_a_known_case_and_says_the_answer_parses(
+        nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
+    fake = FakeNextEditModel("zeta2")
+    nvim = session(nvim_bin, manifest, nvim_env, fake.url, tmp_path, ui=False)
+    try:
+        items = health_section(nvim)
+        assert "next edits use backend llama.cpp" in items[0]["message"]
+        assert items[-1]["level"] == "ok", items
+        assert "zeta2 format, detected" in items[-1]["message"] and "the answer parses" in items[-1]["message"]
+    finally:
+        nvim.close()
+        fake.close()
+
+
+def test_a_next_edit_model_beside_the_fim_model(nvim_bin: str, manifest: Path, nvim_env: dict[str, str],
+                                                 llama_server: Any, tmp_path: Path) -> None:
+    """Plumbing with a real llama-server: the project's tiny model (it writes "x" forever) as the
+    next-edit backend beside the ghost-text one. Its answer never ends, so the size cap stops
+    it and nothing is shown; checkhealth says so."""
+    fim = FakeNextEditModel("sweep")  # the ghost-text backend: not asked for next edits
+    opts = {"backends": {"llama.cpp": {"url": fim.url}, "nes": {"kind": "llama.cpp", "url": llama_server.url}},
+            "next_edit": {"enabled": True, "debounce_ms": 20, "backend": "nes", "format": "sweep", "n_predict": 16}}
+    nvim = start_nvim(nvim_bin, manifest, nvim_env, setup=opts)
+    try:
+        (tmp_path / "calc.py").write_text("\n".join(TEXT) + "\n")
+        nvim.command(f"cd {tmp_path}")
+        nvim.command(f"edit {tmp_path / 'calc.py'}")
+        rename_parameter(nvim)
+        wait_for(lambda: stats(nvim)["quiet"] == 1, what="the real server's answer, cut at the size cap")
+        s = stats(nvim)
+        assert s["requests"] == 1 and s["failed"] == 0 and s["shown"] == 0 and s["n"] == 1
+        assert fim.prompts == []
+        assert marks(nvim) == [] and nvim.current.buffer[1] == "    return w * h"
+        items = health_section(nvim)
+        assert "next edits use backend nes (llama.cpp at " + llama_server.url in items[0]["message"]
+        assert "did not end within next_edit.n_predict = 16 tokens" in items[-1]["message"]
+    finally:
+        nvim.close()
+        fim.close()

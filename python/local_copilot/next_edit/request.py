@@ -32,9 +32,9 @@ from ..snapshot import Snapshot
 from ..stats import Stats
 from .edit import Edit, edit_between
 from .formats import FORMATS, EditContext, Format, Prompt, detect
-from .history import History
+from .history import EditEvent, History
 
-__all__ = ["NextEdits", "Outcome"]
+__all__ = ["NextEdits", "Outcome", "ask", "detect_format"]
 
 MAX_ANSWER_CHARS = 16_384
 
@@ -142,50 +142,19 @@ class NextEdits:
         """The configured format, else the one the served model speaks (asked once)."""
         if self._format is None:
             assert self.backend is not None
-            model = await self.backend.served_model()
-            markers = tuple(sorted({m for f in FORMATS.values() for m in f.markers}))
-            name = detect(model, await self.backend.single_tokens(markers))
-            if name is None:
-                raise ConfigError(f"cannot tell the next-edit format of {model or 'the served model'!r}; "
-                                  f"set next_edit.format to one of: {', '.join(FORMATS)}")
-            self._format = FORMATS[name]
+            self._format = await detect_format(self.backend)
         return self._format
 
     async def ask(self, snap: Snapshot, cwd: str = "") -> Outcome:
-        """One request, start to end: the prompt, the answer, the edit (None: nothing to show).
-        Files are named relative to `cwd` (the editor's working directory) where they are below it,
-        as in the repositories the models were trained on."""
-        backend = self.backend
-        assert backend is not None
+        """One request for `snap`, with the history. Files are named relative to `cwd` (the
+        editor's working directory) where they are below it, as in the repositories the models
+        were trained on."""
+        assert self.backend is not None
         fmt = await self.format()
         ctx = EditContext(path=_relative(snap.path, cwd) or "untitled", lines=tuple(snap.lines), first=snap.first,
                           row=snap.row, col=snap.col)
         events = [dataclasses.replace(e, path=_relative(e.path, cwd)) for e in self.history.events(exclude=self._refused)]
-        prompt = fmt.build(ctx, events)
-        n = self.cfg.n_predict
-        wire = await backend.raw_wire(prompt.text, n, prompt.stop)
-        exchange = Exchange(backend, FimRequest(prefix="", middle="", suffix="", n_predict=n), wire)
-        parts: list[str] = []
-        size, predicted, cut = 0, 0.0, False
-        async with aclosing(exchange.chunks()) as chunks:
-            async for chunk in chunks:
-                parts.append(chunk.text)
-                size += len(chunk.text)
-                if chunk.timings:
-                    predicted = chunk.timings.get("predicted_n", predicted)
-                if size > MAX_ANSWER_CHARS:
-                    cut = True
-                    break
-                if chunk.done:
-                    break
-        answer = "".join(parts)
-        if cut or predicted >= n:
-            return Outcome(prompt, answer, None, "the answer reached the size cap")
-        new = fmt.parse(answer, prompt)
-        if new is None:
-            return Outcome(prompt, answer, None, "no edit, or an answer that does not parse")
-        edit = edit_between(prompt.start, list(prompt.old), new)
-        return Outcome(prompt, answer, edit, "an edit" if edit else "the same text, or a rewrite beyond recognition")
+        return await ask(self.backend, fmt, ctx, events, self.cfg.n_predict)
 
     def note(self, what: str) -> None:
         """The editor showed, accepted or dismissed a next edit."""
@@ -196,3 +165,42 @@ def _relative(path: str, cwd: str) -> str:
     if cwd and path.startswith(cwd.rstrip("/") + "/"):
         return os.path.relpath(path, cwd)
     return path
+
+
+async def detect_format(backend: HttpBackend) -> Format:
+    """The format the served model speaks, from its name and vocabulary (formats.detect)."""
+    model = await backend.served_model()
+    markers = tuple(sorted({m for f in FORMATS.values() for m in f.markers}))
+    name = detect(model, await backend.single_tokens(markers))
+    if name is None:
+        raise ConfigError(f"cannot tell the next-edit format of {model or 'the served model'!r}; "
+                          f"set next_edit.format to one of: {', '.join(FORMATS)}")
+    return FORMATS[name]
+
+
+async def ask(backend: HttpBackend, fmt: Format, ctx: EditContext, events: list[EditEvent], n_predict: int) -> Outcome:
+    """One request, start to end: the prompt, the answer, the edit (None: nothing to show)."""
+    prompt = fmt.build(ctx, events)
+    wire = await backend.raw_wire(prompt.text, n_predict, prompt.stop)
+    exchange = Exchange(backend, FimRequest(prefix="", middle="", suffix="", n_predict=n_predict), wire)
+    parts: list[str] = []
+    size, predicted, cut = 0, 0.0, False
+    async with aclosing(exchange.chunks()) as chunks:
+        async for chunk in chunks:
+            parts.append(chunk.text)
+            size += len(chunk.text)
+            if chunk.timings:
+                predicted = chunk.timings.get("predicted_n", predicted)
+            if size > MAX_ANSWER_CHARS:
+                cut = True
+                break
+            if chunk.done:
+                break
+    answer = "".join(parts)
+    if cut or predicted >= n_predict:
+        return Outcome(prompt, answer, None, "the answer reached the size cap")
+    new = fmt.parse(answer, prompt)
+    if new is None:
+        return Outcome(prompt, answer, None, "no edit, or an answer that does not parse")
+    edit = edit_between(prompt.start, list(prompt.old), new)
+    return Outcome(prompt, answer, edit, "an edit" if edit else "the same text, or a rewrite beyond recognition")
