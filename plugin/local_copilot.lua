@@ -37,7 +37,7 @@ vim.api.nvim_create_user_command('LocalCopilotBackend', function(o)
 end, {
   nargs = '*',
   complete = function() return require('local_copilot.commands').backend_names() end,
-  desc = 'local-copilot: switch backend (starting its server), auto, stop, restart; no argument shows it',
+  desc = 'local-copilot: switch backend (starting its server), auto, start, stop, restart; no argument shows it',
 })
 
 vim.api.nvim_create_autocmd('InsertEnter', {

@@ -49,10 +49,10 @@ local subs = {
 
 function M.names() return vim.tbl_keys(subs) end
 
--- :LocalCopilotBackend [name|auto|stop|restart]
+-- :LocalCopilotBackend [name|auto|start|stop|restart]
 function M.backend_names()
   local config = require('local_copilot.config')
-  local names = { 'auto', 'stop', 'restart', 'llama.cpp', 'vllm', 'ollama', 'openai' }
+  local names = { 'auto', 'start', 'stop', 'restart', 'llama.cpp', 'vllm', 'ollama', 'openai' }
   for name in pairs(config.user.backends or {}) do
     if not vim.tbl_contains(names, name) then names[#names + 1] = name end
   end
@@ -80,7 +80,7 @@ function M.backend(args)
   local what = args[1]
   if not what then return show_backend() end
   local payload = { action = 'switch', name = what }
-  if what == 'stop' or what == 'restart' then payload = { action = what, name = args[2] } end
+  if what == 'stop' or what == 'restart' or what == 'start' then payload = { action = what, name = args[2] } end
   require('local_copilot.host').send_now('backend', payload)
 end
 

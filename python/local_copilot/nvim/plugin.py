@@ -265,6 +265,8 @@ class LocalCopilotPlugin:
         target = target or self.config.backend
         if action == "switch":
             run(running.backends.switch, self.config, target)
+        elif action == "start":
+            run(running.backends.start, self.config, target)
         elif action == "stop":
             run(running.backends.stop, target)
         elif action == "restart":
