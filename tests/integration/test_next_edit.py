@@ -236,3 +236,29 @@ def test_a_next_edit_model_beside_the_fim_model(nvim_bin: str, manifest: Path, n
     finally:
         nvim.close()
         fim.close()
+
+
+def test_tab_keymap_jumps_applies_and_falls_back(nvim_bin: str, manifest: Path, nvim_env: dict[str, str],
+                                                 tmp_path: Path) -> None:
+    fake = FakeNextEditModel("zeta")
+    opts = {"backends": {"llama.cpp": {"url": fake.url}}, "keymaps": {"next_edit_accept": "<Tab>"},
+            "next_edit": {"enabled": True, "debounce_ms": 20}}
+    nvim = start_nvim(nvim_bin, manifest, nvim_env)
+    try:
+        nvim.command("nnoremap <Tab> <Cmd>let g:tab_before = get(g:, 'tab_before', 0) + 1<CR>")
+        nvim.exec_lua("require('local_copilot').setup(...)", opts)
+        (tmp_path / "calc.py").write_text("\n".join(TEXT) + "\n")
+        nvim.command(f"cd {tmp_path}")
+        nvim.command("edit calc.py")
+        nvim.input("<Tab>")  # nothing shown: the earlier mapping runs
+        wait_for(lambda: nvim.vars.get("tab_before") == 1, what="the fallback")
+        rename_parameter(nvim)
+        wait_for(lambda: marks(nvim), what="a next edit drawn")
+        nvim.input("<Tab>")
+        wait_for(lambda: tuple(nvim.current.window.cursor) == (2, 12), what="the jump")
+        nvim.input("<Tab>")
+        wait_for(lambda: nvim.current.buffer[1] == "    return width * h", what="applied")
+        assert nvim.vars.get("tab_before") == 1
+    finally:
+        nvim.close()
+        fake.close()

@@ -26,7 +26,7 @@ Sources (read for the format, written here from them):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..snapshot import byte_to_char_col
 from .history import EditEvent, unified_hunk
@@ -73,7 +73,6 @@ class Prompt:
     end: int
     old: tuple[str, ...]  # its text as sent
     prefill: str = ""  # the start of the answer, sent at the end of the prompt
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 class Format:

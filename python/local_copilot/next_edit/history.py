@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = ["EditEvent", "History", "unified_hunk"]
@@ -31,10 +31,9 @@ class EditEvent:
         return sum(len(s) + 1 for s in self.old) + sum(len(s) + 1 for s in self.new)
 
 
-def unified_hunk(event: EditEvent, context: int = 3, around: Iterable[str] = ()) -> str:
+def unified_hunk(event: EditEvent, context: int = 3) -> str:
     """The event as the body of a unified diff (`@@` header and -/+/space lines), without the
-    `---`/`+++` file header. `around` is not used: the context is what the event carries."""
-    del around
+    `---`/`+++` file header; its context lines are those the event carries."""
     old, new = list(event.old), list(event.new)
     lines = list(difflib.unified_diff(old, new, lineterm="", n=context))[2:]
     if not lines:
