@@ -45,6 +45,8 @@ local function flush(buf, b)
     if shift < 0 then for i = n + shift + 1, n do copy[i] = nil end end
   end
   for i, line in ipairs(new) do copy[lo + i] = line end
+  -- the host refused the buffer's text since it was attached (e.g. a key pasted into it)
+  if require('local_copilot.privacy').reason(buf, b.path) then return end
   if not vim.deep_equal(old, new) then push({ path = b.path, row = lo, old = old, new = new }) end
 end
 

@@ -111,7 +111,7 @@ class NextEdits:
         is cancelled (its stream closed, so the server stops)."""
         state = self._state(snap.buf)
         state.cancel_next_edit()
-        if self.backend is None or self.privacy.refuses(snap):
+        if not self.cfg.enabled or self.backend is None or self.privacy.refuses(snap):
             return
         self.stats.count("next_edit_requests")
         state.next_edit = asyncio.get_running_loop().create_task(self._run(snap, cwd))

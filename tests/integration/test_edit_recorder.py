@@ -1,0 +1,71 @@
+"""The edit recorder (lua/local_copilot/edits.lua) in a real Neovim: whatever the user does,
+the records it hands over, applied in order to the text as it was, give the text as it is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .nvim_session import start_nvim
+
+pytestmark = pytest.mark.integration
+
+START = [f"line {i} = value_{i}" for i in range(60)]
+
+
+def replay(lines: list[str], records: list[dict[str, Any]]) -> list[str]:
+    out = list(lines)
+    for r in records:
+        row, old, new = r["row"], r["old"], r["new"]
+        assert out[row:row + len(old)] == old, (row, old, out[row:row + len(old)])
+        out[row:row + len(old)] = new
+    return out
+
+
+@pytest.mark.parametrize("keys", [
+    "ggciwfirst<Esc>",  # one word changed
+    "5Goinserted a\nand b<Esc>jjdd",  # lines opened, one deleted below
+    "10Gdd40Gp",  # a line moved far away (two records)
+    "3GA tail<Esc>50GIhead <Esc>3Gx",  # far apart and back
+    "20G3dd:%s/value/v/g\n",  # a substitution over the whole buffer
+    "uu",  # undo (nothing to undo at first)
+    "ggyGGp",  # the buffer pasted after itself
+])
+def test_records_replay_to_the_buffer(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], keys: str,
+                                      tmp_path: Path) -> None:
+    nvim = start_nvim(nvim_bin, manifest, nvim_env)
+    try:
+        nvim.command(f"edit {tmp_path / 'a.py'}")
+        nvim.current.buffer[:] = START
+        nvim.exec_lua("require('local_copilot.edits').attach(vim.api.nvim_get_current_buf())")
+        nvim.input(keys.replace("\n", "<CR>"))
+        nvim.command("echo")  # the keys are handled before this
+        records = nvim.exec_lua("return require('local_copilot.edits').take()")
+        final = nvim.current.buffer[:]
+        assert final != START or keys == "uu"
+        assert replay(START, records) == final
+        assert all(r["path"] == str(tmp_path / "a.py") for r in records)
+        # more changes after a take: the next records start from there
+        nvim.input("ggdd")
+        nvim.command("echo")
+        more = nvim.exec_lua("return require('local_copilot.edits').take()")
+        assert replay(final, more) == nvim.current.buffer[:]
+    finally:
+        nvim.close()
+
+
+def test_a_private_buffer_is_never_recorded(nvim_bin: str, manifest: Path, nvim_env: dict[str, str],
+                                            tmp_path: Path) -> None:
+    nvim = start_nvim(nvim_bin, manifest, nvim_env, setup={"next_edit": {"enabled": True}})
+    try:
+        nvim.command(f"edit {tmp_path / '.env'}")
+        nvim.input("iTOKEN=abc<Esc>")
+        nvim.command("echo")
+        assert nvim.exec_lua("return require('local_copilot.edits').attached(vim.api.nvim_get_current_buf())") is False
+        nvim.command(f"edit {tmp_path / 'a.py'}")
+        assert nvim.exec_lua("return require('local_copilot.edits').attached(vim.api.nvim_get_current_buf())") is True
+        assert nvim.exec_lua("return require('local_copilot.edits').take()") == []
+    finally:
+        nvim.close()
