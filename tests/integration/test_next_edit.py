@@ -262,3 +262,27 @@ def test_tab_keymap_jumps_applies_and_falls_back(nvim_bin: str, manifest: Path, 
     finally:
         nvim.close()
         fake.close()
+
+
+def test_inserted_text_takes_the_buffers_syntax_highlighting(
+        nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
+    """Lua has a Tree-sitter parser in every Neovim: the inserted text is drawn with its
+    highlight groups over LocalCopilotNextEditAdd."""
+    fake = FakeNextEditModel("zeta2")
+    opts = {"backends": {"llama.cpp": {"url": fake.url}}, "next_edit": {"enabled": True, "debounce_ms": 20}}
+    nvim = start_nvim(nvim_bin, manifest, nvim_env, setup=opts)
+    try:
+        (tmp_path / "area.lua").write_text("local function area(w, h)\n  return w * h\nend\n")
+        nvim.command(f"cd {tmp_path}")
+        nvim.command("edit area.lua")
+        nvim.api.win_set_cursor(0, [1, 20])
+        nvim.input("ciwwidth<Esc>")
+        wait_for(lambda: marks(nvim), what="a next edit drawn")
+        (inserted,) = [m for m in marks(nvim) if m[3].get("virt_text_pos") == "inline"]
+        assert (inserted[1], inserted[2]) == (1, 10)  # after "  return w"
+        [(text, groups)] = inserted[3]["virt_text"]
+        assert text == "idth"
+        assert groups[0] == "LocalCopilotNextEditAdd" and groups[1].startswith("@variable")
+    finally:
+        nvim.close()
+        fake.close()
