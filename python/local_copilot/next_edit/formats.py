@@ -13,10 +13,12 @@ Sources (read for the format, written here from them):
   (Qwen2.5-Coder's `<|file_sep|>` pretraining format, fixed 21-line windows, `{path}.diff`
   blocks); stops `<|file_sep|>`, `<|endoftext|>`.
 - Zeta (zed-industries/zeta, Qwen2.5-Coder-7B): Zed's instruction prompt `### Instruction:` /
-  `### User Edits:` (diffs per file) / `### User Excerpt:` with `<|start_of_file|>`,
-  `<|editable_region_start|>`, `<|user_cursor_is_here|>`, `<|editable_region_end|>` /
-  `### Response:`, as cursortab/cursortab.nvim server/provider/zeta/zeta.go@b9f9b0a documents
-  it; the answer repeats the excerpt with the region rewritten.
+  `### User Edits:` / `### User Excerpt:` with `<|start_of_file|>`, `<|editable_region_start|>`,
+  `<|user_cursor_is_here|>`, `<|editable_region_end|>` / `### Response:`, as
+  cursortab/cursortab.nvim server/provider/zeta/zeta.go@b9f9b0a documents it; the markers and
+  the edits (`User edited "{path}":` and a fenced unified diff, events apart by a blank line)
+  as zed-industries/zed crates/zeta/src/zeta.rs@3afe8c47 writes them. The answer repeats the
+  excerpt with the region rewritten.
 - Zeta-2 (zed-industries/zeta-2, Seed-Coder-8B; Zed's crates/zeta_prompt `V0211SeedCoder`):
   suffix-prefix-middle `<[fim-suffix]>{after}\\n<[fim-prefix]><filename>edit_history\\n{unified
   diffs}<filename>{path}\\n{before}<<<<<<< CURRENT\\n{region with <|user_cursor|>}\\n=======\\n

@@ -125,6 +125,13 @@ class NextEdits:
             self.notifier.failure(type(exc).__name__, f"local-copilot: next edit: {exc}")
             log.info("next edit failed: %s", exc)
             return
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a bug here must not end the worker loop's other work, nor reach the editor
+            self.stats.count("next_edit_failed")
+            log.exception("next edit: internal error")
+            self.notifier.failure("internal", "local-copilot: next edit: internal error; :LocalCopilot log has details")
+            return
         self.notifier.success()
         self.stats.next_edit_latency(time.monotonic() - started)
         edit = outcome.edit
