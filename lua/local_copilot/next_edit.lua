@@ -108,15 +108,16 @@ local function draw(plan)
   end
 end
 
--- Called by the host: draw the plan if the buffer, the cursor and the mode are still those
--- it was asked for, and no ghost text is on screen.
+-- Called by the host: draw the plan if it answers the buffer's latest request, the text is
+-- still what it was asked for, Normal mode holds and no ghost text is on screen. The cursor
+-- may have moved meanwhile: the plan then counts from where it is now.
 function M.show(plan)
   local buf = plan.buf
   if buf ~= api.nvim_get_current_buf() or state.latest[buf] ~= plan.seq then return end
   if api.nvim_buf_get_changedtick(buf) ~= plan.tick or api.nvim_get_mode().mode ~= 'n' then return end
-  local cur = api.nvim_win_get_cursor(0)
-  if cur[1] - 1 ~= plan.cursor[1] or cur[2] ~= plan.cursor[2] then return end
   if require('local_copilot.ghost').is_visible() then return end
+  local cur = api.nvim_win_get_cursor(0)
+  plan.cursor = { cur[1] - 1, cur[2] }
   state.current = plan
   draw(plan)
   tell('shown')
