@@ -170,6 +170,7 @@ function M.jump()
   local cur = state.current
   if not M.visible() or cur.buf ~= api.nvim_get_current_buf() then return false end
   cur.jumped = true
+  vim.cmd("normal! m'") -- <C-o> goes back to where the cursor was
   api.nvim_win_set_cursor(0, { cur.row + 1, cur.col })
   draw(cur)
   return true
@@ -256,6 +257,7 @@ function M.attach()
   au('CursorMoved', M.on_cursor_moved, 'clear when the cursor wanders off')
   au('BufLeave', M.on_buf_leave, 'clear')
   au('BufFilePost', function(ev) edits.renamed(ev.buf) end, 'record under the new name')
+  au('BufWipeout', function(ev) state.latest[ev.buf] = nil end, 'forget a wiped buffer')
   M.on_buf_enter({ buf = api.nvim_get_current_buf() })
 end
 

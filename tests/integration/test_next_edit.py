@@ -82,6 +82,7 @@ def test_rename_shows_the_next_edit_and_accept_jumps_then_applies(
         assert lua(nvim, "require('local_copilot').next_edit_accept()") is True
         assert tuple(nvim.current.window.cursor) == (2, 12)
         assert "next edit" not in screen_lines(nvim)[0]
+        assert lua(nvim, "vim.fn.getjumplist()[1][#vim.fn.getjumplist()[1]].lnum") == 1  # <C-o> goes back
         requests = len(fake.prompts)
         # second accept: applied, the cursor at its end, and the next edit asked for (the chain)
         assert lua(nvim, "require('local_copilot').next_edit_accept()") is True
