@@ -83,21 +83,54 @@ local function highlighted(parts, buf)
   return out
 end
 
+-- An edit across lines as whole lines: the rows it changes as they are, and as they will be
+-- (rows equal at both ends left out). Returns the first changed row, the old rows, the new rows.
+local function line_view(buf, plan, parts)
+  local old = api.nvim_buf_get_lines(buf, plan.row, plan.end_row + 1, false)
+  local new = {}
+  for i, p in ipairs(parts) do new[i] = p end
+  new[1] = old[1]:sub(1, plan.col) .. new[1]
+  new[#new] = new[#new] .. old[#old]:sub(plan.end_col + 1)
+  local top = 0
+  while top < #old and top < #new and old[top + 1] == new[top + 1] do top = top + 1 end
+  local bottom = 0
+  while bottom < #old - top and bottom < #new - top and old[#old - bottom] == new[#new - bottom] do
+    bottom = bottom + 1
+  end
+  return plan.row + top, { unpack(old, top + 1, #old - bottom) }, { unpack(new, top + 1, #new - bottom) }
+end
+
 local function draw(plan)
   local buf = plan.buf
   api.nvim_buf_clear_namespace(buf, M.ns, 0, -1)
   if plan.row ~= plan.end_row or plan.col ~= plan.end_col then
     api.nvim_buf_set_extmark(buf, M.ns, plan.row, plan.col, {
-      end_row = plan.end_row, end_col = plan.end_col, hl_group = 'LocalCopilotNextEditDelete', priority = 200,
+      end_row = plan.end_row, end_col = plan.end_col, hl_group = 'LocalCopilotNextEditDelete', hl_eol = true,
+      priority = 200,
     })
   end
   local parts = split(plan.text)
-  if plan.text ~= '' then
-    local chunks = highlighted(parts, buf)
-    local opts = { virt_text = chunks[1], virt_text_pos = 'inline', priority = 200 }
-    if parts[1] == '' then opts.virt_text = nil; opts.virt_text_pos = nil end
-    if #parts > 1 then opts.virt_lines = { unpack(chunks, 2) } end
-    if opts.virt_text or opts.virt_lines then api.nvim_buf_set_extmark(buf, M.ns, plan.end_row, plan.end_col, opts) end
+  if #parts == 1 and plan.row == plan.end_row then
+    -- within a line: the new text inline, right after what it replaces
+    if plan.text ~= '' then
+      api.nvim_buf_set_extmark(buf, M.ns, plan.end_row, plan.end_col, {
+        virt_text = highlighted(parts, buf)[1], virt_text_pos = 'inline', priority = 200,
+      })
+    end
+  else
+    -- across lines: the rows as they will be, as virtual lines below the rows they replace
+    -- (above the row they go before, for rows only inserted)
+    local first, old, new = line_view(buf, plan, parts)
+    if #new > 0 then
+      local opts = { virt_lines = highlighted(new, buf), priority = 200 }
+      local at = first + #old - 1
+      if #old == 0 then
+        at = first
+        opts.virt_lines_above = true
+        if at >= api.nvim_buf_line_count(buf) then at, opts.virt_lines_above = at - 1, nil end
+      end
+      api.nvim_buf_set_extmark(buf, M.ns, at, 0, opts)
+    end
   end
   local row = api.nvim_win_get_cursor(0)[1] - 1
   if row < plan.row or row > plan.end_row then
@@ -122,6 +155,9 @@ function M.show(plan)
   draw(plan)
   tell('shown')
 end
+
+-- Tests draw a plan of their own: make `seq` the buffer's latest request.
+function M._seq_for_test(buf, seq) state.latest[buf] = seq end
 
 -- Ask for the next edit at the cursor now.
 function M.request()

@@ -287,3 +287,54 @@ def test_inserted_text_takes_the_buffers_syntax_highlighting(
     finally:
         nvim.close()
         fake.close()
+
+
+def test_a_multi_line_edit_is_drawn_and_applied_as_one_undo_step(nvim_bin: str, manifest: Path,
+                                                                 nvim_env: dict[str, str], tmp_path: Path) -> None:
+    """The plan as the host sends it (protocol.LUA_NEXT_EDIT_SHOW): `return w * h` becomes three
+    rows; the deleted `w` is highlighted, the rows it becomes are virtual lines below it."""
+    nvim = start_nvim(nvim_bin, manifest, nvim_env, setup={"next_edit": {"enabled": True}})
+    try:
+        attach_ui(nvim)
+        nvim.current.buffer[:] = TEXT
+        nvim.api.win_set_cursor(0, [2, 11])
+        lua(nvim, "require('local_copilot.next_edit')._seq_for_test(vim.api.nvim_get_current_buf(), 7)")
+        plan = {"buf": nvim.current.buffer.number, "tick": nvim.current.buffer.vars["changedtick"], "seq": 7,
+                "cursor": [1, 11], "row": 1, "col": 11, "end_row": 1, "end_col": 12,
+                "text": "width\n    assert h\n    return width", "old": "w"}
+        nvim.exec_lua("require('local_copilot.next_edit').show(...)", plan)
+        # the row as it is (its `w` highlighted as deleted), then the rows it becomes below it
+        assert screen_lines(nvim)[1:5] == ["    return w * h", "    return width", "    assert h",
+                                           "    return width * h"]
+        deleted = [m for m in marks(nvim) if m[3].get("hl_group") == "LocalCopilotNextEditDelete"]
+        assert [(m[1], m[2], m[3]["end_row"], m[3]["end_col"]) for m in deleted] == [(1, 11, 1, 12)]
+        assert lua(nvim, "require('local_copilot').next_edit_accept()") is True
+        assert nvim.current.buffer[:] == ["def area(w, h):", "    return width", "    assert h",
+                                          "    return width * h", "", "print(area(2, 3))"]
+        assert tuple(nvim.current.window.cursor) == (4, 15)
+        nvim.command("undo")
+        assert nvim.current.buffer[:] == TEXT
+    finally:
+        nvim.close()
+
+
+def test_rows_only_inserted_show_above_the_row_they_go_before(nvim_bin: str, manifest: Path,
+                                                              nvim_env: dict[str, str]) -> None:
+    nvim = start_nvim(nvim_bin, manifest, nvim_env, setup={"next_edit": {"enabled": True}})
+    try:
+        attach_ui(nvim)
+        nvim.current.buffer[:] = TEXT
+        nvim.api.win_set_cursor(0, [1, 0])
+        lua(nvim, "require('local_copilot.next_edit')._seq_for_test(vim.api.nvim_get_current_buf(), 3)")
+        plan = {"buf": nvim.current.buffer.number, "tick": nvim.current.buffer.vars["changedtick"], "seq": 3,
+                "cursor": [0, 0], "row": 1, "col": 0, "end_row": 1, "end_col": 0, "text": "    assert h > 0\n",
+                "old": ""}
+        nvim.exec_lua("require('local_copilot.next_edit').show(...)", plan)
+        screen = screen_lines(nvim)
+        assert screen[0].startswith("def area(w, h):") and "next edit: line 2" in screen[0]
+        assert screen[1:3] == ["    assert h > 0", "    return w * h"]
+        assert lua(nvim, "require('local_copilot').next_edit_accept()") is True  # the jump
+        assert lua(nvim, "require('local_copilot').next_edit_accept()") is True  # applied
+        assert nvim.current.buffer[1:3] == ["    assert h > 0", "    return w * h"]
+    finally:
+        nvim.close()
