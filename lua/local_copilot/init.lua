@@ -39,7 +39,10 @@ function M.setup(opts)
   M._define_highlights()
   require('local_copilot.keymaps').apply(config.get('keymaps'))
   M.attach()
-  require('local_copilot.next_edit').attach()
+  -- next edits: loaded only once they are turned on (setup() again may turn them off)
+  if config.get('next_edit').enabled or package.loaded['local_copilot.next_edit'] then
+    require('local_copilot.next_edit').attach()
+  end
   host.options_changed()
 end
 
