@@ -98,7 +98,7 @@ class FakeNextEditModel(FakeServer):
     def __init__(self, fmt: str, *, delay: float = 0.0) -> None:
         self.fmt = fmt
         self.delay = delay  # seconds before the answer starts
-        self.cut = False  # end the stream before the answer is complete (no stop event)
+        self.cut = False  # end the stream just before the answer is complete (no final event)
         super().__init__(self._script)
 
     @property
@@ -115,7 +115,7 @@ class FakeNextEditModel(FakeServer):
         pieces = [text[i:i + 4] for i in range(0, len(text), 4)]
         steps: list[Step] = [self.delay] if self.delay else []
         steps += [sse({"content": p, "stop": False}) for p in pieces]
-        if self.cut:
-            return 200, steps[: len(steps) // 2]
+        if self.cut:  # the last piece and the final event never come
+            return 200, steps[:-1]
         steps.append(sse({"content": "", "stop": True, "timings": {"predicted_n": len(pieces)}}))
         return 200, steps

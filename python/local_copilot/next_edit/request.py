@@ -191,7 +191,7 @@ async def ask(backend: HttpBackend, fmt: Format, ctx: EditContext, events: list[
     wire = await backend.raw_wire(prompt.text, n_predict, prompt.stop)
     exchange = Exchange(backend, FimRequest(prefix="", middle="", suffix="", n_predict=n_predict), wire)
     parts: list[str] = []
-    size, predicted, cut = 0, 0.0, False
+    size, predicted, cut, ended = 0, 0.0, False, False
     async with aclosing(exchange.chunks()) as chunks:
         async for chunk in chunks:
             parts.append(chunk.text)
@@ -202,10 +202,14 @@ async def ask(backend: HttpBackend, fmt: Format, ctx: EditContext, events: list[
                 cut = True
                 break
             if chunk.done:
+                ended = True
                 break
     answer = "".join(parts)
     if cut or predicted >= n_predict:
         return Outcome(prompt, answer, None, "the answer reached the size cap")
+    if not ended:
+        # no final event: the stream was cut, and a region cut short would delete its end
+        return Outcome(prompt, answer, None, "the answer was cut off")
     new = fmt.parse(answer, prompt)
     if new is None:
         return Outcome(prompt, answer, None, "no edit, or an answer that does not parse")
