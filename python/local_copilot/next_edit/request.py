@@ -96,8 +96,8 @@ class NextEdits:
         return self.privacy.policy.path_reason(path) is not None or self.privacy.refuses_file(path)
 
     def record(self, path: str, row: int, old: list[str], new: list[str]) -> None:
-        """A change the user made (the editor sends it when a next edit is asked for, or when
-        the buffer is left). A file the privacy policy refuses, by name or by what the change
+        """A change the user made, in any buffer (the editor sends those since the last request
+        with each request). A file the privacy policy refuses, by name or by what the change
         holds, is never kept, and a refused change drops the file's earlier ones too."""
         if self._refused(path) or self.privacy.policy.text_reason(new) or self.privacy.policy.text_reason(old):
             self.history.forget_path(path)
