@@ -13,6 +13,8 @@ local M = {}
 local GAP = 20
 -- records kept until the host takes them
 local MAX_RECORDS = 32
+-- unchanged rows recorded above and below a change (a unified diff's usual context)
+local CONTEXT = 3
 
 -- buf -> { lines = copy of the buffer as of the last flush, path, lo, old_hi, new_hi }
 -- (lo .. old_hi: 0-based rows of the copy changed since; lo .. new_hi: those rows now)
@@ -35,8 +37,11 @@ local function flush(buf, b)
   local ok, new = pcall(api.nvim_buf_get_lines, buf, lo, new_hi, false)
   if not ok then return end
   local copy = b.lines
-  local old = {}
+  local old, before, after = {}, {}, {}
   for i = lo + 1, old_hi do old[#old + 1] = copy[i] end
+  -- the unchanged rows around it: the diff's context
+  for i = math.max(1, lo - CONTEXT + 1), lo do before[#before + 1] = copy[i] end
+  for i = old_hi + 1, math.min(#copy, old_hi + CONTEXT) do after[#after + 1] = copy[i] end
   -- splice the copy: rows lo+1..old_hi become `new`
   local shift = #new - #old
   if shift ~= 0 then
@@ -47,7 +52,9 @@ local function flush(buf, b)
   for i, line in ipairs(new) do copy[lo + i] = line end
   -- the host refused the buffer's text since it was attached (e.g. a key pasted into it)
   if require('local_copilot.privacy').reason(buf, b.path) then return end
-  if not vim.deep_equal(old, new) then push({ path = b.path, row = lo, old = old, new = new }) end
+  if not vim.deep_equal(old, new) then
+    push({ path = b.path, row = lo, old = old, new = new, before = before, after = after })
+  end
 end
 
 local function on_lines(_, buf, _, first, last, new_last)

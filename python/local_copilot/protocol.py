@@ -119,6 +119,8 @@ class EditRecord(msgspec.Struct, frozen=True, kw_only=True):
     row: int
     old: list[str]
     new: list[str]
+    before: list[str] = []  # unchanged rows just above (the diff's context)
+    after: list[str] = []  # and just below
 
 
 class NextEditRequest(_Event, frozen=True, kw_only=True, tag="next_edit"):

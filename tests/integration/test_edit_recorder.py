@@ -69,3 +69,19 @@ def test_a_private_buffer_is_never_recorded(nvim_bin: str, manifest: Path, nvim_
         assert nvim.exec_lua("return require('local_copilot.edits').take()") == []
     finally:
         nvim.close()
+
+
+def test_records_carry_three_unchanged_rows_each_side(nvim_bin: str, manifest: Path, nvim_env: dict[str, str],
+                                                      tmp_path: Path) -> None:
+    nvim = start_nvim(nvim_bin, manifest, nvim_env)
+    try:
+        nvim.command(f"edit {tmp_path / 'a.py'}")
+        nvim.current.buffer[:] = START
+        nvim.exec_lua("require('local_copilot.edits').attach(vim.api.nvim_get_current_buf())")
+        nvim.input("11Gccchanged<Esc>")
+        nvim.command("echo")
+        [rec] = nvim.exec_lua("return require('local_copilot.edits').take()")
+        assert rec["row"] == 10 and rec["old"] == [START[10]] and rec["new"] == ["changed"]
+        assert rec["before"] == START[7:10] and rec["after"] == START[11:14]
+    finally:
+        nvim.close()

@@ -64,10 +64,13 @@ def test_rename_shows_the_next_edit_and_accept_jumps_then_applies(
         prompt = fake.prompts[-1]
         if fake.fmt == "sweep":
             # paths relative to Neovim's working directory, as in the model's training repositories
-            assert "<|file_sep|>calc.py.diff\noriginal:\ndef area(w, h):\nupdated:\ndef area(width, h):\n" in prompt
+            # the blocks carry the unchanged rows around the change (up to 3 each side)
+            assert ("<|file_sep|>calc.py.diff\noriginal:\ndef area(w, h):\n    return w * h\n\nprint(area(2, 3))\n"
+                    "updated:\ndef area(width, h):\n    return w * h\n\nprint(area(2, 3))\n") in prompt
             assert "<|file_sep|>current/calc.py:1:4\ndef area(widt<|cursor|>h, h):" in prompt
         elif fake.fmt == "zeta":
-            assert "-def area(w, h):\n+def area(width, h):" in prompt
+            assert "@@ -1,4 +1,4 @@\n-def area(w, h):\n+def area(width, h):\n     return w * h\n \n print(area(2, 3))\n```" \
+                in prompt
             assert 'User edited "calc.py"' in prompt
             assert "def area(widt<|user_cursor_is_here|>h, h):" in prompt
         else:

@@ -56,6 +56,15 @@ def test_bounded_by_count_bytes_and_age() -> None:
     assert h.events() == []
 
 
+def test_context_rows_frame_the_diff_and_stay_when_an_edit_grows() -> None:
+    h = History(clock=Clock())
+    h.record("a.py", 10, ["x = 1"], ["x = 12"], before=["a", "b"], after=["c"])
+    h.record("a.py", 10, ["x = 12"], ["x = 123"], before=["a", "b"], after=["c"])
+    (e,) = h.events()
+    assert (e.original, e.updated) == (["a", "b", "x = 1", "c"], ["a", "b", "x = 123", "c"])
+    assert unified_hunk(e) == "@@ -9,4 +9,4 @@\n a\n b\n-x = 1\n+x = 123\n c"
+
+
 def test_unified_hunk_numbers_rows_of_the_file() -> None:
     h = History(clock=Clock())
     h.record("a.py", 9, ["def f(a):", "    return a"], ["def f(b):", "    return a"])
@@ -87,4 +96,7 @@ def test_privacy_policy_keeps_secrets_out_of_the_history() -> None:
     assert [e.path for e in ne.history.events()] == ["/home/u/proj/app.py"]
     # a change that holds a key block is not kept, and drops the file's earlier edits
     ne.record("/home/u/proj/app.py", 5, [""], ["-----BEGIN OPENSSH PRIVATE KEY-----"])
+    assert ne.history.events() == []
+    # nor one whose context rows hold one
+    ne.record("/home/u/proj/app.py", 9, ["x = 1"], ["x = 2"], before=["-----BEGIN OPENSSH PRIVATE KEY-----"])
     assert ne.history.events() == []

@@ -112,8 +112,8 @@ class Sweep(Format):
         parts = [f"<|file_sep|>{ctx.path}\n" + "\n".join(ctx.rows(ctx.row - self.CONTEXT, ctx.row + self.CONTEXT + 1))
                  + "\n"]
         for e in events:
-            parts.append(f"<|file_sep|>{e.path}.diff\noriginal:\n" + "".join(s + "\n" for s in e.old)
-                         + "updated:\n" + "".join(s + "\n" for s in e.new))
+            parts.append(f"<|file_sep|>{e.path}.diff\noriginal:\n" + "".join(s + "\n" for s in e.original)
+                         + "updated:\n" + "".join(s + "\n" for s in e.updated))
         span = f"{ctx.path}:{start + 1}:{end}"
         original = self._before_last_edit(ctx, events, start, cur)
         parts.append(f"<|file_sep|>original/{span}\n" + "\n".join(original) + "\n")

@@ -25,27 +25,34 @@ class EditEvent:
     old: tuple[str, ...]
     new: tuple[str, ...]
     at: float  # time.monotonic() of its last change
+    # unchanged rows just above and below the splice (the diffs' context)
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
 
     @property
     def size(self) -> int:
-        return sum(len(s) + 1 for s in self.old) + sum(len(s) + 1 for s in self.new)
+        return sum(len(s) + 1 for part in (self.old, self.new, self.before, self.after) for s in part)
+
+    @property
+    def original(self) -> list[str]:
+        """The rows as they were, with their context."""
+        return [*self.before, *self.old, *self.after]
+
+    @property
+    def updated(self) -> list[str]:
+        """The rows as they are, with their context."""
+        return [*self.before, *self.new, *self.after]
 
 
 def unified_hunk(event: EditEvent, context: int = 3) -> str:
     """The event as the body of a unified diff (`@@` header and -/+/space lines), without the
     `---`/`+++` file header; its context lines are those the event carries."""
-    old, new = list(event.old), list(event.new)
-    lines = list(difflib.unified_diff(old, new, lineterm="", n=context))[2:]
+    lines = list(difflib.unified_diff(event.original, event.updated, lineterm="", n=context))[2:]
     if not lines:
         return ""
     # difflib numbers from 1 within the event: shift the hunk headers to the file's rows
-    out = []
-    for line in lines:
-        if line.startswith("@@"):
-            out.append(_shift_header(line, event.row))
-        else:
-            out.append(line)
-    return "\n".join(out)
+    first = event.row - len(event.before)
+    return "\n".join(_shift_header(line, first) if line.startswith("@@") else line for line in lines)
 
 
 def _shift_header(header: str, row: int) -> str:
@@ -68,21 +75,23 @@ class History:
         self._clock = clock
         self._events: deque[EditEvent] = deque()
 
-    def record(self, path: str, row: int, old: list[str], new: list[str]) -> None:
-        """One splice from the editor: rows `row`..`row+len(old)` of `path` became `new`."""
+    def record(self, path: str, row: int, old: list[str], new: list[str], before: list[str] | None = None,
+               after: list[str] | None = None) -> None:
+        """One splice from the editor: rows `row`..`row+len(old)` of `path` became `new`;
+        `before` and `after` are the unchanged rows around it."""
         if list(old) == list(new):
             return
         now = self._clock()
         last = self._events[-1] if self._events else None
         if last is not None and last.path == path and last.row <= row and row + len(old) <= last.row + len(last.new):
-            # inside what the last event produced: fold into it
+            # inside what the last event produced: fold into it (the rows around it stay)
             at = row - last.row
             merged_new = last.new[:at] + tuple(new) + last.new[at + len(old):]
             self._events.pop()
             if merged_new != last.old:
-                self._events.append(EditEvent(path, last.row, last.old, merged_new, now))
+                self._events.append(EditEvent(path, last.row, last.old, merged_new, now, last.before, last.after))
         else:
-            event = EditEvent(path, row, tuple(old), tuple(new), now)
+            event = EditEvent(path, row, tuple(old), tuple(new), now, tuple(before or ()), tuple(after or ()))
             if event.size > self.max_bytes:
                 return  # a paste of a whole file says nothing about the next edit
             self._events.append(event)

@@ -95,14 +95,16 @@ class NextEdits:
     def _refused(self, path: str) -> bool:
         return self.privacy.policy.path_reason(path) is not None or self.privacy.refuses_file(path)
 
-    def record(self, path: str, row: int, old: list[str], new: list[str]) -> None:
+    def record(self, path: str, row: int, old: list[str], new: list[str], before: list[str] | None = None,
+               after: list[str] | None = None) -> None:
         """A change the user made, in any buffer (the editor sends those since the last request
         with each request). A file the privacy policy refuses, by name or by what the change
         holds, is never kept, and a refused change drops the file's earlier ones too."""
-        if self._refused(path) or self.privacy.policy.text_reason(new) or self.privacy.policy.text_reason(old):
+        policy = self.privacy.policy
+        if self._refused(path) or any(policy.text_reason(part) for part in (new, old, before or [], after or [])):
             self.history.forget_path(path)
             return
-        self.history.record(path, row, old, new)
+        self.history.record(path, row, old, new, before, after)
 
     # -- requests --------------------------------------------------------------------------
 

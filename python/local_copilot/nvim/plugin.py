@@ -252,7 +252,7 @@ class LocalCopilotPlugin:
         """On the worker loop: record the changes that came with the request, then ask."""
         next_edits = self._start().engine.next_edits
         for r in msg.edits:
-            next_edits.record(r.path, r.row, r.old, r.new)
+            next_edits.record(r.path, r.row, r.old, r.new, r.before, r.after)
         next_edits.request(Snapshot(buf=msg.buf, tick=msg.tick, row=msg.row, col=msg.col, first=msg.first,
                                     lines=msg.lines or [""], nlines=msg.nlines, ft=msg.ft, path=msg.path, seq=msg.seq),
                            cwd=msg.cwd)
