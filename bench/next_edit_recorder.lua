@@ -47,5 +47,5 @@ local mid = math.floor(ROUNDS / 2) + 1
 local per = (recorded[mid] - plain[mid]) / N
 print(('edits without recorder: %.2f ms per %d changes (median of %d rounds)'):format(plain[mid], N, ROUNDS))
 print(('edits with recorder:    %.2f ms per %d changes'):format(recorded[mid], N))
-print(('recorder main-thread cost per change: %.4f ms (budget 0.05 ms)'):format(per))
+print(('recorder main-thread cost per change: %.2f µs (budget 50 µs)'):format(per * 1000))
 print(('take() at a request (%d changes pending): %.3f ms (median)'):format(N, takes[mid]))
