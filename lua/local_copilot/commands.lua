@@ -73,6 +73,10 @@ local function show_backend()
     ('latency   first token p50/p95/p99 %s; total %s (%s requests)'):format(pct(lat.ttft_ms), pct(lat.total_ms), tostring(lat.n ~= vim.NIL and lat.n or 0)),
   }
   if st.pending ~= vim.NIL and st.pending then lines[#lines + 1] = 'loading   ' .. st.pending end
+  local ne = st.next_edit
+  if type(ne) == 'table' then
+    lines[#lines + 1] = ('next edit %s (%s), format %s, server %s'):format(ne.backend, ne.url, ne.format, ne.server)
+  end
   vim.notify(table.concat(lines, '\n'), vim.log.levels.INFO)
 end
 

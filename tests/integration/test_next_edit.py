@@ -236,6 +236,10 @@ def test_a_next_edit_model_beside_the_fim_model(nvim_bin: str, manifest: Path, n
         assert s["requests"] == 1 and s["failed"] == 0 and s["shown"] == 0 and s["n"] == 1
         assert fim.prompts == []
         assert marks(nvim) == [] and nvim.current.buffer[1] == "    return w * h"
+        status = nvim.exec_lua("return vim.fn.LocalCopilotCall('backend_status')")
+        assert status["backend"] == "llama.cpp"  # the ghost text stays with its own backend
+        assert status["next_edit"] == {"backend": "nes", "url": llama_server.url, "format": "sweep",
+                                       "server": "not managed"}
         items = health_section(nvim)
         assert "next edits use backend nes (llama.cpp at " + llama_server.url in items[0]["message"]
         assert "did not end within next_edit.n_predict = 16 tokens" in items[-1]["message"]

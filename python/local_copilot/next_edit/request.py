@@ -147,6 +147,11 @@ class NextEdits:
             "text": edit.text, "old": edit.old,
         })
 
+    @property
+    def format_name(self) -> str:
+        """The format in use, once known ('' before the first request detects it)."""
+        return self._format.name if self._format is not None else ""
+
     async def format(self) -> Format:
         """The configured format, else the one the served model speaks (asked once)."""
         if self._format is None:

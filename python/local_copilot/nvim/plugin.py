@@ -433,4 +433,16 @@ class LocalCopilotPlugin:
             "pending": backends.pending,
             "latency": {k: summary.get(k) for k in ("n", "ttft_ms", "total_ms")},
             "names": sorted(cfg.backends),
+            "next_edit": self._next_edit_status(cfg),
         }
+
+    def _next_edit_status(self, cfg: Config) -> dict[str, Any] | None:
+        """The next-edit backend, its format and its server, while next edits are on."""
+        if not cfg.next_edit.enabled:
+            return None
+        next_edits = self._start().engine.next_edits
+        name = cfg.next_edit.backend or cfg.backend
+        detected = next_edits.format_name
+        return {"backend": name, "url": cfg.backends[name].url,
+                "format": cfg.next_edit.format or detected or "detected on first request",
+                "server": self._start().backends.server_state(name)["state"]}
