@@ -152,7 +152,8 @@ function M.show(plan)
   local cur = api.nvim_win_get_cursor(0)
   plan.cursor = { cur[1] - 1, cur[2] }
   state.current = plan
-  draw(plan)
+  -- a plan that does not fit the buffer (a host of another version) shows nothing, never an error
+  if not pcall(draw, plan) then return M.clear() end
   tell('shown')
 end
 

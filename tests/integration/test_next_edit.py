@@ -347,3 +347,18 @@ def test_rows_only_inserted_show_above_the_row_they_go_before(nvim_bin: str, man
         assert nvim.current.buffer[1:3] == ["    assert h > 0", "    return w * h"]
     finally:
         nvim.close()
+
+
+def test_a_plan_that_does_not_fit_the_buffer_shows_nothing_and_no_error(nvim_bin: str, manifest: Path,
+                                                                        nvim_env: dict[str, str]) -> None:
+    nvim = start_nvim(nvim_bin, manifest, nvim_env, setup={"next_edit": {"enabled": True}})
+    try:
+        nvim.current.buffer[:] = TEXT
+        lua(nvim, "require('local_copilot.next_edit')._seq_for_test(vim.api.nvim_get_current_buf(), 5)")
+        plan = {"buf": nvim.current.buffer.number, "tick": nvim.current.buffer.vars["changedtick"], "seq": 5,
+                "cursor": [0, 0], "row": 1, "col": 80, "end_row": 9, "end_col": 3, "text": "x", "old": "?"}
+        nvim.exec_lua("require('local_copilot.next_edit').show(...)", plan)
+        assert marks(nvim) == [] and lua(nvim, "require('local_copilot').next_edit_visible()") is False
+        assert "E5108" not in nvim.exec_lua("return vim.fn.execute('messages')")
+    finally:
+        nvim.close()
