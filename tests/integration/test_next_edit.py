@@ -168,12 +168,17 @@ def test_edits_in_private_files_never_reach_the_prompt(
         nvim.api.win_set_cursor(0, [1, 9])
         nvim.input("ciwSECRETNAME<Esc>")
         wait_for(lambda: "SECRETNAME" in nvim.current.buffer[0])
+        (tmp_path / "util.py").write_text("RATE = 1\n")
+        nvim.command(f"edit {tmp_path / 'util.py'}")
+        nvim.input("A0<Esc>")  # an edit in another file: the history is across buffers
         (tmp_path / "calc.py").write_text("\n".join(TEXT) + "\n")
         nvim.command(f"edit {tmp_path / 'calc.py'}")
         rename_parameter(nvim)
-        wait_for(lambda: fake.prompts, what="a request from calc.py")
+        wait_for(lambda: any("+def area(width, h):" in p for p in fake.prompts), what="a request from calc.py")
         assert all("SECRETNAME" not in p and ".env" not in p for p in fake.prompts)
-        assert "+def area(width, h):" in fake.prompts[-1]
+        prompt = fake.prompts[-1]
+        assert "--- a/util.py\n+++ b/util.py\n@@ -1 +1 @@\n-RATE = 1\n+RATE = 10" in prompt
+        assert prompt.index("util.py") < prompt.index("+def area(width, h):")  # oldest first
     finally:
         nvim.close()
         fake.close()
