@@ -57,9 +57,8 @@ local function flush(buf, b)
   end
 end
 
-local function on_lines(_, buf, _, first, last, new_last)
-  local b = bufs[buf]
-  if not b then return true end -- detach
+-- One change: rows first..last of the buffer are now first..new_last.
+local function widen(buf, b, first, last, new_last)
   local lo = b.lo
   if lo == nil then
     b.lo, b.old_hi, b.new_hi = first, last, new_last
@@ -80,10 +79,18 @@ function M.attach(buf)
   if bufs[buf] or not api.nvim_buf_is_loaded(buf) then return end
   local b = { lines = api.nvim_buf_get_lines(buf, 0, -1, false), path = api.nvim_buf_get_name(buf) }
   bufs[buf] = b
+  -- each callback detaches once its own record is gone (detach(), reset(), or a newer attach)
   api.nvim_buf_attach(buf, false, {
-    on_lines = on_lines,
-    on_reload = function() b.lo = nil; b.lines = api.nvim_buf_get_lines(buf, 0, -1, false) end,
-    on_detach = function() bufs[buf] = nil end,
+    on_lines = function(_, _, _, first, last, new_last)
+      if bufs[buf] ~= b then return true end
+      widen(buf, b, first, last, new_last)
+    end,
+    on_reload = function()
+      if bufs[buf] ~= b then return true end
+      b.lo = nil
+      b.lines = api.nvim_buf_get_lines(buf, 0, -1, false)
+    end,
+    on_detach = function() if bufs[buf] == b then bufs[buf] = nil end end,
   })
 end
 

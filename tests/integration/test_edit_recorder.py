@@ -85,3 +85,21 @@ def test_records_carry_three_unchanged_rows_each_side(nvim_bin: str, manifest: P
         assert rec["before"] == START[7:10] and rec["after"] == START[11:14]
     finally:
         nvim.close()
+
+
+def test_detached_then_attached_again_records_each_change_once(nvim_bin: str, manifest: Path,
+                                                               nvim_env: dict[str, str], tmp_path: Path) -> None:
+    nvim = start_nvim(nvim_bin, manifest, nvim_env)
+    try:
+        nvim.command(f"edit {tmp_path / 'a.py'}")
+        nvim.current.buffer[:] = START
+        edits = "require('local_copilot.edits')"
+        nvim.exec_lua(f"{edits}.attach(vim.api.nvim_get_current_buf())")
+        nvim.exec_lua(f"{edits}.reset()")  # next edits turned off...
+        nvim.exec_lua(f"{edits}.attach(vim.api.nvim_get_current_buf())")  # ...and on again
+        nvim.input("5Goone\ntwo<Esc>")
+        nvim.command("echo")
+        records = nvim.exec_lua(f"return {edits}.take()")
+        assert replay(START, records) == nvim.current.buffer[:]
+    finally:
+        nvim.close()
