@@ -47,7 +47,7 @@ async def next_edit_items(cfg: Config, client: httpx.AsyncClient, timeout: float
         return items
     except BackendError as exc:
         items.append(Item(level="error", message=f"next-edit probe failed: {str(exc)[:300]}",
-                          advice=[f"start the next-edit server (:LocalCopilotBackend {name}) or fix its url"]))
+                          advice=[f"start the next-edit server (:LocalCopilotBackend start {name}) or fix its url"]))
         return items
     finally:
         backend.close()
