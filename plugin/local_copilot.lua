@@ -17,6 +17,14 @@ for _, a in ipairs({
   vim.keymap.set('i', '<Plug>(local-copilot-' .. a[1] .. ')', function() lc()[a[2]]() end, { desc = 'local-copilot: ' .. a[3] })
 end
 
+for _, a in ipairs({
+  { 'next-edit-accept', 'next_edit_accept', 'jump to the next edit, or apply it' },
+  { 'next-edit-dismiss', 'next_edit_dismiss', 'dismiss the next edit' },
+  { 'next-edit-request', 'next_edit_request', 'ask for the next edit now' },
+}) do
+  vim.keymap.set('n', '<Plug>(local-copilot-' .. a[1] .. ')', function() lc()[a[2]]() end, { desc = 'local-copilot: ' .. a[3] })
+end
+
 vim.api.nvim_create_user_command('LocalCopilot', function(o) require('local_copilot.commands').run(o.fargs) end, {
   nargs = '?',
   complete = function() return require('local_copilot.commands').names() end,
@@ -29,7 +37,7 @@ vim.api.nvim_create_user_command('LocalCopilotBackend', function(o)
 end, {
   nargs = '*',
   complete = function() return require('local_copilot.commands').backend_names() end,
-  desc = 'local-copilot: switch backend (starting its server), auto, stop, restart; no argument shows it',
+  desc = 'local-copilot: switch backend (starting its server), auto, start, stop, restart; no argument shows it',
 })
 
 vim.api.nvim_create_autocmd('InsertEnter', {

@@ -49,10 +49,10 @@ local subs = {
 
 function M.names() return vim.tbl_keys(subs) end
 
--- :LocalCopilotBackend [name|auto|stop|restart]
+-- :LocalCopilotBackend [name|auto|start|stop|restart]
 function M.backend_names()
   local config = require('local_copilot.config')
-  local names = { 'auto', 'stop', 'restart', 'llama.cpp', 'vllm', 'ollama', 'openai' }
+  local names = { 'auto', 'start', 'stop', 'restart', 'llama.cpp', 'vllm', 'ollama', 'openai' }
   for name in pairs(config.user.backends or {}) do
     if not vim.tbl_contains(names, name) then names[#names + 1] = name end
   end
@@ -73,6 +73,10 @@ local function show_backend()
     ('latency   first token p50/p95/p99 %s; total %s (%s requests)'):format(pct(lat.ttft_ms), pct(lat.total_ms), tostring(lat.n ~= vim.NIL and lat.n or 0)),
   }
   if st.pending ~= vim.NIL and st.pending then lines[#lines + 1] = 'loading   ' .. st.pending end
+  local ne = st.next_edit
+  if type(ne) == 'table' then
+    lines[#lines + 1] = ('next edit %s (%s), format %s, server %s'):format(ne.backend, ne.url, ne.format, ne.server)
+  end
   vim.notify(table.concat(lines, '\n'), vim.log.levels.INFO)
 end
 
@@ -80,7 +84,7 @@ function M.backend(args)
   local what = args[1]
   if not what then return show_backend() end
   local payload = { action = 'switch', name = what }
-  if what == 'stop' or what == 'restart' then payload = { action = what, name = args[2] } end
+  if what == 'stop' or what == 'restart' or what == 'start' then payload = { action = what, name = args[2] } end
   require('local_copilot.host').send_now('backend', payload)
 end
 

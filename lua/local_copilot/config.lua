@@ -12,6 +12,7 @@ M.defaults = {
   filetypes = {},
   keymaps = {},
   context = { lines_before = 200, lines_after = 60, prefix_share = 0.75, extra_tokens = 1024 },
+  next_edit = { enabled = false, debounce_ms = 100 },
 }
 
 -- Filetypes off unless the user turns them on (commit messages, help).

@@ -39,12 +39,19 @@ function M.setup(opts)
   M._define_highlights()
   require('local_copilot.keymaps').apply(config.get('keymaps'))
   M.attach()
+  -- next edits: loaded only once they are turned on (setup() again may turn them off)
+  if config.get('next_edit').enabled or package.loaded['local_copilot.next_edit'] then
+    require('local_copilot.next_edit').attach()
+  end
   host.options_changed()
 end
 
 function M._define_highlights()
   api.nvim_set_hl(0, 'LocalCopilotSuggestion', { link = 'Comment', default = true })
   api.nvim_set_hl(0, 'LocalCopilotAnnotation', { link = 'LocalCopilotSuggestion', default = true })
+  api.nvim_set_hl(0, 'LocalCopilotNextEditAdd', { link = 'DiffAdd', default = true })
+  api.nvim_set_hl(0, 'LocalCopilotNextEditDelete', { link = 'DiffDelete', default = true })
+  api.nvim_set_hl(0, 'LocalCopilotNextEditMarker', { link = 'LocalCopilotSuggestion', default = true })
 end
 
 -- Create the autocmds; `from_insert_enter` also handles the InsertEnter that loaded us.
@@ -110,6 +117,14 @@ end
 
 function M.next() return cycle(1) end
 function M.prev() return cycle(-1) end
+
+-- Next edits (:help local-copilot-next-edit). accept/jump/dismiss return false when no
+-- next edit is shown, so a key can fall back.
+function M.next_edit_request() return require('local_copilot.next_edit').request() end
+function M.next_edit_jump() return require('local_copilot.next_edit').jump() end
+function M.next_edit_accept() return require('local_copilot.next_edit').accept() end
+function M.next_edit_dismiss() return require('local_copilot.next_edit').dismiss() end
+function M.next_edit_visible() return require('local_copilot.next_edit').visible() end
 
 function M.enable()
   host.retry() -- a host that would not start is tried again

@@ -17,6 +17,12 @@ M.actions = {
   trigger = api_call('trigger'),
 }
 
+-- Normal-mode actions (next edits): their keys are mapped in Normal mode.
+M.normal_actions = {
+  next_edit_accept = api_call('next_edit_accept'),
+  next_edit_dismiss = api_call('next_edit_dismiss'),
+}
+
 local function feed(keys, remap)
   vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(keys, true, false, true), remap and 'm' or 'n', false)
 end
@@ -34,13 +40,16 @@ local function fallback(prev, lhs)
   feed(rhs, prev.noremap ~= 1)
 end
 
--- lhs -> { name = action, prev = what the key did before we mapped it }
+-- lhs -> { name = action, prev = what the key did before we mapped it } (Insert mode);
+-- Normal-mode keys are stored as 'n:' .. lhs
 M.installed = {}
 
+local function mode_of(name) return M.normal_actions[name] and 'n' or 'i' end
+
 -- Give `lhs` back what it did before we mapped it.
-local function restore(lhs, prev)
-  pcall(vim.keymap.del, 'i', lhs)
-  if prev and not vim.tbl_isempty(prev) then vim.fn.mapset('i', false, prev) end
+local function restore(lhs, prev, mode)
+  pcall(vim.keymap.del, mode, lhs)
+  if prev and not vim.tbl_isempty(prev) then vim.fn.mapset(mode, false, prev) end
 end
 
 -- Map the keys of `keymaps` (setup() again replaces the previous set: a key whose action
@@ -48,20 +57,24 @@ end
 function M.apply(keymaps)
   local wanted = {}
   for name, lhs in pairs(keymaps or {}) do
-    if M.actions[name] and type(lhs) == 'string' and lhs ~= '' then wanted[lhs] = name end
-  end
-  for lhs, km in pairs(M.installed) do
-    if wanted[lhs] ~= km.name then
-      restore(lhs, km.prev)
-      M.installed[lhs] = nil
+    if (M.actions[name] or M.normal_actions[name]) and type(lhs) == 'string' and lhs ~= '' then
+      wanted[(mode_of(name) == 'n' and 'n:' or '') .. lhs] = name
     end
   end
-  for lhs, name in pairs(wanted) do
-    if not M.installed[lhs] then
-      local prev = vim.fn.maparg(lhs, 'i', false, true)
-      local action = M.actions[name]
-      M.installed[lhs] = { name = name, prev = prev }
-      vim.keymap.set('i', lhs, function()
+  for key, km in pairs(M.installed) do
+    if wanted[key] ~= km.name then
+      restore(km.lhs or key, km.prev, km.mode or 'i')
+      M.installed[key] = nil
+    end
+  end
+  for key, name in pairs(wanted) do
+    if not M.installed[key] then
+      local mode = mode_of(name)
+      local lhs = mode == 'n' and key:sub(3) or key
+      local prev = vim.fn.maparg(lhs, mode, false, true)
+      local action = M.actions[name] or M.normal_actions[name]
+      M.installed[key] = { name = name, prev = prev, mode = mode, lhs = lhs }
+      vim.keymap.set(mode, lhs, function()
         if not action() then fallback(prev, lhs) end
       end, { desc = 'local-copilot: ' .. name .. ' (falls back to the key)' })
     end

@@ -52,13 +52,16 @@ M.events = {
   cancel = '{ buf }: Insert mode left, stop what is in flight there',
   accepted = '{ kind = full|word|line }',
   forget = '{ buf }: the buffer was wiped',
+  next_edit = '{ buf, tick, row, col, first, lines, nlines, path, ft, seq, cwd, edits, config? }: ask for the next edit',
+  next_edit_note = '{ what = shown|accepted|dismissed }: a next edit on screen (the host counts them)',
 }
 
 -- Lua -> host (sync calls through LocalCopilotCall): status, stats, health, backend_status,
 -- debug_state, leaving.
 
 -- host -> Lua: ghost.show(plan), init.notify(msg, level), init._backend_state(state, msg),
--- host.use_channel(chan), trigger.resync(buf), trigger.take_shown() (sync), and the
+-- host.use_channel(chan), trigger.resync(buf), trigger.take_shown() (sync),
+-- next_edit.show(plan: { buf, tick, seq, cursor, row, col, end_row, end_col, text, old }), and the
 -- LocalCopilotBackendReady User autocmd.
 
 return M

@@ -74,6 +74,17 @@ function M.lines(summary)
       lines[#lines + 1] = '  no completed request measured yet'
     end
   end
+  local ne = type(summary) == 'table' and summary.next_edit or nil
+  if type(ne) == 'table' and num(ne.requests) > 0 then
+    lines[#lines + 1] = ''
+    lines[#lines + 1] = 'next edits'
+    lines[#lines + 1] = ('  requests %d   shown %d   accepted %d   dismissed %d   quiet %d   failed %d'):format(
+      num(ne.requests), num(ne.shown), num(ne.accepted), num(ne.dismissed), num(ne.quiet), num(ne.failed))
+    if num(ne.n) > 0 then
+      lines[#lines + 1] = ('  latency              p50 %s   p90 %s'):format(
+        fmt_ms(pct(ne.latency_ms, 50)), fmt_ms(pct(ne.latency_ms, 90)))
+    end
+  end
   lines[#lines + 1] = ''
   lines[#lines + 1] = 'q or <Esc> closes'
   return lines

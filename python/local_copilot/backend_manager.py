@@ -39,6 +39,7 @@ class BackendManager:
         self.pending: str | None = None  # a backend whose server is loading
         self._task: asyncio.Task[None] | None = None
         self._stopping: asyncio.Task[None] | None = None  # the last :LocalCopilotBackend stop
+        self._starting: asyncio.Task[None] | None = None  # the last :LocalCopilotBackend start
 
     # -- commands ------------------------------------------------------------------------
 
@@ -51,7 +52,16 @@ class BackendManager:
             self._task.cancel()
         self._task = asyncio.get_running_loop().create_task(self._switch(cfg, name))
 
-    async def _switch(self, cfg: Config, name: str) -> None:
+    def start(self, cfg: Config, name: str) -> None:
+        """Start backend `name`'s server when it does not answer, without making it the active
+        one (e.g. the next-edit backend beside the ghost-text one)."""
+        if name not in cfg.backends:
+            self._notify(f"local-copilot: unknown backend {name!r}; choose one of: {', '.join(sorted(cfg.backends))}",
+                         "error")
+            return
+        self._starting = asyncio.get_running_loop().create_task(self._switch(cfg, name, use=False))
+
+    async def _switch(self, cfg: Config, name: str, use: bool = True) -> None:
         if name == "auto":
             # its probes run programs and wait on them: not on this loop, which carries completions
             choice = await asyncio.to_thread(detect_backend, cfg.backends)
@@ -73,7 +83,7 @@ class BackendManager:
                 if status.state in ("ready", "starting") and status.pid is not None:
                     self.supervisors[name] = sup
                     sup.start_watch_thread()
-            self._switched(target, name, "already running")
+            self._switched(target, name, "already running", use)
             return
         if sup is None:
             how = "has no launch recipe (server.recipe = 'none')" if opts.recipe == "none" else "is not on this machine"
@@ -105,9 +115,13 @@ class BackendManager:
                 self._notify(f"local-copilot: {note.removeprefix('WARNING: ')}", "warn")
         sup.start_watch_thread()
         took = time.monotonic() - started
-        self._switched(target, name, f"{status.state} after {took:.0f}s")
+        self._switched(target, name, f"{status.state} after {took:.0f}s", use)
 
-    def _switched(self, cfg: Config, name: str, how: str) -> None:
+    def _switched(self, cfg: Config, name: str, how: str, use: bool = True) -> None:
+        if not use:
+            self._notify(f"local-copilot: {name} is up at {cfg.backends[name].url} ({how})", "info")
+            self._ready(name)
+            return
         self._apply(cfg)
         self._notify(f"local-copilot: using {name} at {cfg.backends[name].url} ({how})", "info")
         self._ready(name)

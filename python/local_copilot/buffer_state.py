@@ -46,7 +46,7 @@ class Typing:
 
 
 class BufferState:
-    __slots__ = ("task", "speculative", "pause", "waiting", "unanswered", "last", "typing")
+    __slots__ = ("task", "speculative", "pause", "waiting", "unanswered", "last", "typing", "next_edit")
 
     def __init__(self) -> None:
         self.task: asyncio.Task[None] | None = None  # the request task
@@ -59,6 +59,7 @@ class BufferState:
         self.unanswered = False
         self.last: tuple[Snapshot, str] | None = None  # the last finished snapshot and its text
         self.typing = Typing()
+        self.next_edit: asyncio.Task[None] | None = None  # the next-edit request (next_edit/request.py)
 
     def start(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Run `coro` as the buffer's request task (the one before must be done or cancelled)."""
@@ -84,6 +85,11 @@ class BufferState:
         if task is not None and not task.done():
             task.cancel()
 
+    def cancel_next_edit(self) -> None:
+        task, self.next_edit = self.next_edit, None
+        if task is not None and not task.done():
+            task.cancel()
+
     def cancel(self) -> bool:
         """Stop everything in flight; True when a live request task was cancelled.
 
@@ -97,6 +103,7 @@ class BufferState:
             self.pause.cancel()
             self.pause = None
         self.cancel_speculative()
+        self.cancel_next_edit()
         task, self.task = self.task, None
         if task is not None and not task.done():
             task.cancel()
@@ -109,6 +116,7 @@ class BufferState:
             "tasks": int(self.task is not None and not self.task.done()),
             "speculative": int(self.speculative is not None and not self.speculative.done()),
             "pauses": int(self.pause is not None and not self.pause.cancelled()),
+            "next_edits": int(self.next_edit is not None and not self.next_edit.done()),
         }
 
     def on_task_done(self, fn: Callable[[asyncio.Task[None]], None]) -> None:

@@ -17,7 +17,7 @@ from msgspec import Meta
 from .errors import ConfigError
 from .servers.options import ServerOptions
 
-__all__ = ["BackendConfig", "Config", "ContextConfig", "PrivacyConfig", "BUILTIN_BACKENDS", "load_config"]
+__all__ = ["BackendConfig", "Config", "ContextConfig", "NextEditConfig", "PrivacyConfig", "BUILTIN_BACKENDS", "load_config"]
 
 PositiveInt = Annotated[int, Meta(gt=0)]
 NonNegInt = Annotated[int, Meta(ge=0)]
@@ -75,6 +75,24 @@ class PrivacyConfig(_Base, frozen=True):  # type: ignore[misc]  # msgspec allows
     git_ignored: bool = False
 
 
+class NextEditConfig(_Base, frozen=True):  # type: ignore[misc]  # msgspec allows a frozen subclass
+    """Next edits (python/local_copilot/next_edit/): the edit the user will make next."""
+
+    enabled: bool = False
+    # a name in `backends` serving a next-edit model; '' = the ghost-text backend
+    backend: str = ""
+    # '' = detect from the served model's name and vocabulary; else 'sweep', 'zeta' or 'zeta2'
+    format: Literal["", "sweep", "zeta", "zeta2"] = ""
+    # Lua waits this long after the last change before asking
+    debounce_ms: NonNegInt = 100
+    # the answer's cap, by size: a rewritten region longer than this is not shown
+    n_predict: PositiveInt = 512
+    # the edit history: events, bytes and minutes kept
+    history_events: PositiveInt = 16
+    history_bytes: PositiveInt = 16_384
+    history_minutes: PositiveInt = 10
+
+
 class Config(_Base):
     backend: str = "llama.cpp"
     backends: dict[str, BackendConfig] = {}
@@ -105,6 +123,7 @@ class Config(_Base):
     # globs of files never read or sent, beside the built-in secret rules (privacy.py)
     exclude: list[str] = []
     privacy: PrivacyConfig = PrivacyConfig()
+    next_edit: NextEditConfig = NextEditConfig()
     log_level: Literal["debug", "info", "warn", "error"] = "warn"
 
     @property
@@ -178,11 +197,15 @@ def load_config(raw: Any = None) -> Config:
     # converted one by one so an error names the backend: `$.backends.vllm.url`, not `$.backends[...]`
     merged["backends"] = {name: _convert(value, BackendConfig, f"$.backends.{name}") for name, value in backends.items()}
     # empty Lua tables arrive as lists; they mean "no entries"
-    for key in ("filetypes", "keymaps", "context", "privacy"):
+    for key in ("filetypes", "keymaps", "context", "privacy", "next_edit"):
         if merged.get(key) == []:
             merged[key] = {}
     cfg = _convert(merged, Config, "$")
     if cfg.backend not in cfg.backends:
         names = ", ".join(sorted(cfg.backends))
         raise ConfigError(f"unknown backend {cfg.backend!r} - at `$.backend`; choose one of: {names}")
+    if cfg.next_edit.backend and cfg.next_edit.backend not in cfg.backends:
+        names = ", ".join(sorted(cfg.backends))
+        raise ConfigError(f"unknown backend {cfg.next_edit.backend!r} - at `$.next_edit.backend`; "
+                          f"choose one of: {names}")
     return cfg

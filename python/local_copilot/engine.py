@@ -37,6 +37,7 @@ from .notify import EpisodeNotifier
 from .postprocess import Result, process
 from .render import RenderPlan, candidate
 from .limits import CappedTransport
+from .next_edit.request import NextEdits
 from .privacy import Gate
 from .snapshot import Snapshot, char_to_byte_col
 from .stats import Stats
@@ -158,6 +159,8 @@ class Engine:
         self.cache = SuggestionCache()
         self.stats = Stats()
         self.privacy = Gate(editor, self.prompts.ring)  # what may be sent (privacy.py)
+        # next edits: a second request kind of the per-buffer state (next_edit/request.py)
+        self.next_edits = NextEdits(editor, self.stats, self.privacy, self._state)  # type: ignore[arg-type]
         # ms the server takes per generated token (smoothed; from its timings), None until known
         self._token_ms: float | None = None
         self._unaccepted = 0  # suggestions finished since the user last took one (or typed it)
@@ -182,6 +185,7 @@ class Engine:
         self.cache.clear()
         self.stats.set_backend(cfg.backend)
         self.privacy.configure(cfg)
+        self.next_edits.configure(cfg, self.backend, self._client)
 
     # -- requests ------------------------------------------------------------------------
 
@@ -271,6 +275,7 @@ class Engine:
 
     async def close(self) -> None:
         self.cancel_all()
+        self.next_edits.close()
         if self.backend is not None:
             self.backend.close()
         if self._client is not None:

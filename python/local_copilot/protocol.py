@@ -18,7 +18,9 @@ from .snapshot import Snapshot
 __all__ = [
     "LUA_BACKEND_READY", "LUA_BACKEND_STATE", "LUA_NOTIFY", "LUA_PRIVACY_RULES", "LUA_PRIVACY_VERDICT", "LUA_RESYNC",
     "LUA_SHOW", "LUA_TAKE_SHOWN", "LUA_USE_CHANNEL",
-    "NAMES", "Accepted", "Alternatives", "Backend", "Cancel", "Chunk", "ConfigMsg", "Forget", "Message",
+    "LUA_NEXT_EDIT_SHOW", "NAMES", "Accepted",
+    "EditRecord", "NextEditNote", "NextEditRequest",
+    "Alternatives", "Backend", "Cancel", "Chunk", "ConfigMsg", "Forget", "Message",
     "ProtocolViolation", "SnapshotMsg", "TypedThrough", "Yank", "decode", "to_snapshot",
 ]
 
@@ -110,7 +112,44 @@ class Forget(_Event, frozen=True, kw_only=True, tag="forget"):
     buf: int
 
 
-Message = ConfigMsg | SnapshotMsg | Alternatives | TypedThrough | Backend | Chunk | Yank | Cancel | Accepted | Forget
+class EditRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One change the user made: rows `row`..`row+len(old)` of `path` were `old`, now `new`."""
+
+    path: str
+    row: int
+    old: list[str]
+    new: list[str]
+    before: list[str] = []  # unchanged rows just above (the diff's context)
+    after: list[str] = []  # and just below
+
+
+class NextEditRequest(_Event, frozen=True, kw_only=True, tag="next_edit"):
+    """Ask for the next edit around the cursor (a window of the buffer), with the changes
+    recorded since the last request."""
+
+    buf: int
+    tick: int
+    row: int
+    col: int
+    first: int
+    lines: list[str]
+    nlines: int = 0
+    path: str = ""
+    ft: str = ""
+    seq: int = 0
+    cwd: str = ""  # the prompt names files relative to it
+    edits: list[EditRecord] = []
+    config: Any = None
+
+
+class NextEditNote(_Event, frozen=True, kw_only=True, tag="next_edit_note"):
+    """A next edit was shown, accepted or dismissed (the host counts them)."""
+
+    what: str
+
+
+Message = (ConfigMsg | SnapshotMsg | Alternatives | TypedThrough | Backend | Chunk | Yank | Cancel | Accepted | Forget
+           | NextEditRequest | NextEditNote)
 
 _TYPES: dict[str, type[_Event]] = {t.__struct_config__.tag: t for t in get_args(Message)}
 NAMES = frozenset(_TYPES)  # lua/local_copilot/protocol.lua lists the same (tests/integration/test_protocol.py)
@@ -148,4 +187,5 @@ LUA_BACKEND_READY = ("vim.api.nvim_exec_autocmds('User', { pattern = 'LocalCopil
 # (buf, path, reason or None, 'path'|'content'): why the privacy policy refuses a buffer's text
 LUA_PRIVACY_VERDICT = "require('local_copilot.privacy')._verdict(...)"
 LUA_PRIVACY_RULES = "require('local_copilot.privacy')._rules(...)"  # ([[lua pattern, reason], ...])
+LUA_NEXT_EDIT_SHOW = "require('local_copilot.next_edit').show(...)"  # (plan: see next_edit/request.py)
 LUA_TAKE_SHOWN = "return require('local_copilot.trigger').take_shown()"  # sync: suggestions shown since last told

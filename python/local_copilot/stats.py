@@ -49,6 +49,8 @@ class Stats:
         self.by_backend: dict[str, Counter[str]] = {}
         self._backend = ""
         self._explicit = False
+        # next edits: seconds from request to the edit shown (or to nothing to show)
+        self.next_edit_samples: deque[float] = deque(maxlen=keep)
 
     @property
     def backend(self) -> str:
@@ -78,6 +80,19 @@ class Stats:
             self._backend = backend
         self.samples.setdefault(backend, deque(maxlen=self._keep)).append((ttft, total, chars))
 
+    def next_edit_latency(self, seconds: float) -> None:
+        self.next_edit_samples.append(seconds)
+
+    def next_edit_summary(self) -> dict[str, Any]:
+        """Next edits shown, accepted, dismissed, quiet (the model had no edit, or none that
+        parsed) and the time from request to answer."""
+        ms = [s * 1000 for s in self.next_edit_samples]
+        out: dict[str, Any] = {k: int(self.counters.get(f"next_edit_{k}", 0))
+                               for k in ("requests", "shown", "accepted", "dismissed", "quiet", "failed")}
+        out["latency_ms"] = {f"p{p}": round(percentile(ms, p), 1) for p in (50, 90)}
+        out["n"] = len(ms)
+        return out
+
     @staticmethod
     def _acceptance(counters: Counter[str] | dict[str, int]) -> tuple[dict[str, int], float]:
         accepts = {k: int(counters.get(f"accepts_{k}", 0)) for k in ACCEPT_KINDS}
@@ -85,7 +100,7 @@ class Stats:
         return accepts, (sum(accepts.values()) / shown if shown else 0.0)
 
     def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"counters": dict(self.counters), "backends": {}}
+        out: dict[str, Any] = {"counters": dict(self.counters), "backends": {}, "next_edit": self.next_edit_summary()}
         _, out["acceptance_rate"] = self._acceptance(self.counters)
         for name in list(self.samples) + [b for b in self.by_backend if b not in self.samples]:
             samples = self.samples.get(name) or deque()

@@ -71,3 +71,24 @@ async def test_auto_probes_in_a_thread(monkeypatch: Any) -> None:
     assert notes[0] == "local-copilot: auto chose llama.cpp: test"
     if manager._task is not None:
         manager._task.cancel()
+
+
+async def test_start_brings_up_a_second_backend_without_making_it_active(monkeypatch: Any, tmp_path: Any) -> None:
+    """:LocalCopilotBackend start nes: the next-edit server beside the ghost-text one."""
+    from tests.fakes.fake_server import FakeServer
+
+    monkeypatch.setenv("LOCAL_COPILOT_RUNTIME_DIR", str(tmp_path))
+    server = FakeServer(lambda path, body: (200, [b'{"status": "ok"}']))
+    notes: list[str] = []
+    applied: list[Any] = []
+    ready: list[str] = []
+    manager = BackendManager(lambda m, level: notes.append(m), applied.append, ready.append)
+    cfg = load_config({"backends": {"nes": {"kind": "llama.cpp", "url": server.url}}})
+    try:
+        manager.start(cfg, "nes")
+        assert manager._starting is not None
+        await manager._starting
+    finally:
+        server.close()
+    assert applied == [] and ready == ["nes"]
+    assert notes == [f"local-copilot: nes is up at {server.url} (already running)"]

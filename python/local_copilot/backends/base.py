@@ -217,6 +217,21 @@ class HttpBackend:
     def forget(self) -> None:
         """The server went away: what was probed may differ when it comes back."""
 
+    # -- raw completions (next edits: the prompt as rendered, the model's tokens honoured) --
+
+    async def raw_wire(self, prompt: str, n_predict: int, stop: tuple[str, ...]) -> Wire:
+        """A streamed raw completion of `prompt`, at most `n_predict` tokens, greedy."""
+        raise NotImplementedError(f"{self.name}: no raw completion endpoint")
+
+    async def served_model(self) -> str:
+        """The served model's name (or path), as the server tells it."""
+        return self.cfg.model
+
+    async def single_tokens(self, texts: tuple[str, ...]) -> frozenset[str]:
+        """Which of `texts` are one token in the served model's vocabulary (where the server
+        can say)."""
+        return frozenset()
+
     @property
     def answers_now(self) -> bool:
         """Whether a quick request can be answered without the event loop now: the server was

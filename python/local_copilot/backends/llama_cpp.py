@@ -189,6 +189,24 @@ class LlamaCppBackend(HttpBackend):
     def wire(self, req: FimRequest) -> Wire:
         return Wire(self.endpoint, self.body(req), SSEParser(), _final)
 
+    async def raw_wire(self, prompt: str, n_predict: int, stop: tuple[str, ...]) -> Wire:
+        body = {"prompt": prompt, "n_predict": n_predict, "cache_prompt": True, "stream": True, "temperature": 0.0,
+                "top_k": 1, "stop": list(stop), "response_fields": RESPONSE_FIELDS}
+        return Wire("/completion", body, SSEParser(), _final)
+
+    async def served_model(self) -> str:
+        if self.props is None:
+            self.props = await self.probe()
+        return self.props.model_alias or self.props.model_path.rsplit("/", 1)[-1]
+
+    async def single_tokens(self, texts: tuple[str, ...]) -> frozenset[str]:
+        try:
+            found = await self.fetch("POST", "/tokenize", _pieces_decoder,
+                                     json={"content": "\n".join(texts), "with_pieces": True})
+        except (ServerError, ProtocolError):
+            return frozenset()
+        return frozenset(p.piece for p in found.tokens if isinstance(p.piece, str) and p.piece in texts)
+
     @property
     def answers_now(self) -> bool:
         return self._resolved and self.props is not None and not self.via_httpx

@@ -128,6 +128,14 @@ class OllamaBackend(HttpBackend):
     def forget(self) -> None:
         self.model = None
 
+    async def raw_wire(self, prompt: str, n_predict: int, stop: tuple[str, ...]) -> Wire:
+        if self.model is None:
+            self.model = await self.probe()
+        options = {"num_predict": n_predict, "temperature": 0.0, "stop": list(stop)}
+        body = {"model": self.cfg.model, "prompt": prompt, "raw": True, "stream": True, "keep_alive": KEEP_ALIVE,
+                "options": options}
+        return Wire("/api/generate", body, NDJSONParser(), _final)
+
     def wire(self, req: FimRequest) -> Wire:
         return Wire("/api/generate", self.body(req, self.template), NDJSONParser(), _final)
 

@@ -156,6 +156,22 @@ class OpenAIBackend(HttpBackend):
     def forget(self) -> None:
         self.template = None  # the server may come back with another model
 
+    async def raw_wire(self, prompt: str, n_predict: int, stop: tuple[str, ...]) -> Wire:
+        if self.model is None:
+            self.model = await self.probe()
+        body: dict[str, Any] = {"model": self.model.id, "prompt": prompt, "max_tokens": n_predict, "temperature": 0.0,
+                                "stream": True, "stream_options": {"include_usage": True}, "stop": list(stop[:4])}
+        if self.model.owned_by == "vllm":
+            body["skip_special_tokens"] = False  # the stop strings name special tokens
+        if self.model.owned_by == "llamacpp":
+            body["cache_prompt"] = True
+        return Wire("/v1/completions", body, SSEParser(), _final)
+
+    async def served_model(self) -> str:
+        if self.model is None:
+            self.model = await self.probe()
+        return self.model.id
+
     def wire(self, req: FimRequest) -> Wire:
         assert self.template is not None, "ensure_ready() first"
         return Wire("/v1/completions", self.body(req, self.template), SSEParser(), _final)

@@ -644,9 +644,16 @@ async def collect(raw: Any = None, *, backend: str | None = None, config_error: 
         async with httpx.AsyncClient(timeout=timeout, transport=CappedTransport(transport), trust_env=False) as client:
             ctx = _Ctx(cfg=cfg, env=env, client=client, probe_timeout=probe_timeout)
             names = [cfg.backend] + [n for n in cfg.backends if n != cfg.backend]
+            # the next-edit backend is checked as fully as the active one
+            full = {cfg.backend, cfg.next_edit.backend if cfg.next_edit.enabled else cfg.backend}
             tasks = [backend_section(n, cfg.backends[n], options.get(n, ServerOptions()), ctx, active=(n == cfg.backend),
-                                     quick=None if n == cfg.backend else quick_timeout) for n in names]
+                                     quick=None if n in full else quick_timeout) for n in names]
             results = await asyncio.gather(*tasks, return_exceptions=True)
+            if cfg.next_edit.enabled:
+                from .next_edit import next_edit_items
+
+                next_edit = Section(name="next edits")
+                next_edit.items.extend(await next_edit_items(cfg, client, probe_timeout))
         silent = []
         for n, res in zip(names, results, strict=True):
             if isinstance(res, BaseException):
@@ -663,6 +670,8 @@ async def collect(raw: Any = None, *, backend: str | None = None, config_error: 
             for n in silent:
                 sec.add("info", f"{n}: not running at {cfg.backends[n].url} (not the active backend, so not checked)")
             report.sections.append(sec)
+        if cfg.next_edit.enabled:
+            report.sections.append(next_edit)
     if stats is not None:
         report.sections.append(latency_section(stats))
     if log_file is not None:

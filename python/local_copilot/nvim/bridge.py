@@ -10,8 +10,8 @@ import pynvim
 
 from ..limits import clip_message
 from ..log import log
-from ..protocol import (LUA_BACKEND_READY, LUA_BACKEND_STATE, LUA_NOTIFY, LUA_PRIVACY_RULES, LUA_PRIVACY_VERDICT,
-                        LUA_SHOW)
+from ..protocol import (LUA_BACKEND_READY, LUA_BACKEND_STATE, LUA_NEXT_EDIT_SHOW, LUA_NOTIFY, LUA_PRIVACY_RULES,
+                        LUA_PRIVACY_VERDICT, LUA_SHOW)
 from ..render import RenderPlan
 from .channel import NvimChannel
 
@@ -98,6 +98,9 @@ class NvimEditor:
 
     def privacy_rules(self, rules: list[list[str]]) -> None:
         self.lua(LUA_PRIVACY_RULES, rules)
+
+    def show_next_edit(self, plan: dict[str, Any]) -> None:
+        self.lua(LUA_NEXT_EDIT_SHOW, plan)
 
     def backend_ready(self, name: str) -> None:
         self.lua(LUA_BACKEND_READY, name)

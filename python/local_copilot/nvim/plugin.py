@@ -235,10 +235,27 @@ class LocalCopilotPlugin:
                 run(engine.cancel, buf)
             case protocol.Accepted(kind=kind):
                 run(engine.note_accept, kind)
+            case protocol.NextEditRequest():
+                if msg.config is not None:
+                    self._configure(msg.config, run)
+                if self.config is None:
+                    return
+                run(self._next_edit, msg)
+            case protocol.NextEditNote(what=what):
+                run(engine.next_edits.note, what)
             case protocol.Forget(buf=buf):  # the buffer was wiped: its window and seq are of no use
                 self._windows.pop(buf, None)
                 self._seqs.pop(buf, None)
                 run(self._forget, buf)
+
+    def _next_edit(self, msg: protocol.NextEditRequest) -> None:
+        """On the worker loop: record the changes that came with the request, then ask."""
+        next_edits = self._start().engine.next_edits
+        for r in msg.edits:
+            next_edits.record(r.path, r.row, r.old, r.new, r.before, r.after)
+        next_edits.request(Snapshot(buf=msg.buf, tick=msg.tick, row=msg.row, col=msg.col, first=msg.first,
+                                    lines=msg.lines or [""], nlines=msg.nlines, ft=msg.ft, path=msg.path, seq=msg.seq),
+                           cwd=msg.cwd)
 
     def _backend(self, action: str, target: str, run: Callable[..., None]) -> None:
         running = self._start()
@@ -248,6 +265,8 @@ class LocalCopilotPlugin:
         target = target or self.config.backend
         if action == "switch":
             run(running.backends.switch, self.config, target)
+        elif action == "start":
+            run(running.backends.start, self.config, target)
         elif action == "stop":
             run(running.backends.stop, target)
         elif action == "restart":
@@ -414,4 +433,16 @@ class LocalCopilotPlugin:
             "pending": backends.pending,
             "latency": {k: summary.get(k) for k in ("n", "ttft_ms", "total_ms")},
             "names": sorted(cfg.backends),
+            "next_edit": self._next_edit_status(cfg),
         }
+
+    def _next_edit_status(self, cfg: Config) -> dict[str, Any] | None:
+        """The next-edit backend, its format and its server, while next edits are on."""
+        if not cfg.next_edit.enabled:
+            return None
+        next_edits = self._start().engine.next_edits
+        name = cfg.next_edit.backend or cfg.backend
+        detected = next_edits.format_name
+        return {"backend": name, "url": cfg.backends[name].url,
+                "format": cfg.next_edit.format or detected or "detected on first request",
+                "server": self._start().backends.server_state(name)["state"]}

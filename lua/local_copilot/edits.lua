@@ -1,0 +1,123 @@
+-- The user's recent edits, recorded for next edits (python/local_copilot/next_edit/history.py
+-- keeps and renders them). Each change costs one on_lines callback that widens the buffer's
+-- pending range (a few comparisons, no text read); the text of that range, before and after,
+-- is read only when a next edit is asked for or the buffer is left (`take`). The text before
+-- comes from a copy of the buffer taken when it was attached and kept up to date at each
+-- flush. Only buffers the plugin may read (trigger.buf_enabled: privacy, size, filetype) are
+-- attached.
+local api = vim.api
+
+local M = {}
+
+-- a change this many rows away from the pending range is flushed apart (one record each)
+local GAP = 20
+-- records kept until the host takes them
+local MAX_RECORDS = 32
+-- unchanged rows recorded above and below a change (a unified diff's usual context)
+local CONTEXT = 3
+
+-- buf -> { lines = copy of the buffer as of the last flush, path, lo, old_hi, new_hi }
+-- (lo .. old_hi: 0-based rows of the copy changed since; lo .. new_hi: those rows now)
+local bufs = {}
+local records = {}
+
+function M.attached(buf) return bufs[buf] ~= nil end
+
+local function push(rec)
+  records[#records + 1] = rec
+  if #records > MAX_RECORDS then table.remove(records, 1) end
+end
+
+-- The pending range of `buf` as one record; the copy brought up to date.
+local function flush(buf, b)
+  local lo = b.lo
+  if lo == nil then return end
+  b.lo = nil
+  local old_hi, new_hi = b.old_hi, b.new_hi
+  local ok, new = pcall(api.nvim_buf_get_lines, buf, lo, new_hi, false)
+  if not ok then return end
+  local copy = b.lines
+  local old, before, after = {}, {}, {}
+  for i = lo + 1, old_hi do old[#old + 1] = copy[i] end
+  -- the unchanged rows around it: the diff's context
+  for i = math.max(1, lo - CONTEXT + 1), lo do before[#before + 1] = copy[i] end
+  for i = old_hi + 1, math.min(#copy, old_hi + CONTEXT) do after[#after + 1] = copy[i] end
+  -- splice the copy: rows lo+1..old_hi become `new`
+  local shift = #new - #old
+  if shift ~= 0 then
+    local n = #copy
+    table.move(copy, old_hi + 1, n, old_hi + 1 + shift)
+    if shift < 0 then for i = n + shift + 1, n do copy[i] = nil end end
+  end
+  for i, line in ipairs(new) do copy[lo + i] = line end
+  -- the host refused the buffer's text since it was attached (e.g. a key pasted into it)
+  if require('local_copilot.privacy').reason(buf, b.path) then return end
+  if not vim.deep_equal(old, new) then
+    push({ path = b.path, row = lo, old = old, new = new, before = before, after = after })
+  end
+end
+
+-- One change: rows first..last of the buffer are now first..new_last.
+local function widen(buf, b, first, last, new_last)
+  local lo = b.lo
+  if lo == nil then
+    b.lo, b.old_hi, b.new_hi = first, last, new_last
+    return
+  end
+  if first > b.new_hi + GAP or last < lo - GAP then
+    flush(buf, b) -- far from the pending range: a record of its own
+    b.lo, b.old_hi, b.new_hi = first, last, new_last
+    return
+  end
+  local hi = b.new_hi > last and b.new_hi or last
+  b.old_hi = hi + (b.old_hi - b.new_hi)
+  b.new_hi = hi + (new_last - last)
+  if first < lo then b.lo = first end
+end
+
+function M.attach(buf)
+  if bufs[buf] or not api.nvim_buf_is_loaded(buf) then return end
+  local b = { lines = api.nvim_buf_get_lines(buf, 0, -1, false), path = api.nvim_buf_get_name(buf) }
+  bufs[buf] = b
+  -- each callback detaches once its own record is gone (detach(), reset(), or a newer attach)
+  api.nvim_buf_attach(buf, false, {
+    on_lines = function(_, _, _, first, last, new_last)
+      if bufs[buf] ~= b then return true end
+      widen(buf, b, first, last, new_last)
+    end,
+    on_reload = function()
+      if bufs[buf] ~= b then return true end
+      b.lo = nil
+      b.lines = api.nvim_buf_get_lines(buf, 0, -1, false)
+    end,
+    on_detach = function() if bufs[buf] == b then bufs[buf] = nil end end,
+  })
+end
+
+function M.detach(buf)
+  bufs[buf] = nil -- on_lines returns true next time: Neovim detaches it
+end
+
+-- The buffer was renamed: its records name the new path from now on.
+function M.renamed(buf)
+  local b = bufs[buf]
+  if b then b.path = api.nvim_buf_get_name(buf) end
+end
+
+-- The records since the last call (every attached buffer's pending range flushed), oldest first.
+function M.take()
+  for buf, b in pairs(bufs) do
+    if b.lo ~= nil then flush(buf, b) end
+  end
+  local out = records
+  records = {}
+  return out
+end
+
+-- Forget everything (next edits turned off).
+function M.reset()
+  bufs = {}
+  records = {}
+end
+
+return M

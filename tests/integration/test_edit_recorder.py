@@ -1,0 +1,105 @@
+"""The edit recorder (lua/local_copilot/edits.lua) in a real Neovim: whatever the user does,
+the records it hands over, applied in order to the text as it was, give the text as it is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .nvim_session import start_nvim
+
+pytestmark = pytest.mark.integration
+
+START = [f"line {i} = value_{i}" for i in range(60)]
+
+
+def replay(lines: list[str], records: list[dict[str, Any]]) -> list[str]:
+    out = list(lines)
+    for r in records:
+        row, old, new = r["row"], r["old"], r["new"]
+        assert out[row:row + len(old)] == old, (row, old, out[row:row + len(old)])
+        out[row:row + len(old)] = new
+    return out
+
+
+@pytest.mark.parametrize("keys", [
+    "ggciwfirst<Esc>",  # one word changed
+    "5Goinserted a\nand b<Esc>jjdd",  # lines opened, one deleted below
+    "10Gdd40Gp",  # a line moved far away (two records)
+    "3GA tail<Esc>50GIhead <Esc>3Gx",  # far apart and back
+    "20G3dd:%s/value/v/g\n",  # a substitution over the whole buffer
+    "uu",  # undo (nothing to undo at first)
+    "ggyGGp",  # the buffer pasted after itself
+])
+def test_records_replay_to_the_buffer(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], keys: str,
+                                      tmp_path: Path) -> None:
+    nvim = start_nvim(nvim_bin, manifest, nvim_env)
+    try:
+        nvim.command(f"edit {tmp_path / 'a.py'}")
+        nvim.current.buffer[:] = START
+        nvim.exec_lua("require('local_copilot.edits').attach(vim.api.nvim_get_current_buf())")
+        nvim.input(keys.replace("\n", "<CR>"))
+        nvim.command("echo")  # the keys are handled before this
+        records = nvim.exec_lua("return require('local_copilot.edits').take()")
+        final = nvim.current.buffer[:]
+        assert final != START or keys == "uu"
+        assert replay(START, records) == final
+        assert all(r["path"] == str(tmp_path / "a.py") for r in records)
+        # more changes after a take: the next records start from there
+        nvim.input("ggdd")
+        nvim.command("echo")
+        more = nvim.exec_lua("return require('local_copilot.edits').take()")
+        assert replay(final, more) == nvim.current.buffer[:]
+    finally:
+        nvim.close()
+
+
+def test_a_private_buffer_is_never_recorded(nvim_bin: str, manifest: Path, nvim_env: dict[str, str],
+                                            tmp_path: Path) -> None:
+    nvim = start_nvim(nvim_bin, manifest, nvim_env, setup={"next_edit": {"enabled": True}})
+    try:
+        nvim.command(f"edit {tmp_path / '.env'}")
+        nvim.input("iTOKEN=abc<Esc>")
+        nvim.command("echo")
+        assert nvim.exec_lua("return require('local_copilot.edits').attached(vim.api.nvim_get_current_buf())") is False
+        nvim.command(f"edit {tmp_path / 'a.py'}")
+        assert nvim.exec_lua("return require('local_copilot.edits').attached(vim.api.nvim_get_current_buf())") is True
+        assert nvim.exec_lua("return require('local_copilot.edits').take()") == []
+    finally:
+        nvim.close()
+
+
+def test_records_carry_three_unchanged_rows_each_side(nvim_bin: str, manifest: Path, nvim_env: dict[str, str],
+                                                      tmp_path: Path) -> None:
+    nvim = start_nvim(nvim_bin, manifest, nvim_env)
+    try:
+        nvim.command(f"edit {tmp_path / 'a.py'}")
+        nvim.current.buffer[:] = START
+        nvim.exec_lua("require('local_copilot.edits').attach(vim.api.nvim_get_current_buf())")
+        nvim.input("11Gccchanged<Esc>")
+        nvim.command("echo")
+        [rec] = nvim.exec_lua("return require('local_copilot.edits').take()")
+        assert rec["row"] == 10 and rec["old"] == [START[10]] and rec["new"] == ["changed"]
+        assert rec["before"] == START[7:10] and rec["after"] == START[11:14]
+    finally:
+        nvim.close()
+
+
+def test_detached_then_attached_again_records_each_change_once(nvim_bin: str, manifest: Path,
+                                                               nvim_env: dict[str, str], tmp_path: Path) -> None:
+    nvim = start_nvim(nvim_bin, manifest, nvim_env)
+    try:
+        nvim.command(f"edit {tmp_path / 'a.py'}")
+        nvim.current.buffer[:] = START
+        edits = "require('local_copilot.edits')"
+        nvim.exec_lua(f"{edits}.attach(vim.api.nvim_get_current_buf())")
+        nvim.exec_lua(f"{edits}.reset()")  # next edits turned off...
+        nvim.exec_lua(f"{edits}.attach(vim.api.nvim_get_current_buf())")  # ...and on again
+        nvim.input("5Goone\ntwo<Esc>")
+        nvim.command("echo")
+        records = nvim.exec_lua(f"return {edits}.take()")
+        assert replay(START, records) == nvim.current.buffer[:]
+    finally:
+        nvim.close()
