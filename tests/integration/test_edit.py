@@ -97,7 +97,7 @@ def test_the_answer_previews_as_a_diff_and_accept_replaces_the_range(make: Any) 
     prompt = user_prompt(body)
     assert "<selection>\ndef add(a, b):\n    return a + b\n</selection>" in prompt
     assert "File: sample.py" in prompt and "Language: python" in prompt
-    assert "Code after the selection:\n\n\ndef sub(a, b):\n    return a - b" in prompt
+    assert "</selection>\n\n\ndef sub(a, b):\n    return a - b\n</code>" in prompt
     assert prompt.endswith("Instruction: add type hints")
     assert "replacement code" in body["messages"][0]["content"] and body["messages"][0]["role"] == "system"
     assert body["stream"] is True and body["cache_prompt"] is True
@@ -315,3 +315,15 @@ def test_retry_after_a_failure_asks_again(make: Any) -> None:
     s.wait_message("answered without code")
     assert lua(s.nvim, "require('local_copilot').edit_retry()") is True
     wait_for(lambda: "return a + b + 0" in s.screen(), what="the retried answer")
+
+
+def test_added_lines_are_drawn_in_the_buffers_syntax_highlighting(make: Any) -> None:
+    # Neovim ships a Lua tree-sitter parser: the preview's added lines use its highlights
+    s = make([chat_sse(["local function add(a, b)\n", "  return a + b\n", "end\n"])], name="sample.lua")
+    edit_id = s.edit(1, 2, "in Lua")
+    s.wait_state(edit_id, "done")
+    chunks = [c for m in s.marks() for vl in (m[3].get("virt_lines") or []) for c in vl]
+    local = next(c for c in chunks if c[0].startswith("local"))
+    assert isinstance(local[1], list) and local[1][0] == "LocalCopilotEditAdded"
+    assert local[1][1].startswith("@keyword") and local[1][1].endswith(".lua")
+    assert "local function add(a, b)" in s.screen()

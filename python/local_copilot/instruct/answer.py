@@ -19,7 +19,7 @@ _THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
 _INTRO = re.compile(r"^\s*(sure|certainly|here|okay|ok|below|the (updated|new|rewritten|modified|fixed))\b.*:\s*$",
                     re.I)
 # prose: a sentence of words, no code punctuation
-_SENTENCE = re.compile(r"^\s*[A-Z][\w'’,\- ]*[\w)'’]\s*[.!?]?\s*$")
+_SENTENCE = re.compile(r"^\s*[A-Z][\w'’,.;:!?\"\- ]*$")
 _CODE_CHARS = re.compile(r"[(){}\[\];=<>#/\\|&*+`$@]")
 # filetypes whose text is prose itself: no answer there is "not code"
 PROSE_FILETYPES = frozenset({"", "text", "markdown", "rst", "tex", "plaintex", "gitcommit", "help", "mail", "org",
@@ -73,7 +73,8 @@ def is_prose(text: str, ft: str) -> bool:
     lines = [ln for ln in body.split("\n") if ln.strip()]
     if not lines:
         return False
-    return all(_SENTENCE.match(ln) and not _CODE_CHARS.search(ln) and len(ln.split()) >= 3 for ln in lines)
+    return lines[-1].rstrip().endswith((".", "!", "?", ":")) and all(
+        _SENTENCE.match(ln) and not _CODE_CHARS.search(ln) and len(ln.split()) >= 3 for ln in lines)
 
 
 def _indent(line: str) -> str:

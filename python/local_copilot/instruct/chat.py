@@ -48,6 +48,7 @@ class _ChatEvent(msgspec.Struct):
     choices: list[_Choice] = []
     usage: _Usage | None = None
     error: Any = None
+    timings: dict[str, float] | None = None  # llama-server's counters (cache_n: prompt tokens reused)
 
 
 class _OllamaMessage(msgspec.Struct):
@@ -188,8 +189,8 @@ class ChatBackend(HttpBackend):
         if not msg.choices:  # the usage event
             if msg.usage is None:
                 return ChatChunk(text="")
-            return ChatChunk(text="", prompt_tokens=msg.usage.prompt_tokens,
-                             timings={"predicted_n": float(msg.usage.completion_tokens)})
+            timings = {"predicted_n": float(msg.usage.completion_tokens), **(msg.timings or {})}
+            return ChatChunk(text="", prompt_tokens=msg.usage.prompt_tokens, timings=timings)
         choice = msg.choices[0]
         return ChatChunk(text=choice.delta.content or "", finish=choice.finish_reason)
 

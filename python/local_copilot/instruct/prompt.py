@@ -107,15 +107,11 @@ def _fit(before: list[str], after: list[str], budget: int) -> tuple[list[str], l
 
 
 def _user_message(spec: EditSpec, before: list[str], after: list[str], instruction: str) -> str:
+    # the code as one piece, the selection marked inside it: the model sees where it sits
     name = os.path.basename(spec.path) or "(unnamed buffer)"
-    parts = [f"File: {name}", f"Language: {_language(spec)}", ""]
-    if before:
-        parts += ["Code before the selection:", *before, ""]
-    parts += ["<selection>", *spec.lines, "</selection>", ""]
-    if after:
-        parts += ["Code after the selection:", *after, ""]
-    parts.append("Answer with the new code for the selection only.")
-    parts.append("Instruction: " + instruction)
+    parts = [f"File: {name}", f"Language: {_language(spec)}", "", "<code>", *before, "<selection>", *spec.lines,
+             "</selection>", *after, "</code>", "", "Answer with the new code for the selection only.",
+             "Instruction: " + instruction]
     return "\n".join(parts)
 
 
