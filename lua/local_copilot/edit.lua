@@ -236,7 +236,8 @@ local function unmap_keys(buf)
   if not api.nvim_buf_is_valid(buf) then return end
   for lhs, prev in pairs(saved) do
     pcall(vim.keymap.del, 'n', lhs, { buffer = buf })
-    if prev then vim.fn.mapset('n', false, prev) end
+    -- mapset() restores a buffer-local mapping in the current buffer
+    if prev then api.nvim_buf_call(buf, function() vim.fn.mapset('n', false, prev) end) end
   end
 end
 
@@ -256,9 +257,26 @@ local function spec(e, instruction)
   }
 end
 
+-- A wiped buffer's edits go (the host stops their requests on the same wipe).
+local function watch_wipes()
+  if M.watching then return end
+  M.watching = true
+  api.nvim_create_autocmd('BufWipeout', {
+    group = api.nvim_create_augroup('LocalCopilotEdit', { clear = true }),
+    callback = function(ev)
+      for _, e in ipairs(edits_in(ev.buf)) do
+        M.edits[e.id] = nil
+      end
+      failed[ev.buf], mapped[ev.buf] = nil, nil
+    end,
+    desc = 'local-copilot: forget the edits of a wiped buffer',
+  })
+end
+
 local function send(e)
   e.state, e.lines, e.tokens, e.elapsed_ms, e.truncated, e.message = 'waiting', {}, 0, nil, false, nil
   e.started, e.first_line_ms = vim.uv.hrtime(), nil
+  watch_wipes()
   host.send_now('edit_request', { id = e.id, buf = e.buf, first = start_row(e), attempt = e.attempt, spec = spec(e) })
   map_keys(e.buf)
   draw(e)
