@@ -144,7 +144,7 @@ local function undraw(e)
 end
 
 local function progress(e)
-  local secs = ('%.1f s'):format((e.elapsed_ms or now_ms(e)) / 1000)
+  local secs = ('%.1f s'):format((e.state == 'done' and e.elapsed_ms or now_ms(e)) / 1000)
   local o = opts()
   local keys = {}
   if e.state == 'done' then
@@ -210,6 +210,34 @@ local function draw(e)
   end
   local last = s + math.max(#orig, 1) - 1
   mark(last, { virt_lines = { { { progress(e), 'LocalCopilotEditInfo' } } } })
+  e.info = marks[#marks]
+end
+
+-- The seconds on the progress lines of edits in flight go on while the server is silent.
+local ticker
+local function tick()
+  local busy = false
+  for _, e in pairs(M.edits) do
+    if e.state ~= 'done' and e.info and api.nvim_buf_is_valid(e.buf) then
+      busy = true
+      local pos = api.nvim_buf_get_extmark_by_id(e.buf, M.ns, e.info, {})
+      if pos[1] then
+        pcall(api.nvim_buf_set_extmark, e.buf, M.ns, pos[1], 0,
+          { id = e.info, virt_lines = { { { progress(e), 'LocalCopilotEditInfo' } } } })
+      end
+    end
+  end
+  if not busy and ticker then
+    ticker:stop()
+    ticker:close()
+    ticker = nil
+  end
+end
+
+local function start_ticker()
+  if ticker then return end
+  ticker = vim.uv.new_timer()
+  ticker:start(250, 250, vim.schedule_wrap(tick))
 end
 
 -- -- keys while a preview is shown ------------------------------------------------------
@@ -277,6 +305,7 @@ local function send(e)
   e.state, e.lines, e.tokens, e.elapsed_ms, e.truncated, e.message = 'waiting', {}, 0, nil, false, nil
   e.started, e.first_line_ms = vim.uv.hrtime(), nil
   watch_wipes()
+  start_ticker()
   host.send_now('edit_request', { id = e.id, buf = e.buf, first = start_row(e), attempt = e.attempt, spec = spec(e) })
   map_keys(e.buf)
   draw(e)

@@ -5,6 +5,7 @@ clear message (buffer untouched) for every fault."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -296,6 +297,9 @@ def test_a_slow_server_shows_progress_until_cancelled(make: Any) -> None:
     s = make([[5.0] + chat_sse(["x\n"])])
     edit_id = s.edit(1, 2, "anything")
     wait_for(lambda: "edit: waiting for the model" in s.screen(), what="the progress line")
+    # the seconds go on while the server says nothing
+    wait_for(lambda: re.search(r"waiting for the model, (0\.[5-9]|[1-9]\d*\.\d) s", s.screen()),
+             what="the elapsed time counting")
     assert s.state(edit_id) == "waiting"
     assert lua(s.nvim, "require('local_copilot').edit_cancel()") is True
     wait_for(s.idle, what="the request stopped")

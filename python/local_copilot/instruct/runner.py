@@ -56,8 +56,12 @@ class EditRunner:
         self._chats: dict[str, ChatBackend] = {}
 
     def configure(self, cfg: Config) -> None:
-        """New options: edits in flight stop, backends are made anew from them."""
-        for state in self.engine.buffers.values():
+        """New options: edits in flight stop (their previews say so), backends are made anew."""
+        for buf, state in self.engine.buffers.items():
+            for edit_id, task in list(state.edits.items()):
+                if not task.done():
+                    self._show(EditUpdate(id=edit_id, buf=buf, state="error",
+                                          message="stopped: the options or the backend changed; retry"))
             state.cancel_edits()
         for chat in self._chats.values():
             chat.close()
