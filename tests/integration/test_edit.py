@@ -313,6 +313,25 @@ def test_a_private_file_is_never_sent(make: Any) -> None:
     assert s.fake.chats == [] and s.fake.warms == []
 
 
+def test_a_credential_in_the_text_is_never_sent(make: Any) -> None:
+    s = make([chat_sse(["x\n"])])
+    s.nvim.current.buffer[3:3] = ["-----BEGIN RSA PRIVATE KEY-----", "MIIEowIBAAKCAQEA0Z3VS5JJcds3xfn", "-----END RSA PRIVATE KEY-----"]
+    assert s.edit(1, 2, "anything")  # the path is fine; the host reads the text around the selection
+    text = s.wait_message("not sent")
+    assert "private-key block" in text
+    assert s.fake.chats == [] and s.fake.warms == []
+
+
+def test_the_range_command(make: Any) -> None:
+    s = make([chat_sse(["def add(a, b): return a + b\n"])])
+    s.nvim.command("1,2LocalCopilotEdit one line")
+    wait_for(lambda: "edit ready" in s.screen(), what="the preview")
+    assert "<selection>\ndef add(a, b):\n    return a + b\n</selection>" in user_prompt(s.fake.chats[0])
+    assert s.removed_rows() == [0, 1]
+    assert lua(s.nvim, "require('local_copilot').edit_accept()") is True
+    assert buffer_text(s.nvim) == "\n".join(["def add(a, b): return a + b"] + LINES[2:])
+
+
 def test_retry_after_a_failure_asks_again(make: Any) -> None:
     s = make([chat_sse(["Sorry, I cannot do that."]), chat_sse(["def add(a, b):\n    return a + b + 0\n"])])
     s.edit(1, 2, "anything")

@@ -72,6 +72,7 @@ def test_prose_is_told_from_code() -> None:
     assert not is_prose("return a + b", "python")
     assert not is_prose("Sorry, I can't.", "markdown")  # in a prose file, prose is the answer
     assert not is_prose("```\nx = 1\n```", "python")
+    assert not is_prose("Sure. The function already does what you ask", "lua")  # no sentence ends
 
 
 def test_reindent_restores_the_selections_indentation_when_the_model_dropped_it() -> None:

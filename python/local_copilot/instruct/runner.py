@@ -195,7 +195,8 @@ class EditRunner:
             fail(f"the answer broke off after {tokens} tokens; nothing changed")
             return
         lines = answer.code_lines(raw, final=True)
-        if answer.is_prose(raw, spec.ft) or not lines:
+        # (a selection of prose, e.g. a docstring's lines, may well be answered with prose)
+        if not lines or (answer.is_prose(raw, spec.ft) and not answer.is_prose("\n".join(spec.lines), spec.ft)):
             words = " ".join(raw.split())
             log.info("edit: an answer without code: %r", raw[:2000])
             quote = f" (“{words[:40]}…”)" if len(words) > 40 else f" (“{words}”)" if words else ""
