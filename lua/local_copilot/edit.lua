@@ -186,8 +186,9 @@ local function draw(e)
     for i, h in ipairs(hunks) do
       local a_start, a_count, b_start, b_count = h[1], h[2], h[3], h[4]
       -- while the answer streams, the selection's tail it has not reached yet is not removed
-      local pending = e.state ~= 'done' and i == #hunks and b_start + b_count - 1 >= #new
-        and a_start + a_count - 1 >= #orig
+      -- (a hunk that adds nothing sits after line b_start of the answer)
+      local b_end = b_count > 0 and b_start + b_count - 1 or b_start
+      local pending = e.state ~= 'done' and i == #hunks and b_end >= #new and a_start + a_count - 1 >= #orig
       if not pending then
         for r = a_start, a_start + a_count - 1 do
           mark(s + r - 1, { line_hl_group = 'LocalCopilotEditRemoved', priority = 200 })
@@ -306,7 +307,7 @@ local function send(e)
   e.started, e.first_line_ms = vim.uv.hrtime(), nil
   watch_wipes()
   start_ticker()
-  host.send_now('edit_request', { id = e.id, buf = e.buf, first = start_row(e), attempt = e.attempt, spec = spec(e) })
+  host.send_now('edit_request', { id = e.id, buf = e.buf, attempt = e.attempt, spec = spec(e) })
   map_keys(e.buf)
   draw(e)
 end

@@ -71,7 +71,7 @@ M.events = {
   cancel = '{ buf }: Insert mode left, stop what is in flight there',
   accepted = '{ kind = full|word|line }',
   forget = '{ buf }: the buffer was wiped',
-  edit_request = '{ id, buf, first, attempt, spec = local_copilot.EditSpec }: ask for an instruction edit',
+  edit_request = '{ id, buf, attempt, spec = local_copilot.EditSpec }: ask for an instruction edit',
   edit_warm = '{ buf, spec = local_copilot.EditSpec }: the instruction is being typed; warm the prompt cache',
   edit_cancel = '{ buf, id }: stop an instruction edit',
 }

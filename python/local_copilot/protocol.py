@@ -113,12 +113,11 @@ class Forget(_Event, frozen=True, kw_only=True, tag="forget"):
 
 
 class EditRequest(_Event, frozen=True, kw_only=True, tag="edit_request"):
-    """Instruction edit `id` of lines `first`.. of buffer `buf` (a new one, a retry or a
+    """Instruction edit `id` (Lua's own numbering) in buffer `buf` (a new one, a retry or a
     follow-up): `spec` is the selection, the code around it and the instruction."""
 
     id: int
     buf: int
-    first: int = 0
     attempt: int = 0  # retries of this edit so far (a retry samples more freely)
     spec: EditSpec
 

@@ -130,10 +130,16 @@ def test_the_answer_previews_as_a_diff_and_accept_replaces_the_range(make: Any) 
 
 
 def test_the_preview_streams_with_progress_and_esc_cancels_it(make: Any) -> None:
-    pieces = ["def add(a, b):\n", "    # adds\n"] + ["    x = 1\n"] * 400
-    s = make([chat_sse(pieces, delay=0.05)])
+    # the first line, a pause, then a line every 50 ms for 20 s
+    steps = chat_sse(["def add(a, b):\n"], finish=None, done=False) + [2.0]
+    steps += chat_sse(["    # adds\n"] + ["    x = 1\n"] * 400, delay=0.05)[1:]
+    s = make([steps])
     edit_id = s.edit(1, 2, "comment it")
-    wait_for(lambda: "# adds" in s.screen(), what="the first lines streamed in")
+    # only the first line so far, which the selection has too: nothing is marked yet (the
+    # rest of the selection is what the answer has not reached)
+    wait_for(lambda: s.state(edit_id) == "streaming", what="the first line streamed in")
+    assert s.removed_rows() == [] and "def add(a, b):" in s.screen()
+    wait_for(lambda: "# adds" in s.screen(), what="the next lines streamed in")
     assert s.state(edit_id) == "streaming"
     assert "edit: generating" in s.screen()
     assert s.removed_rows() == []  # the selection's tail the answer has not reached is not marked
