@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from local_copilot.instruct.answer import code_lines, is_prose, reindent
+from local_copilot.instruct.answer import code_lines, fit, is_prose, reindent
 from local_copilot.instruct.prompt import EditSpec, TooLarge, build
 
 SPEC = EditSpec(path="/src/calc.py", ft="python", lines=["def add(a, b):", "    return a + b"],
@@ -78,3 +78,9 @@ def test_prose_is_told_from_code() -> None:
 def test_reindent_restores_the_selections_indentation_when_the_model_dropped_it() -> None:
     assert reindent(["if x:", "    y()"], ["    if a:", "        b()"]) == ["    if x:", "        y()"]
     assert reindent(["    if x:"], ["    if a:"]) == ["    if x:"]
+
+
+def test_fit_keeps_the_blank_lines_around_the_selection() -> None:
+    assert fit(["def g():", "    pass"], ["", "def f():", "    pass", "", ""]) == ["", "def g():", "    pass", "", ""]
+    assert fit(["x = 1"], ["x = 0"]) == ["x = 1"]
+    assert fit(["x = 1"], ["", ""]) == ["x = 1"]

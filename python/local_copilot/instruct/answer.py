@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["code_lines", "is_prose", "reindent"]
+__all__ = ["code_lines", "fit", "is_prose", "reindent"]
 
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
@@ -92,3 +92,17 @@ def reindent(lines: list[str], selection: list[str]) -> list[str]:
     if not base or any(_indent(ln) for ln in got[:1]):
         return lines
     return [base + ln if ln.strip() else ln for ln in lines]
+
+
+def fit(lines: list[str], selection: list[str]) -> list[str]:
+    """The answer's code made to replace the selection: its indentation (see `reindent`), and
+    the blank lines the selection starts or ends with, which models leave out (accepting
+    would otherwise glue the code to its neighbours)."""
+    lines = reindent(lines, selection)
+    if not any(ln.strip() for ln in selection):
+        return lines
+    lead = next(i for i, ln in enumerate(selection) if ln.strip())
+    trail = next(i for i, ln in enumerate(reversed(selection)) if ln.strip())
+    has_lead = next((i for i, ln in enumerate(lines) if ln.strip()), 0)
+    has_trail = next((i for i, ln in enumerate(reversed(lines)) if ln.strip()), 0)
+    return [""] * max(0, lead - has_lead) + lines + [""] * max(0, trail - has_trail)

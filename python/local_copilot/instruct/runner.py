@@ -212,6 +212,6 @@ class EditRunner:
             return
         truncated = finish == "length"
         self._show(EditUpdate(id=edit_id, buf=buf, state="done", tokens=tokens, elapsed_ms=ms(),
-                              lines=answer.reindent(lines, spec.lines), truncated=truncated,
+                              lines=answer.fit(lines, spec.lines), truncated=truncated,
                               message=f"stopped at the limit of {tokens} tokens (edit.n_predict)" if truncated
                               else ""))
