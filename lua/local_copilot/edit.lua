@@ -379,11 +379,16 @@ function M.follow_up(instruction)
     notify('no finished edit here to follow up on', vim.log.levels.WARN)
     return false
   end
+  -- the round shown goes into the history first: the warm-up's prompt is then the start of
+  -- the follow-up's
+  e.history[#e.history + 1] = { e.instruction, table.concat(e.lines, '\n') }
   if instruction == nil or vim.trim(instruction) == '' then
     instruction = ask(e, 'Follow up: ')
-    if not instruction then return false end
+    if not instruction then
+      e.history[#e.history] = nil
+      return false
+    end
   end
-  e.history[#e.history + 1] = { e.instruction, table.concat(e.lines, '\n') }
   e.instruction = instruction
   send(e)
   return true
@@ -406,9 +411,12 @@ function M.accept()
     notify('the selected lines changed since the edit was asked; nothing was replaced (retry it)')
     return false
   end
-  local lines = e.lines
+  local ok, err = pcall(api.nvim_buf_set_lines, e.buf, s, s + #e.original, false, e.lines)
+  if not ok then -- e.g. 'nomodifiable'
+    notify('cannot change this buffer: ' .. tostring(err):gsub('^.-:%d+: ', ''))
+    return false
+  end
   drop(e)
-  api.nvim_buf_set_lines(e.buf, s, s + #e.original, false, lines)
   return true
 end
 

@@ -180,6 +180,16 @@ def test_a_follow_up_instruction_refines_the_answer(make: Any) -> None:
     assert follow[2]["content"] == "def plus(a, b):\n    return a + b"
     assert follow[3]["content"].endswith("Instruction: and add type hints")
     assert "def plus(a: int, b: int) -> int:" in s.screen()
+    # without an instruction it is asked for; meanwhile the prompt so far warms the cache
+    s.nvim.input(":LocalCopilotEdit<CR>")
+    wait_for(lambda: len(s.fake.warms) == 1, what="the follow-up's warm-up")
+    assert "Follow up:" in s.screen()
+    s.nvim.input("keep it<CR>")
+    wait_for(lambda: len(s.fake.chats) == 3, what="the second follow-up")
+    warm, third = s.fake.warms[0]["messages"], s.fake.chats[2]["messages"]
+    assert warm[:-1] == third[:-1] and len(third) == 6
+    assert third[-1]["content"] == warm[-1]["content"] + "keep it"
+    s.wait_state(edit_id, "done")
     s.nvim.input("<Tab>")
     wait_for(lambda: s.nvim.current.buffer[0] == "def plus(a: int, b: int) -> int:", what="accepted")
     assert s.nvim.current.buffer[1] == "    return a + b"
@@ -326,6 +336,17 @@ def test_a_credential_in_the_text_is_never_sent(make: Any) -> None:
     text = s.wait_message("not sent")
     assert "private-key block" in text
     assert s.fake.chats == [] and s.fake.warms == []
+
+
+def test_accept_in_a_buffer_that_cannot_change_says_so(make: Any) -> None:
+    s = make([chat_sse(["def add(a, b): return a + b\n"])])
+    edit_id = s.edit(1, 2, "one line")
+    s.wait_state(edit_id, "done")
+    s.nvim.command("setlocal nomodifiable")
+    assert lua(s.nvim, "require('local_copilot').edit_accept()") is False
+    text = s.wait_message("cannot change this buffer")
+    assert "stack traceback" not in text and "not 'modifiable'" in text
+    assert buffer_text(s.nvim) == "\n".join(LINES) and s.state(edit_id) == "done"  # still there
 
 
 def test_the_range_command(make: Any) -> None:
