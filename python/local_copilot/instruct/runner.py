@@ -139,6 +139,8 @@ class EditRunner:
             await chat.warm(build(spec, limit, cfg.edit.n_predict, warm=True).messages)
         except (BackendError, ConfigError, TooLarge, httpx.HTTPError) as exc:
             log.info("edit warm-up: %s", exc)  # the edit itself says what is wrong, if anything
+        except Exception:  # a bug in a warm-up is the log's, not the user's
+            log.exception("edit warm-up failed")
 
     async def _run(self, cfg: Config, buf: int, edit_id: int, spec: EditSpec, temperature: float) -> None:
         loop = asyncio.get_running_loop()
