@@ -12,10 +12,12 @@ import httpx
 import pytest
 
 from local_copilot.config import load_config
+from local_copilot.health.report import collect
 from local_copilot.instruct.chat import ChatChunk, chat_backend
 from local_copilot.instruct.prompt import EditSpec, build
-from local_copilot.servers.llama_cpp import LlamaServer
+from local_copilot.servers.llama_cpp import LlamaServer, free_port
 
+from ..fakes.fake_chat import FakeChat, chat_sse
 from ..helpers import wait_for
 from .nvim_session import attach_ui, buffer_text, lua, screen_lines, start_nvim
 
@@ -137,3 +139,27 @@ async def test_vllm_chat_endpoint(vllm_server: str) -> None:
         chat.close()
     assert "".join(c.text for c in chunks) == "x" * 6
     assert chunks[-1].done and any(isinstance(c, ChatChunk) and c.finish == "length" for c in chunks)
+
+
+async def test_checkhealth_says_which_backend_answers_edits_and_whether_its_model_can(two_slots: LlamaServer) -> None:
+    report = await collect({"backends": {"llama.cpp": {"url": two_slots.url}}}, editor=False)
+    [section] = [s for s in report.sections if s.name == "instruction edits"]
+    ok, warn = section.items
+    assert ok.level == "ok" and "/v1/chat/completions answered" in ok.message and "tiny-x.gguf" in ok.message
+    # the tiny model is named as a FIM model: edits get a hint to use an instruct model
+    assert warn.level == "warn" and "base (FIM) model" in warn.message and "edit.backend" in warn.advice[0]
+
+
+async def test_checkhealth_on_an_instruct_entry_and_on_one_that_is_down() -> None:
+    fake = FakeChat([chat_sse(["ok"])], kind="openai")
+    try:
+        report = await collect({"edit": {"backend": "inst"}, "backends": {"inst": {"kind": "openai", "url": fake.url}}},
+                               editor=False)
+        [section] = [s for s in report.sections if s.name == "instruction edits"]
+        assert [i.level for i in section.items] == ["ok"] and "fake-instruct" in section.items[0].message
+    finally:
+        fake.close()
+    report = await collect({"backends": {"llama.cpp": {"url": f"http://127.0.0.1:{free_port()}"}}}, editor=False)
+    [section] = [s for s in report.sections if s.name == "instruction edits"]
+    [item] = section.items
+    assert item.level == "warn" and "not answering" in item.message

@@ -34,6 +34,7 @@ from ..servers.options import ServerOptions, server_options
 from . import checks as hc
 from . import probes as hp
 from .checks import Item, Level
+from .edits import edit_items
 
 __all__ = ["Item", "Section", "Report", "collect", "collect_sync", "render_text", "PROBE", "REQUIRED_PACKAGES"]
 
@@ -647,6 +648,7 @@ async def collect(raw: Any = None, *, backend: str | None = None, config_error: 
             tasks = [backend_section(n, cfg.backends[n], options.get(n, ServerOptions()), ctx, active=(n == cfg.backend),
                                      quick=None if n == cfg.backend else quick_timeout) for n in names]
             results = await asyncio.gather(*tasks, return_exceptions=True)
+            edits = Section(name="instruction edits", items=await edit_items(cfg, client, probe_timeout))
         silent = []
         for n, res in zip(names, results, strict=True):
             if isinstance(res, BaseException):
@@ -663,6 +665,7 @@ async def collect(raw: Any = None, *, backend: str | None = None, config_error: 
             for n in silent:
                 sec.add("info", f"{n}: not running at {cfg.backends[n].url} (not the active backend, so not checked)")
             report.sections.append(sec)
+        report.sections.append(edits)
     if stats is not None:
         report.sections.append(latency_section(stats))
     if log_file is not None:

@@ -80,6 +80,8 @@ class _GenSettings(msgspec.Struct):
 
 class _Props(msgspec.Struct):
     default_generation_settings: _GenSettings = msgspec.field(default_factory=_GenSettings)
+    model_path: str = ""
+    model_alias: str = ""
 
 
 class _Show(msgspec.Struct):
@@ -114,6 +116,7 @@ class ChatBackend(HttpBackend):
             self.streams = StreamClient(timeout=max(timeout_s, cfg.timeout_ms / 1000))
         self._ready = False
         self.model = cfg.model
+        self.served = cfg.model  # the model's name as the server tells it (once probed)
         self.n_ctx: int | None = None
         self.llama = False  # llama-server behind the OpenAI API: its prompt cache can be warmed
 
@@ -138,6 +141,7 @@ class ChatBackend(HttpBackend):
         if chosen is None:
             raise ProtocolError(f"{self.name}: the server lists no models")
         self.model, self.n_ctx = chosen.id, chosen.max_model_len
+        self.served = chosen.id
         self.llama = chosen.owned_by == "llamacpp"
         self._ready = True
 
@@ -203,6 +207,8 @@ class LlamaChat(ChatBackend):
             return
         props = await self.fetch("GET", "/props", _props_decoder)
         self.n_ctx = props.default_generation_settings.n_ctx or None
+        # (not sent: llama-server answers with the model it has)
+        self.served = props.model_alias or props.model_path.rsplit("/", 1)[-1]
         self.llama = True
         self._ready = True
 
