@@ -43,6 +43,9 @@ async def edit_items(cfg: Config, client: httpx.AsyncClient, timeout: float) -> 
     except (BackendError, ConfigError, TimeoutError) as exc:
         return [Item(level="error", message=f"{where}: its chat endpoint {chat.path} failed: {exc or 'no answer in time'}",
                      advice=["a llama-server model needs a chat template (most instruct GGUFs carry one)"])]
+    except Exception as exc:  # a bug here must not cost the rest of the report
+        return [Item(level="error", message=f"the check itself failed: {exc.__class__.__name__}: {exc}",
+                     advice=["please report this; :LocalCopilot log has details"])]
     finally:
         chat.close()
     ms = (time.perf_counter() - started) * 1000

@@ -647,8 +647,10 @@ async def collect(raw: Any = None, *, backend: str | None = None, config_error: 
             names = [cfg.backend] + [n for n in cfg.backends if n != cfg.backend]
             tasks = [backend_section(n, cfg.backends[n], options.get(n, ServerOptions()), ctx, active=(n == cfg.backend),
                                      quick=None if n == cfg.backend else quick_timeout) for n in names]
+            # (beside the backends' checks, not after them: the report's time is bounded)
+            edit_check = asyncio.ensure_future(edit_items(cfg, client, probe_timeout))
             results = await asyncio.gather(*tasks, return_exceptions=True)
-            edits = Section(name="instruction edits", items=await edit_items(cfg, client, probe_timeout))
+            edits = Section(name="instruction edits", items=await edit_check)
         silent = []
         for n, res in zip(names, results, strict=True):
             if isinstance(res, BaseException):
