@@ -322,6 +322,15 @@ def test_a_slow_server_shows_progress_until_cancelled(make: Any) -> None:
     assert s.marks() == [] and buffer_text(s.nvim) == "\n".join(LINES)
 
 
+def test_a_server_silent_past_the_edit_timeout(make: Any) -> None:
+    s = make([chat_sse(["def add(a, b):\n"], finish=None, done=False) + [5.0] + chat_sse(["x\n"])[1:]],
+             edit={"timeout_ms": 1000})
+    edit_id = s.edit(1, 2, "anything")
+    wait_for(lambda: s.state(edit_id) == "streaming" or "said nothing" in s.messages(), what="the first line")
+    text = assert_failed_cleanly(s, "the server said nothing for 1 s (edit.timeout_ms) mid-answer")
+    assert text.count("local-copilot:") == 1
+
+
 def test_a_private_file_is_never_sent(make: Any) -> None:
     s = make([chat_sse(["x\n"])], name=".ssh/notes.py")
     assert lua(s.nvim, "require('local_copilot').edit({ line1 = 1, line2 = 2, instruction = 'x' })") is False

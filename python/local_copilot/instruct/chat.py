@@ -112,8 +112,9 @@ class ChatBackend(HttpBackend):
         super().__init__(name, cfg, client)
         if not self.via_httpx:
             # an instruct model may think for a while before its first token on a long prompt
+            # (edit.timeout_ms, not the completion's timeout_ms)
             self.streams.close()
-            self.streams = StreamClient(timeout=max(timeout_s, cfg.timeout_ms / 1000))
+            self.streams = StreamClient(timeout=timeout_s)
         self._ready = False
         self.model = cfg.model
         self.served = cfg.model  # the model's name as the server tells it (once probed)

@@ -17,7 +17,7 @@ import msgspec
 
 from ..buffer_state import BufferState
 from ..config import Config
-from ..errors import BackendError, ConfigError, ServerError
+from ..errors import BackendError, ConfigError, ServerError, ServerUnavailable
 from ..limits import CappedTransport
 from ..log import log
 from . import answer
@@ -43,6 +43,10 @@ class EditUpdate(msgspec.Struct, frozen=True, kw_only=True):
     elapsed_ms: int = 0
     message: str = ""  # why it failed ('error'), or a note on a 'done' answer
     truncated: bool = False  # the answer stopped at the token limit
+
+
+def _tokens(n: int) -> str:
+    return f"{n} token" if n == 1 else f"{n} tokens"
 
 
 class EditRunner:
@@ -191,9 +195,13 @@ class EditRunner:
                 fail(str(exc))
             return
         except (BackendError, ConfigError) as exc:
-            if tokens:  # the connection went in the middle of the answer
-                log.info("edit: the answer broke off: %s", exc)
-                fail(f"the answer broke off after {tokens} tokens; nothing changed")
+            log.info("edit %d: %s", edit_id, exc)
+            if isinstance(exc, ServerUnavailable) and isinstance(exc.__cause__, httpx.ReadTimeout):
+                # silent past edit.timeout_ms (a 503 while loading says so in its own words)
+                fail(f"the server said nothing for {cfg.edit.timeout_ms / 1000:g} s (edit.timeout_ms)"
+                     f"{' mid-answer' if tokens else ''}; nothing changed")
+            elif tokens:  # the connection went in the middle of the answer
+                fail(f"the answer broke off after {_tokens(tokens)}; nothing changed")
             else:
                 fail(str(exc))
             return
@@ -202,7 +210,7 @@ class EditRunner:
             fail("internal error, see the log (:LocalCopilot log)")
             return
         if not ended and finish is None:
-            fail(f"the answer broke off after {tokens} tokens; nothing changed")
+            fail(f"the answer broke off after {_tokens(tokens)}; nothing changed")
             return
         lines = answer.code_lines(raw, final=True)
         # (a selection of prose, e.g. a docstring's lines, may well be answered with prose)
