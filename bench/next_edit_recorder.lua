@@ -1,10 +1,10 @@
--- Main-thread cost of recording edits for next edits (lua/local_copilot/edits.lua), per change:
+-- Main-thread cost of recording edits for next edits (lua/local_copilot/edit_recorder.lua), per change:
 -- the same N one-character edits on a 5,000-line buffer timed with the recorder attached and
 -- without it; the difference per change is the recorder's cost. Also the cost of taking the
 -- records (done once per next-edit request, not per change).
 -- Run: nvim --clean --headless --cmd 'set rtp^=.' -l bench/next_edit_recorder.lua
 local api = vim.api
-local edits = require('local_copilot.edits')
+local edits = require('local_copilot.edit_recorder')
 local N, ROUNDS = 20000, 7
 
 local function buffer()

@@ -25,6 +25,34 @@ for _, a in ipairs({
   vim.keymap.set('n', '<Plug>(local-copilot-' .. a[1] .. ')', function() lc()[a[2]]() end, { desc = 'local-copilot: ' .. a[3] })
 end
 
+-- instruction edits: the selection in Visual mode; accept/cancel/retry the preview in Normal mode
+vim.keymap.set('x', '<Plug>(local-copilot-edit)', function()
+  local a, b = vim.fn.line('v'), vim.fn.line('.')
+  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('<Esc>', true, false, true), 'nx', false)
+  lc().edit({ line1 = math.min(a, b), line2 = math.max(a, b) })
+end, { desc = 'local-copilot: edit the selection from an instruction' })
+for _, a in ipairs({
+  { 'edit-accept', 'edit_accept', 'accept the edit' },
+  { 'edit-cancel', 'edit_cancel', 'cancel the edit' },
+  { 'edit-retry', 'edit_retry', 'ask for the edit again' },
+}) do
+  vim.keymap.set('n', '<Plug>(local-copilot-' .. a[1] .. ')', function() lc()[a[2]]() end, { desc = 'local-copilot: ' .. a[3] })
+end
+
+vim.api.nvim_create_user_command('LocalCopilotEdit', function(o)
+  local instruction = o.args ~= '' and o.args or nil
+  -- no range, and a finished edit's preview at the cursor: a follow-up on its answer
+  if o.range == 0 and require('local_copilot').edit_visible() then
+    local edit = require('local_copilot.edit')
+    if edit.follow_up_possible() then return edit.follow_up(instruction) end
+  end
+  lc().edit({ line1 = o.line1, line2 = o.line2, instruction = instruction })
+end, {
+  nargs = '*',
+  range = true,
+  desc = 'local-copilot: edit the range from an instruction (asked for when not given)',
+})
+
 vim.api.nvim_create_user_command('LocalCopilot', function(o) require('local_copilot.commands').run(o.fargs) end, {
   nargs = '?',
   complete = function() return require('local_copilot.commands').names() end,

@@ -13,6 +13,8 @@ M.defaults = {
   keymaps = {},
   context = { lines_before = 200, lines_after = 60, prefix_share = 0.75, extra_tokens = 1024 },
   next_edit = { enabled = false, debounce_ms = 100 },
+  -- the instruction edits' options Lua reads (config.py's EditConfig holds them all)
+  edit = { context_lines = 60, warm = true, accept_key = '<Tab>', cancel_key = '<Esc>' },
 }
 
 -- Filetypes off unless the user turns them on (commit messages, help).

@@ -52,6 +52,10 @@ function M._define_highlights()
   api.nvim_set_hl(0, 'LocalCopilotNextEditAdd', { link = 'DiffAdd', default = true })
   api.nvim_set_hl(0, 'LocalCopilotNextEditDelete', { link = 'DiffDelete', default = true })
   api.nvim_set_hl(0, 'LocalCopilotNextEditMarker', { link = 'LocalCopilotSuggestion', default = true })
+  -- instruction edits' previews (edit.lua)
+  api.nvim_set_hl(0, 'LocalCopilotEditRemoved', { link = 'DiffDelete', default = true })
+  api.nvim_set_hl(0, 'LocalCopilotEditAdded', { link = 'DiffAdd', default = true })
+  api.nvim_set_hl(0, 'LocalCopilotEditInfo', { link = 'Comment', default = true })
 end
 
 -- Create the autocmds; `from_insert_enter` also handles the InsertEnter that loaded us.
@@ -132,6 +136,19 @@ function M.enable()
 end
 function M.disable() trigger.set_enabled(false) end
 function M.toggle() trigger.set_enabled(not trigger.enabled()) end
+
+-- Instruction edits (edit.lua): edit({ line1, line2, instruction }) asks for an edit of
+-- those lines of the current buffer (the instruction is asked for when absent) and returns
+-- its id, or false; the preview shows until edit_accept(), edit_cancel() or edit_retry().
+function M.edit(o)
+  M._define_highlights()
+  return require('local_copilot.edit').edit(o)
+end
+function M.edit_accept() return require('local_copilot.edit').accept() end
+function M.edit_cancel() return require('local_copilot.edit').cancel() end
+function M.edit_retry() return require('local_copilot.edit').retry() end
+function M.edit_follow_up(instruction) return require('local_copilot.edit').follow_up(instruction) end
+function M.edit_visible() return require('local_copilot.edit').visible() end
 
 -- For statuslines: 'disabled: <why>' (the privacy policy refuses the buffer), 'disabled',
 -- 'bad option', 'backend down', 'showing i/n', 'waiting' or 'idle'.

@@ -4,7 +4,7 @@
 -- (row, col)..(end_row, end_col) of the buffer as it was at `tick` is replaced by `text`.
 local api = vim.api
 local config = require('local_copilot.config')
-local edits = require('local_copilot.edits')
+local edits = require('local_copilot.edit_recorder')
 local host = require('local_copilot.host')
 
 local M = {}

@@ -40,6 +40,25 @@ local M = {}
 ---@field final boolean no more updates for this seq
 ---@field cached boolean answered from the host's cache
 
+---@class local_copilot.EditSpec an instruction edit's question
+---@field path string
+---@field ft string
+---@field lines string[] the selection
+---@field before string[] lines above it
+---@field after string[] lines below it
+---@field instruction string
+---@field history string[][] earlier rounds of a follow-up: { instruction, answer } pairs
+
+---@class local_copilot.EditUpdate what the host tells edit._update() to draw
+---@field id integer
+---@field buf integer
+---@field state 'waiting'|'streaming'|'done'|'error'
+---@field lines string[] the answer's code so far
+---@field tokens integer
+---@field elapsed_ms integer
+---@field message string why it failed, or a note
+---@field truncated boolean stopped at the token limit
+
 -- Lua -> host (notifications): name -> what the payload is
 M.events = {
   config = 'the options table given to setup()',
@@ -54,6 +73,9 @@ M.events = {
   forget = '{ buf }: the buffer was wiped',
   next_edit = '{ buf, tick, row, col, first, lines, nlines, path, ft, seq, cwd, edits, config? }: ask for the next edit',
   next_edit_note = '{ what = shown|accepted|dismissed }: a next edit on screen (the host counts them)',
+  edit_request = '{ id, buf, attempt, spec = local_copilot.EditSpec }: ask for an instruction edit',
+  edit_warm = '{ buf, spec = local_copilot.EditSpec }: the instruction is being typed; warm the prompt cache',
+  edit_cancel = '{ buf, id }: stop an instruction edit',
 }
 
 -- Lua -> host (sync calls through LocalCopilotCall): status, stats, health, backend_status,
@@ -61,7 +83,8 @@ M.events = {
 
 -- host -> Lua: ghost.show(plan), init.notify(msg, level), init._backend_state(state, msg),
 -- host.use_channel(chan), trigger.resync(buf), trigger.take_shown() (sync),
--- next_edit.show(plan: { buf, tick, seq, cursor, row, col, end_row, end_col, text, old }), and the
+-- next_edit.show(plan: { buf, tick, seq, cursor, row, col, end_row, end_col, text, old }),
+-- edit._update(update), and the
 -- LocalCopilotBackendReady User autocmd.
 
 return M

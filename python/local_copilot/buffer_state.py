@@ -5,6 +5,12 @@ speculative request, one pause timer (a first part shown, its rest fetched once 
 pauses) and one snapshot waiting for the request the server has not answered yet. Keeping them
 in one object means cancelling, forgetting and handing over cannot leave one of them behind.
 Request kinds that come later (next edits, instruction edits) are further fields here.
+
+Instruction edits (instruct/runner.py) are tasks keyed by the edit's id, beside one prompt
+warm-up: several edits in different places of a buffer run at once. `cancel()` is the
+keystroke path's latest-wins and leaves them alone (typing elsewhere in the buffer must not
+stop an edit the user waits for); `cancel_edits()` stops them, and `close()` stops everything
+(the buffer is wiped).
 """
 
 from __future__ import annotations
@@ -46,7 +52,8 @@ class Typing:
 
 
 class BufferState:
-    __slots__ = ("task", "speculative", "pause", "waiting", "unanswered", "last", "typing", "next_edit")
+    __slots__ = ("task", "speculative", "pause", "waiting", "unanswered", "last", "typing", "next_edit", "edits",
+                 "edit_warm")
 
     def __init__(self) -> None:
         self.task: asyncio.Task[None] | None = None  # the request task
@@ -60,6 +67,42 @@ class BufferState:
         self.last: tuple[Snapshot, str] | None = None  # the last finished snapshot and its text
         self.typing = Typing()
         self.next_edit: asyncio.Task[None] | None = None  # the next-edit request (next_edit/request.py)
+        self.edits: dict[int, asyncio.Task[None]] = {}  # instruction edits in flight, by id
+        self.edit_warm: asyncio.Task[None] | None = None  # the prompt of the edit being typed
+
+    def start_edit(self, edit_id: int, coro: Coroutine[Any, Any, None]) -> None:
+        """Run edit `edit_id` (the one before with that id must be cancelled)."""
+        task = self.edits[edit_id] = asyncio.get_running_loop().create_task(coro)
+
+        def done(t: asyncio.Task[None]) -> None:
+            if self.edits.get(edit_id) is t:
+                del self.edits[edit_id]
+
+        task.add_done_callback(done)
+
+    def start_edit_warm(self, coro: Coroutine[Any, Any, None]) -> None:
+        if self.edit_warm is not None and not self.edit_warm.done():
+            self.edit_warm.cancel()
+        self.edit_warm = asyncio.get_running_loop().create_task(coro)
+
+    def cancel_edits(self, edit_id: int | None = None) -> bool:
+        """Stop edit `edit_id` (every edit and the warm-up when None); True when one was running."""
+        ids = list(self.edits) if edit_id is None else [edit_id]
+        if edit_id is None and self.edit_warm is not None:
+            self.edit_warm.cancel()
+            self.edit_warm = None
+        stopped = False
+        for i in ids:
+            task = self.edits.pop(i, None)
+            if task is not None and not task.done():
+                task.cancel()
+                stopped = True
+        return stopped
+
+    def close(self) -> None:
+        """Stop everything, edits too (the buffer is gone)."""
+        self.cancel()
+        self.cancel_edits()
 
     def start(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Run `coro` as the buffer's request task (the one before must be done or cancelled)."""
@@ -117,6 +160,7 @@ class BufferState:
             "speculative": int(self.speculative is not None and not self.speculative.done()),
             "pauses": int(self.pause is not None and not self.pause.cancelled()),
             "next_edits": int(self.next_edit is not None and not self.next_edit.done()),
+            "edits": sum(1 for t in self.edits.values() if not t.done()),
         }
 
     def on_task_done(self, fn: Callable[[asyncio.Task[None]], None]) -> None:

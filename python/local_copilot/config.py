@@ -17,7 +17,8 @@ from msgspec import Meta
 from .errors import ConfigError
 from .servers.options import ServerOptions
 
-__all__ = ["BackendConfig", "Config", "ContextConfig", "NextEditConfig", "PrivacyConfig", "BUILTIN_BACKENDS", "load_config"]
+__all__ = ["BackendConfig", "Config", "ContextConfig", "EditConfig", "NextEditConfig", "PrivacyConfig", "BUILTIN_BACKENDS",
+           "load_config"]
 
 PositiveInt = Annotated[int, Meta(gt=0)]
 NonNegInt = Annotated[int, Meta(ge=0)]
@@ -91,6 +92,25 @@ class NextEditConfig(_Base, frozen=True):  # type: ignore[misc]  # msgspec allow
     history_events: PositiveInt = 16
     history_bytes: PositiveInt = 16_384
     history_minutes: PositiveInt = 10
+class EditConfig(_Base, frozen=True):  # type: ignore[misc]  # msgspec allows a frozen subclass
+    """Instruction edits (python/local_copilot/instruct/): select code, say what to change."""
+
+    # the backend entry whose chat endpoint answers ('' = the active one); an instruct model
+    # beside the FIM base model is an entry of its own, e.g. backends = { inst = { ... } }
+    backend: str = ""
+    # the most tokens an answer may have (the server's context per request may cap it lower)
+    n_predict: PositiveInt = 1024
+    temperature: Annotated[float, Meta(ge=0)] = 0.1
+    # lines above and below the selection sent as context (fewer when the context is small)
+    context_lines: NonNegInt = 60
+    # while the instruction is typed, have the server evaluate the prompt so far
+    # (llama.cpp: `n_predict: 0`); the answer then starts sooner
+    warm: bool = True
+    # how long the server may stay silent mid-answer (a long prompt's first token takes a while)
+    timeout_ms: PositiveInt = 60_000
+    # keys that act on the preview while it is shown (normal mode, buffer-local; false = none)
+    accept_key: str | bool = "<Tab>"
+    cancel_key: str | bool = "<Esc>"
 
 
 class Config(_Base):
@@ -124,6 +144,7 @@ class Config(_Base):
     exclude: list[str] = []
     privacy: PrivacyConfig = PrivacyConfig()
     next_edit: NextEditConfig = NextEditConfig()
+    edit: EditConfig = EditConfig()
     log_level: Literal["debug", "info", "warn", "error"] = "warn"
 
     @property
@@ -197,15 +218,15 @@ def load_config(raw: Any = None) -> Config:
     # converted one by one so an error names the backend: `$.backends.vllm.url`, not `$.backends[...]`
     merged["backends"] = {name: _convert(value, BackendConfig, f"$.backends.{name}") for name, value in backends.items()}
     # empty Lua tables arrive as lists; they mean "no entries"
-    for key in ("filetypes", "keymaps", "context", "privacy", "next_edit"):
+    for key in ("filetypes", "keymaps", "context", "privacy", "next_edit", "edit"):
         if merged.get(key) == []:
             merged[key] = {}
     cfg = _convert(merged, Config, "$")
     if cfg.backend not in cfg.backends:
         names = ", ".join(sorted(cfg.backends))
         raise ConfigError(f"unknown backend {cfg.backend!r} - at `$.backend`; choose one of: {names}")
-    if cfg.next_edit.backend and cfg.next_edit.backend not in cfg.backends:
-        names = ", ".join(sorted(cfg.backends))
-        raise ConfigError(f"unknown backend {cfg.next_edit.backend!r} - at `$.next_edit.backend`; "
-                          f"choose one of: {names}")
+    for part, name in (("next_edit", cfg.next_edit.backend), ("edit", cfg.edit.backend)):
+        if name and name not in cfg.backends:
+            names = ", ".join(sorted(cfg.backends))
+            raise ConfigError(f"unknown backend {name!r} - at `$.{part}.backend`; choose one of: {names}")
     return cfg

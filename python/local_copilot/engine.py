@@ -32,6 +32,7 @@ from .config import Config
 from .prompt.context import build_context
 from .prompt.prepare import Prepared, Preparer, post_context
 from .errors import BackendError, ConfigError, ServerError
+from .instruct.runner import EditRunner
 from .log import log
 from .notify import EpisodeNotifier
 from .postprocess import Result, process
@@ -165,6 +166,7 @@ class Engine:
         self._token_ms: float | None = None
         self._unaccepted = 0  # suggestions finished since the user last took one (or typed it)
         self.last_failure: Exception | None = None  # the last request's error, as raised (for the CLI)
+        self.edits = EditRunner(self)  # instruction edits (instruct/)
 
     # -- configuration -------------------------------------------------------------------
 
@@ -186,6 +188,7 @@ class Engine:
         self.stats.set_backend(cfg.backend)
         self.privacy.configure(cfg)
         self.next_edits.configure(cfg, self.backend, self._client)
+        self.edits.configure(cfg)
 
     # -- requests ------------------------------------------------------------------------
 
@@ -233,7 +236,9 @@ class Engine:
         """The buffer is gone: drop what is kept for it (its last suggestion's snapshot holds
         a whole window of its text)."""
         self.cancel(buf)
-        self.buffers.pop(buf, None)
+        state = self.buffers.pop(buf, None)
+        if state is not None:
+            state.close()
         self.prompts.forget_buffer(buf)
         self.privacy.forget(buf)
 
@@ -276,6 +281,9 @@ class Engine:
     async def close(self) -> None:
         self.cancel_all()
         self.next_edits.close()
+        for state in self.buffers.values():
+            state.close()
+        await self.edits.close()
         if self.backend is not None:
             self.backend.close()
         if self._client is not None:

@@ -13,13 +13,14 @@ from typing import Any, get_args
 
 import msgspec
 
+from .instruct.prompt import EditSpec
 from .snapshot import Snapshot
 
 __all__ = [
     "LUA_BACKEND_READY", "LUA_BACKEND_STATE", "LUA_NOTIFY", "LUA_PRIVACY_RULES", "LUA_PRIVACY_VERDICT", "LUA_RESYNC",
     "LUA_SHOW", "LUA_TAKE_SHOWN", "LUA_USE_CHANNEL",
-    "LUA_NEXT_EDIT_SHOW", "NAMES", "Accepted",
-    "EditRecord", "NextEditNote", "NextEditRequest",
+    "LUA_NEXT_EDIT_SHOW", "LUA_EDIT_UPDATE", "NAMES", "Accepted",
+    "EditRecord", "NextEditNote", "NextEditRequest", "EditCancel", "EditRequest", "EditWarm",
     "Alternatives", "Backend", "Cancel", "Chunk", "ConfigMsg", "Forget", "Message",
     "ProtocolViolation", "SnapshotMsg", "TypedThrough", "Yank", "decode", "to_snapshot",
 ]
@@ -148,8 +149,32 @@ class NextEditNote(_Event, frozen=True, kw_only=True, tag="next_edit_note"):
     what: str
 
 
+class EditRequest(_Event, frozen=True, kw_only=True, tag="edit_request"):
+    """Instruction edit `id` (Lua's own numbering) in buffer `buf` (a new one, a retry or a
+    follow-up): `spec` is the selection, the code around it and the instruction."""
+
+    id: int
+    buf: int
+    attempt: int = 0  # retries of this edit so far (a retry samples more freely)
+    spec: EditSpec
+
+
+class EditWarm(_Event, frozen=True, kw_only=True, tag="edit_warm"):
+    """An edit's instruction is being typed: the prompt without it may be evaluated now."""
+
+    buf: int
+    spec: EditSpec
+
+
+class EditCancel(_Event, frozen=True, kw_only=True, tag="edit_cancel"):
+    """Stop edit `id` of buffer `buf` (its preview was dismissed or accepted)."""
+
+    buf: int
+    id: int
+
+
 Message = (ConfigMsg | SnapshotMsg | Alternatives | TypedThrough | Backend | Chunk | Yank | Cancel | Accepted | Forget
-           | NextEditRequest | NextEditNote)
+           | NextEditRequest | NextEditNote | EditRequest | EditWarm | EditCancel)
 
 _TYPES: dict[str, type[_Event]] = {t.__struct_config__.tag: t for t in get_args(Message)}
 NAMES = frozenset(_TYPES)  # lua/local_copilot/protocol.lua lists the same (tests/integration/test_protocol.py)
@@ -188,4 +213,5 @@ LUA_BACKEND_READY = ("vim.api.nvim_exec_autocmds('User', { pattern = 'LocalCopil
 LUA_PRIVACY_VERDICT = "require('local_copilot.privacy')._verdict(...)"
 LUA_PRIVACY_RULES = "require('local_copilot.privacy')._rules(...)"  # ([[lua pattern, reason], ...])
 LUA_NEXT_EDIT_SHOW = "require('local_copilot.next_edit').show(...)"  # (plan: see next_edit/request.py)
+LUA_EDIT_UPDATE = "require('local_copilot.edit')._update(...)"  # (update: instruct.runner.EditUpdate)
 LUA_TAKE_SHOWN = "return require('local_copilot.trigger').take_shown()"  # sync: suggestions shown since last told

@@ -1,4 +1,4 @@
-"""The edit recorder (lua/local_copilot/edits.lua) in a real Neovim: whatever the user does,
+"""The edit recorder (lua/local_copilot/edit_recorder.lua) in a real Neovim: whatever the user does,
 the records it hands over, applied in order to the text as it was, give the text as it is."""
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ def test_records_replay_to_the_buffer(nvim_bin: str, manifest: Path, nvim_env: d
     try:
         nvim.command(f"edit {tmp_path / 'a.py'}")
         nvim.current.buffer[:] = START
-        nvim.exec_lua("require('local_copilot.edits').attach(vim.api.nvim_get_current_buf())")
+        nvim.exec_lua("require('local_copilot.edit_recorder').attach(vim.api.nvim_get_current_buf())")
         nvim.input(keys.replace("\n", "<CR>"))
         nvim.command("echo")  # the keys are handled before this
-        records = nvim.exec_lua("return require('local_copilot.edits').take()")
+        records = nvim.exec_lua("return require('local_copilot.edit_recorder').take()")
         final = nvim.current.buffer[:]
         assert final != START or keys == "uu"
         assert replay(START, records) == final
@@ -50,7 +50,7 @@ def test_records_replay_to_the_buffer(nvim_bin: str, manifest: Path, nvim_env: d
         # more changes after a take: the next records start from there
         nvim.input("ggdd")
         nvim.command("echo")
-        more = nvim.exec_lua("return require('local_copilot.edits').take()")
+        more = nvim.exec_lua("return require('local_copilot.edit_recorder').take()")
         assert replay(final, more) == nvim.current.buffer[:]
     finally:
         nvim.close()
@@ -63,10 +63,10 @@ def test_a_private_buffer_is_never_recorded(nvim_bin: str, manifest: Path, nvim_
         nvim.command(f"edit {tmp_path / '.env'}")
         nvim.input("iTOKEN=abc<Esc>")
         nvim.command("echo")
-        assert nvim.exec_lua("return require('local_copilot.edits').attached(vim.api.nvim_get_current_buf())") is False
+        assert nvim.exec_lua("return require('local_copilot.edit_recorder').attached(vim.api.nvim_get_current_buf())") is False
         nvim.command(f"edit {tmp_path / 'a.py'}")
-        assert nvim.exec_lua("return require('local_copilot.edits').attached(vim.api.nvim_get_current_buf())") is True
-        assert nvim.exec_lua("return require('local_copilot.edits').take()") == []
+        assert nvim.exec_lua("return require('local_copilot.edit_recorder').attached(vim.api.nvim_get_current_buf())") is True
+        assert nvim.exec_lua("return require('local_copilot.edit_recorder').take()") == []
     finally:
         nvim.close()
 
@@ -77,10 +77,10 @@ def test_records_carry_three_unchanged_rows_each_side(nvim_bin: str, manifest: P
     try:
         nvim.command(f"edit {tmp_path / 'a.py'}")
         nvim.current.buffer[:] = START
-        nvim.exec_lua("require('local_copilot.edits').attach(vim.api.nvim_get_current_buf())")
+        nvim.exec_lua("require('local_copilot.edit_recorder').attach(vim.api.nvim_get_current_buf())")
         nvim.input("11Gccchanged<Esc>")
         nvim.command("echo")
-        [rec] = nvim.exec_lua("return require('local_copilot.edits').take()")
+        [rec] = nvim.exec_lua("return require('local_copilot.edit_recorder').take()")
         assert rec["row"] == 10 and rec["old"] == [START[10]] and rec["new"] == ["changed"]
         assert rec["before"] == START[7:10] and rec["after"] == START[11:14]
     finally:
@@ -93,7 +93,7 @@ def test_detached_then_attached_again_records_each_change_once(nvim_bin: str, ma
     try:
         nvim.command(f"edit {tmp_path / 'a.py'}")
         nvim.current.buffer[:] = START
-        edits = "require('local_copilot.edits')"
+        edits = "require('local_copilot.edit_recorder')"
         nvim.exec_lua(f"{edits}.attach(vim.api.nvim_get_current_buf())")
         nvim.exec_lua(f"{edits}.reset()")  # next edits turned off...
         nvim.exec_lua(f"{edits}.attach(vim.api.nvim_get_current_buf())")  # ...and on again

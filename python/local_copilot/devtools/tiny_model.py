@@ -57,6 +57,15 @@ SPECIALS = [
 ]
 EOS = "<|endoftext|>"
 
+# ChatML, as Qwen2.5's instruct models write it: llama-server's and vLLM's chat endpoints
+# render messages with it (instruction edits ask those endpoints)
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
 # A few merges so the BPE path is really exercised (indentation, "def", "ret").
 # Every merge result becomes a vocab entry right after the 256 byte symbols.
 MERGES = ["Ġ Ġ", "ĠĠ ĠĠ", "d e", "de f", "r e", "re t"]
@@ -279,6 +288,7 @@ def write_gguf(path: str | os.PathLike[str], favor: str | None = "x", seed: int 
     w.add_eos_token_id(ids[EOS])
     w.add_pad_token_id(ids[EOS])
     w.add_add_bos_token(False)
+    w.add_chat_template(CHAT_TEMPLATE)
     fim_keys = {
         "FIM_PRE_ID": "<|fim_prefix|>",
         "FIM_SUF_ID": "<|fim_suffix|>",
@@ -440,6 +450,7 @@ def write_hf_dir(path: str | os.PathLike[str], favor: str | None = "x", seed: in
         "clean_up_tokenization_spaces": False,
         "split_special_tokens": False,
         "model_max_length": N_CTX,
+        "chat_template": CHAT_TEMPLATE,
     }
     files = {
         "config.json": _json(config),

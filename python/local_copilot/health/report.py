@@ -34,6 +34,7 @@ from ..servers.options import ServerOptions, server_options
 from . import checks as hc
 from . import probes as hp
 from .checks import Item, Level
+from .edits import edit_items
 
 __all__ = ["Item", "Section", "Report", "collect", "collect_sync", "render_text", "PROBE", "REQUIRED_PACKAGES"]
 
@@ -648,7 +649,10 @@ async def collect(raw: Any = None, *, backend: str | None = None, config_error: 
             full = {cfg.backend, cfg.next_edit.backend if cfg.next_edit.enabled else cfg.backend}
             tasks = [backend_section(n, cfg.backends[n], options.get(n, ServerOptions()), ctx, active=(n == cfg.backend),
                                      quick=None if n in full else quick_timeout) for n in names]
+            # (beside the backends' checks, not after them: the report's time is bounded)
+            edit_check = asyncio.ensure_future(edit_items(cfg, client, probe_timeout))
             results = await asyncio.gather(*tasks, return_exceptions=True)
+            edits = Section(name="instruction edits", items=await edit_check)
             if cfg.next_edit.enabled:
                 from .next_edit import next_edit_items
 
@@ -672,6 +676,7 @@ async def collect(raw: Any = None, *, backend: str | None = None, config_error: 
             report.sections.append(sec)
         if cfg.next_edit.enabled:
             report.sections.append(next_edit)
+        report.sections.append(edits)
     if stats is not None:
         report.sections.append(latency_section(stats))
     if log_file is not None:

@@ -1,7 +1,7 @@
 """The user's recent edits, across buffers, bounded by count, bytes and age.
 
 The editor records each change as a splice: in file `path`, the lines from `row` on that were
-`old` are now `new` (lua/local_copilot/edits.lua). Consecutive splices of one file whose
+`old` are now `new` (lua/local_copilot/edit_recorder.lua). Consecutive splices of one file whose
 ranges touch are merged into one event, so typing a word is one edit, not one per key; an
 event whose text went back to what it was is dropped. The formats render events as unified
 diffs (Zeta, Zeta-2) or as original/updated blocks (Sweep).

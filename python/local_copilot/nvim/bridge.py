@@ -10,8 +10,9 @@ import pynvim
 
 from ..limits import clip_message
 from ..log import log
-from ..protocol import (LUA_BACKEND_READY, LUA_BACKEND_STATE, LUA_NEXT_EDIT_SHOW, LUA_NOTIFY, LUA_PRIVACY_RULES,
-                        LUA_PRIVACY_VERDICT, LUA_SHOW)
+from ..instruct.runner import EditUpdate
+from ..protocol import (LUA_BACKEND_READY, LUA_BACKEND_STATE, LUA_EDIT_UPDATE, LUA_NEXT_EDIT_SHOW, LUA_NOTIFY,
+                        LUA_PRIVACY_RULES, LUA_PRIVACY_VERDICT, LUA_SHOW)
 from ..render import RenderPlan
 from .channel import NvimChannel
 
@@ -101,6 +102,15 @@ class NvimEditor:
 
     def show_next_edit(self, plan: dict[str, Any]) -> None:
         self.lua(LUA_NEXT_EDIT_SHOW, plan)
+
+    def edit_update(self, update: EditUpdate) -> None:
+        """An instruction edit's preview or outcome (pure data; lua/local_copilot/edit.lua)."""
+        if update.message:
+            update = msgspec.structs.replace(update, message=clip_message(update.message))
+        channel = self._direct()
+        if channel is not None and channel.lua(LUA_EDIT_UPDATE, update):
+            return
+        self._later(lambda: self.nvim.exec_lua(LUA_EDIT_UPDATE, msgspec.to_builtins(update), async_=True))
 
     def backend_ready(self, name: str) -> None:
         self.lua(LUA_BACKEND_READY, name)

@@ -20,6 +20,7 @@ from ..config import Config, load_config
 from ..engine import Engine
 from ..errors import ConfigError
 from ..health.checks import Item
+from ..instruct.runner import EditUpdate
 from .. import protocol
 from ..log import log, log_path, setup_logging
 from ..privacy import Policy
@@ -243,6 +244,17 @@ class LocalCopilotPlugin:
                 run(self._next_edit, msg)
             case protocol.NextEditNote(what=what):
                 run(engine.next_edits.note, what)
+            case protocol.EditRequest(id=edit_id, buf=buf, spec=spec, attempt=attempt):
+                if self.config is None:
+                    why = f"fix the options first: {self.config_error or 'setup() was not called'}"
+                    self._start().editor.edit_update(EditUpdate(id=edit_id, buf=buf, state="error", message=why))
+                    return
+                run(engine.edits.request, buf, edit_id, spec, attempt)
+            case protocol.EditWarm(buf=buf, spec=spec):
+                if self.config is not None:
+                    run(engine.edits.warm, buf, spec)
+            case protocol.EditCancel(buf=buf, id=edit_id):
+                run(engine.edits.cancel, buf, edit_id)
             case protocol.Forget(buf=buf):  # the buffer was wiped: its window and seq are of no use
                 self._windows.pop(buf, None)
                 self._seqs.pop(buf, None)
@@ -333,6 +345,7 @@ class LocalCopilotPlugin:
                 "speculative": sum(r["speculative"] for r in running),
                 # first parts shown whose rest is fetched once the user pauses (not a task yet)
                 "pauses": sum(r["pauses"] for r in running),
+                "edits": sum(r["edits"] for r in running),
                 # minus the task running this very check
                 "loop_tasks": sum(1 for t in asyncio.all_tasks(loop) if not t.done()) - 1,
                 "bytes_per_token": engine.prompts.estimator.bytes_per_token,

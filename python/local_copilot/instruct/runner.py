@@ -1,0 +1,227 @@
+"""Instruction edits in flight: each runs as a task of its buffer's `BufferState` (keyed by the
+edit's id, so several edits in different places run at once on a server with several
+slots), streams its answer's code to the editor as `EditUpdate`s, and ends with the whole
+answer or one clear message. Nothing here touches a buffer: the editor replaces the range only
+when the user accepts (lua/local_copilot/edit.lua).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Literal
+
+import httpx
+import msgspec
+
+from ..buffer_state import BufferState
+from ..config import Config
+from ..errors import BackendError, ConfigError, ServerError, ServerUnavailable
+from ..limits import CappedTransport
+from ..log import log
+from . import answer
+from .chat import ChatBackend, ChatChunk, chat_backend
+from .prompt import EditSpec, TooLarge, build
+
+if TYPE_CHECKING:
+    from ..engine import Engine
+
+__all__ = ["EditRunner", "EditUpdate"]
+
+State = Literal["waiting", "streaming", "done", "error"]
+
+
+class EditUpdate(msgspec.Struct, frozen=True, kw_only=True):
+    """What the editor draws for edit `id` (pure data; lua/local_copilot/edit.lua)."""
+
+    id: int
+    buf: int
+    state: State
+    lines: list[str] = []  # the answer's code so far (the whole replacement once 'done')
+    tokens: int = 0  # generated so far
+    elapsed_ms: int = 0
+    message: str = ""  # why it failed ('error'), or a note on a 'done' answer
+    truncated: bool = False  # the answer stopped at the token limit
+
+
+def _tokens(n: int) -> str:
+    return f"{n} token" if n == 1 else f"{n} tokens"
+
+
+class EditRunner:
+    # streamed previews go to the editor at most this often (a diff is drawn per update)
+    FRAME_S = 0.033
+    # a retry asks at this temperature at least: the same one would give the same answer
+    RETRY_TEMPERATURE = 0.7
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._client: httpx.AsyncClient | None = None
+        self._chats: dict[str, ChatBackend] = {}
+
+    def configure(self, cfg: Config) -> None:
+        """New options: edits in flight stop (their previews say so), backends are made anew."""
+        for buf, state in self.engine.buffers.items():
+            for edit_id, task in list(state.edits.items()):
+                if not task.done():
+                    self._show(EditUpdate(id=edit_id, buf=buf, state="error",
+                                          message="stopped: the options or the backend changed; retry"))
+            state.cancel_edits()
+        for chat in self._chats.values():
+            chat.close()
+        self._chats.clear()
+
+    def _chat(self, cfg: Config) -> ChatBackend:
+        name = cfg.edit.backend or cfg.backend
+        chat = self._chats.get(name)
+        if chat is None:
+            if self._client is None:
+                self._client = httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=2.0), transport=CappedTransport(),
+                                                 trust_env=False)
+            chat = self._chats[name] = chat_backend(name, cfg.backends[name], self._client,
+                                                    timeout_s=cfg.edit.timeout_ms / 1000)
+        return chat
+
+    def _show(self, update: EditUpdate) -> None:
+        # (only the Neovim editor has previews; the engine's Editor port is ghost text's)
+        self.engine.editor.edit_update(update)  # type: ignore[attr-defined]
+
+    def _state(self, buf: int) -> BufferState:
+        state = self.engine.buffers.get(buf)
+        if state is None:
+            state = self.engine.buffers[buf] = BufferState()
+        return state
+
+    def _refused(self, spec: EditSpec) -> str | None:
+        text = [*spec.before, *spec.lines, *spec.after, *(a for _, a in spec.history)]
+        return self.engine.privacy.policy.refusal(spec.path, text)
+
+    def request(self, buf: int, edit_id: int, spec: EditSpec, attempt: int = 0) -> None:
+        """Ask for edit `edit_id` (a new one, a retry or a follow-up: it replaces one in flight);
+        `attempt`: how many times it was asked before (retries)."""
+        state = self._state(buf)
+        state.cancel_edits(edit_id)
+        cfg = self.engine.config
+        if cfg is None:
+            return
+        why = self._refused(spec)
+        if why is not None:
+            self._show(EditUpdate(id=edit_id, buf=buf, state="error",
+                                  message=f"not sent: {why}"))
+            return
+        temperature = cfg.edit.temperature if attempt == 0 else max(cfg.edit.temperature, self.RETRY_TEMPERATURE)
+        state.start_edit(edit_id, self._run(cfg, buf, edit_id, spec, temperature))
+
+    def warm(self, buf: int, spec: EditSpec) -> None:
+        """The prompt without its instruction, evaluated by the server while the user types
+        the instruction (where the server keeps a prompt cache: llama.cpp)."""
+        cfg = self.engine.config
+        if cfg is None or not cfg.edit.warm or self._refused(spec) is not None:
+            return
+        self._state(buf).start_edit_warm(self._warm(cfg, spec))
+
+    def cancel(self, buf: int, edit_id: int) -> None:
+        state = self.engine.buffers.get(buf)
+        if state is not None:
+            state.cancel_edits(edit_id)
+
+    async def close(self) -> None:
+        for chat in self._chats.values():
+            chat.close()
+        self._chats.clear()
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def _warm(self, cfg: Config, spec: EditSpec) -> None:
+        try:
+            chat = self._chat(cfg)
+            limit = await chat.context_limit()
+            if not chat.warms:
+                return
+            await chat.warm(build(spec, limit, cfg.edit.n_predict, warm=True).messages)
+        except (BackendError, ConfigError, TooLarge, httpx.HTTPError) as exc:
+            log.info("edit warm-up: %s", exc)  # the edit itself says what is wrong, if anything
+        except Exception:  # a bug in a warm-up is the log's, not the user's
+            log.exception("edit warm-up failed")
+
+    async def _run(self, cfg: Config, buf: int, edit_id: int, spec: EditSpec, temperature: float) -> None:
+        loop = asyncio.get_running_loop()
+        started = time.perf_counter()
+
+        def ms() -> int:
+            return int((time.perf_counter() - started) * 1000)
+
+        def fail(message: str) -> None:
+            self.engine.stats.count("edit_errors")
+            self._show(EditUpdate(id=edit_id, buf=buf, state="error", elapsed_ms=ms(), message=message))
+
+        self._show(EditUpdate(id=edit_id, buf=buf, state="waiting"))
+        self.engine.stats.count("edits")
+        raw, tokens, finish, ended = "", 0, None, False
+        try:
+            chat = self._chat(cfg)
+            prompt = build(spec, await chat.context_limit(), cfg.edit.n_predict)
+            exchange = await chat.chat(prompt.messages, prompt.max_tokens, temperature)
+            last_draw, shown = float("-inf"), -1
+            async with aclosing(exchange.chunks()) as chunks:
+                async for chunk in chunks:
+                    if chunk.text:
+                        raw += chunk.text
+                        tokens += 1
+                    if isinstance(chunk, ChatChunk) and chunk.finish:
+                        finish = chunk.finish
+                    if chunk.done:
+                        ended = True
+                        break
+                    now = loop.time()
+                    if chunk.text and now - last_draw >= self.FRAME_S:
+                        lines = answer.code_lines(raw, final=False)
+                        if len(lines) != shown or now - last_draw >= 4 * self.FRAME_S:
+                            last_draw, shown = now, len(lines)
+                            self._show(EditUpdate(id=edit_id, buf=buf, state="streaming", tokens=tokens,
+                                                  elapsed_ms=ms(), lines=answer.reindent(lines, spec.lines)))
+        except asyncio.CancelledError:
+            raise
+        except TooLarge as exc:
+            fail(str(exc))
+            return
+        except ServerError as exc:
+            if exc.context_overflow:
+                log.info("edit: %s", exc)
+                fail("selection too large: the server's context does not hold it; select less")
+            else:
+                fail(str(exc))
+            return
+        except (BackendError, ConfigError) as exc:
+            log.info("edit %d: %s", edit_id, exc)
+            if isinstance(exc, ServerUnavailable) and isinstance(exc.__cause__, httpx.ReadTimeout):
+                # silent past edit.timeout_ms (a 503 while loading says so in its own words)
+                fail(f"the server said nothing for {cfg.edit.timeout_ms / 1000:g} s (edit.timeout_ms)"
+                     f"{' mid-answer' if tokens else ''}; nothing changed")
+            elif tokens:  # the connection went in the middle of the answer
+                fail(f"the answer broke off after {_tokens(tokens)}; nothing changed")
+            else:
+                fail(str(exc))
+            return
+        except Exception:  # a bug must not reach :messages as a stack trace
+            log.exception("instruction edit failed")
+            fail("internal error, see the log (:LocalCopilot log)")
+            return
+        if not ended and finish is None:
+            fail(f"the answer broke off after {_tokens(tokens)}; nothing changed")
+            return
+        lines = answer.code_lines(raw, final=True)
+        # (a selection of prose, e.g. a docstring's lines, may well be answered with prose)
+        if not lines or (answer.is_prose(raw, spec.ft) and not answer.is_prose("\n".join(spec.lines), spec.ft)):
+            words = " ".join(raw.split())
+            log.info("edit: an answer without code: %r", raw[:2000])
+            quote = f" (“{words[:40]}…”)" if len(words) > 40 else f" (“{words}”)" if words else ""
+            fail(f"the model answered without code{quote}; nothing changed")
+            return
+        truncated = finish == "length"
+        self._show(EditUpdate(id=edit_id, buf=buf, state="done", tokens=tokens, elapsed_ms=ms(),
+                              lines=answer.fit(lines, spec.lines), truncated=truncated,
+                              message=f"stopped at the limit of {tokens} tokens (edit.n_predict)" if truncated
+                              else ""))
