@@ -174,7 +174,9 @@ class Variant:
         nvim.input("<Esc>")
         H.wait_for(lambda: nvim.api.get_mode()["mode"] == "n", timeout=10, what="Normal mode")
         nvim.command(f"buffer {self.files[buf]}")
-        nvim.call("cursor", self.row_now(buf, row), 1)
+        target = self.row_now(buf, row)
+        nvim.input(f"{target}G")  # typed, as a user moves: CursorMoved runs as it does for them
+        H.wait_for(lambda: nvim.current.window.cursor[0] == target, timeout=10, what="the cursor moved")
         time.sleep(REST_S)  # the user's pause at the new place (what a warm-up may use)
         m0, c0 = H.metrics(self.server.url), self.counters()
         keys = ["o", *text]

@@ -46,7 +46,7 @@ class Typing:
 
 
 class BufferState:
-    __slots__ = ("task", "speculative", "pause", "waiting", "unanswered", "last", "typing")
+    __slots__ = ("task", "speculative", "pause", "waiting", "unanswered", "last", "typing", "warm", "warm_row")
 
     def __init__(self) -> None:
         self.task: asyncio.Task[None] | None = None  # the request task
@@ -59,6 +59,10 @@ class BufferState:
         self.unanswered = False
         self.last: tuple[Snapshot, str] | None = None  # the last finished snapshot and its text
         self.typing = Typing()
+        # a warm-up: the prompt of the place the cursor rests at, evaluated with nothing to
+        # generate (Engine.warm); `cancel()` leaves it alone (see cancel_warm)
+        self.warm: asyncio.Task[None] | None = None
+        self.warm_row = -1
 
     def start(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Run `coro` as the buffer's request task (the one before must be done or cancelled)."""
@@ -83,6 +87,17 @@ class BufferState:
         task, self.speculative = self.speculative, None
         if task is not None and not task.done():
             task.cancel()
+
+    def cancel_warm(self) -> None:
+        """Stop the warm-up (a newer place, or the buffer is gone). A request at the same place
+        does not: what the warm-up evaluates is that request's prompt too, and the server
+        finishes the batch it is in anyway, so cancelling it would only throw it away."""
+        task, self.warm = self.warm, None
+        if task is not None and not task.done():
+            task.cancel()
+
+    def warming(self) -> bool:
+        return self.warm is not None and not self.warm.done()
 
     def cancel(self) -> bool:
         """Stop everything in flight; True when a live request task was cancelled.
@@ -109,6 +124,7 @@ class BufferState:
             "tasks": int(self.task is not None and not self.task.done()),
             "speculative": int(self.speculative is not None and not self.speculative.done()),
             "pauses": int(self.pause is not None and not self.pause.cancelled()),
+            "warmups": int(self.warming()),
         }
 
     def on_task_done(self, fn: Callable[[asyncio.Task[None]], None]) -> None:

@@ -192,6 +192,8 @@ class Engine:
             return
         state = self._state(snap.buf)
         state.typing.key(asyncio.get_running_loop().time(), snap.interval)
+        if state.warming() and abs(state.warm_row - snap.row) > 1:
+            state.cancel_warm()  # it warms another place (`o` opens the line below the one warmed)
         if state.pending():
             # The server has not answered the previous request yet: it sits in the server's
             # queue, and llama-server notices a closed connection there only once a second, so
@@ -205,6 +207,45 @@ class Engine:
         self.cancel(snap.buf)
         if not self._first_now(state, snap):
             state.start(self._run(state, snap))
+
+    def warm(self, snap: Snapshot) -> None:
+        """The cursor rests at a new place (Normal mode): have the server evaluate the prompt
+        for it with nothing to generate, so the first key typed there finds it cached (on a
+        CPU a cold prompt is most of a suggestion's time). Only where the backend can
+        (`warms`); never while a real request for the buffer is in flight (it is evaluating
+        a prompt here already), and a newer warm-up replaces an older one."""
+        backend, cfg = self.backend, self.config
+        if backend is None or cfg is None or not backend.warms or self.privacy.refuses(snap):
+            return
+        state = self._state(snap.buf)
+        if state.task is not None and not state.task.done():
+            return
+        state.cancel_warm()
+        state.warm_row = snap.row
+        state.warm = asyncio.get_running_loop().create_task(self._run_warm(snap))
+
+    async def _run_warm(self, snap: Snapshot) -> None:
+        assert self.backend is not None
+        exchange: Exchange | None = None
+        try:
+            prep = await self._prepare(snap)
+            exchange = await self.backend.exchange(_with(prep.req, n_predict=0, stream=False))
+            self.stats.count("warmups")
+            async for chunk in exchange.chunks():
+                if chunk.timings:
+                    self.prompts.speed.observe(chunk.timings)
+                if chunk.done:
+                    break
+        except asyncio.CancelledError:
+            raise
+        except (BackendError, ConfigError) as exc:
+            # the next real request reports the server's state; a warm-up stays quiet
+            log.debug("warm-up failed: %s", exc)
+        except Exception:  # a bug must not reach :messages as a stack trace
+            log.exception("warm-up failed")
+        finally:
+            if exchange is not None:
+                exchange.abort()
 
     def alternatives(self, snap: Snapshot) -> None:
         """Fetch more candidates for the spot of `snap` (next/prev when only one is known)."""
@@ -229,7 +270,9 @@ class Engine:
         """The buffer is gone: drop what is kept for it (its last suggestion's snapshot holds
         a whole window of its text)."""
         self.cancel(buf)
-        self.buffers.pop(buf, None)
+        state = self.buffers.pop(buf, None)
+        if state is not None:
+            state.cancel_warm()
         self.prompts.forget_buffer(buf)
         self.privacy.forget(buf)
 
@@ -619,6 +662,8 @@ class Engine:
         estimator). Returns the tokens it generated, when it says."""
         assert self.backend is not None
         generated = None
+        if chunk.timings:
+            self.prompts.speed.observe(chunk.timings)
         if chunk.timings and "predicted_n" in chunk.timings:
             generated = chunk.timings["predicted_n"]
             self._observe_speed(chunk.timings)

@@ -19,7 +19,7 @@ __all__ = [
     "LUA_BACKEND_READY", "LUA_BACKEND_STATE", "LUA_NOTIFY", "LUA_PRIVACY_RULES", "LUA_PRIVACY_VERDICT", "LUA_RESYNC",
     "LUA_SHOW", "LUA_TAKE_SHOWN", "LUA_USE_CHANNEL",
     "NAMES", "Accepted", "Alternatives", "Backend", "Cancel", "Chunk", "ConfigMsg", "Forget", "Message",
-    "ProtocolViolation", "SnapshotMsg", "TypedThrough", "Yank", "decode", "to_snapshot",
+    "ProtocolViolation", "SnapshotMsg", "TypedThrough", "Warm", "Yank", "decode", "to_snapshot",
 ]
 
 
@@ -67,6 +67,11 @@ class Alternatives(SnapshotMsg, frozen=True, kw_only=True, tag="alternatives"):
     """next()/prev() with one candidate known: fetch more for this spot."""
 
 
+class Warm(SnapshotMsg, frozen=True, kw_only=True, tag="warm"):
+    """The cursor rests at a new place in Normal mode: evaluate this place's prompt with nothing
+    to generate, so the first key typed here finds it in the server's cache."""
+
+
 class TypedThrough(SnapshotMsg, frozen=True, kw_only=True, tag="typed_through"):
     """The user typed part of the suggestion; `text` is what is left of it."""
 
@@ -110,7 +115,7 @@ class Forget(_Event, frozen=True, kw_only=True, tag="forget"):
     buf: int
 
 
-Message = ConfigMsg | SnapshotMsg | Alternatives | TypedThrough | Backend | Chunk | Yank | Cancel | Accepted | Forget
+Message = ConfigMsg | SnapshotMsg | Alternatives | TypedThrough | Warm | Backend | Chunk | Yank | Cancel | Accepted | Forget
 
 _TYPES: dict[str, type[_Event]] = {t.__struct_config__.tag: t for t in get_args(Message)}
 NAMES = frozenset(_TYPES)  # lua/local_copilot/protocol.lua lists the same (tests/integration/test_protocol.py)

@@ -223,6 +223,8 @@ class LocalCopilotPlugin:
                     run(engine.alternatives, snap)
                 elif isinstance(msg, protocol.TypedThrough):
                     run(engine.note_typed_through, snap, msg.text)
+                elif isinstance(msg, protocol.Warm):
+                    run(engine.warm, snap)
                 else:
                     run(self._submit, snap)
             case protocol.Backend(action=action, name=target):
@@ -314,6 +316,7 @@ class LocalCopilotPlugin:
                 "speculative": sum(r["speculative"] for r in running),
                 # first parts shown whose rest is fetched once the user pauses (not a task yet)
                 "pauses": sum(r["pauses"] for r in running),
+                "warmups": sum(r["warmups"] for r in running),
                 # minus the task running this very check
                 "loop_tasks": sum(1 for t in asyncio.all_tasks(loop) if not t.done()) - 1,
                 "bytes_per_token": engine.prompts.estimator.bytes_per_token,
