@@ -183,6 +183,12 @@ class Engine:
         self.stats.set_backend(cfg.backend)
         self.privacy.configure(cfg)
 
+    def sizing(self) -> dict[str, object]:
+        """The active server's measured speeds and the context the last prompt used (stats and
+        health show them)."""
+        return {**self.prompts.speed.describe(), "context": dict(self.prompts.in_use),
+                "latency_target_ms": self.config.latency_target_ms if self.config else None}
+
     # -- requests ------------------------------------------------------------------------
 
     def submit(self, snap: Snapshot) -> None:

@@ -99,3 +99,16 @@ def test_sizing_from_speed() -> None:
     assert sized.window_tokens == int((1000 - 25) * 200 / 1000) and sized.suffix_lines == 4
     # never less than ~512 characters around the cursor
     assert speed.sizing(10, 4.0, 60).window_tokens == MIN_CONTEXT_CHARS // 4
+
+
+def test_health_shows_the_measured_speeds_and_the_context_in_use() -> None:
+    from local_copilot.health.report import latency_section
+
+    prep = Preparer()
+    prompt_at(prep, SOURCE, 400, tps=180)
+    stats = {"backends": {}, "counters": {},
+             "sizing": {**prep.speed.describe(), "context": prep.in_use, "latency_target_ms": 1000}}
+    [item] = [i for i in latency_section(stats).items if "server speed" in i.message]
+    assert "180 prompt tokens/s, 100 generated tokens/s" in item.message
+    assert f"context in use: {prep.in_use['window_tokens']} tokens" in item.message
+    assert "latency_target_ms 1000" in item.message

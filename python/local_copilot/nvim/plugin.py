@@ -342,7 +342,9 @@ class LocalCopilotPlugin:
         def take() -> dict[str, Any]:
             if shown:
                 engine.stats.count("shown", shown)
-            return engine.stats.summary()
+            summary = engine.stats.summary()
+            summary["sizing"] = engine.sizing()
+            return summary
 
         summary: dict[str, Any] = self._on_worker(take)
         return summary
