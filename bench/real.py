@@ -209,6 +209,108 @@ class Variant:
         return sample
 
 
+# A peer plugin's Neovim: the same typer as bench/instrument.lua, its ghost text timed where it
+# is drawn (nvim_buf_set_extmark in its namespace), its requests counted where they start (curl
+# through vim.system). Written for minuet-ai.nvim's virtualtext frontend.
+PEER_LUA = r"""
+local api, hr = vim.api, vim.uv.hrtime
+local ns = api.nvim_create_namespace(...)
+local B = { keys = {}, draws = {}, requests = 0, recording = false }
+_G.LCB = B
+local set_extmark = api.nvim_buf_set_extmark
+api.nvim_buf_set_extmark = function(buf, id, ...)
+  local r = set_extmark(buf, id, ...)
+  if id == ns and B.recording then
+    B.draws[#B.draws + 1] = { t = hr(), tick = api.nvim_buf_get_changedtick(buf == 0 and api.nvim_get_current_buf() or buf) }
+  end
+  return r
+end
+local system = vim.system
+vim.system = function(cmd, ...)
+  if type(cmd) == 'table' and cmd[1] == 'curl' then B.requests = B.requests + 1 end
+  return system(cmd, ...)
+end
+function B.burst(keys, interval_ms)
+  B.keys, B.draws, B.done, B.recording = {}, {}, false, true
+  local i, timer = 0, vim.uv.new_timer()
+  timer:start(0, interval_ms, function()
+    i = i + 1
+    if i > #keys then timer:stop(); timer:close(); B.done = true; return end
+    B.keys[i] = hr()
+    api.nvim_input(keys[i])
+  end)
+end
+function B.result() return { keys = B.keys, draws = B.draws, tick = api.nvim_buf_get_changedtick(0), done = B.done } end
+function B.stop() B.recording = false end
+function B.ghost_now()
+  local d = B.draws[#B.draws]
+  return #api.nvim_buf_get_extmarks(0, ns, 0, -1, { limit = 1 }) > 0 and d ~= nil
+    and d.tick == api.nvim_buf_get_changedtick(0)
+end
+return true
+"""
+
+# minuet's settings for a local llama-server, from its README ("context_window = 512" as it
+# advises to start with; max_tokens 56; one completion); everything else its defaults
+MINUET_SETUP = r"""
+local url = ...
+require('minuet').setup({
+  provider = 'openai_fim_compatible',
+  n_completions = 1,
+  context_window = 512,
+  virtualtext = { auto_trigger_ft = { '*' } },
+  provider_options = {
+    openai_fim_compatible = {
+      api_key = 'TERM', name = 'Llama.cpp', end_point = url .. '/v1/completions', model = 'PLACEHOLDER',
+      optional = { max_tokens = 56, top_p = 0.9 },
+      template = {
+        prompt = function(before, after, _)
+          return '<|fim_prefix|>' .. before .. '<|fim_suffix|>' .. after .. '<|fim_middle|>'
+        end,
+        suffix = false,
+      },
+    },
+  },
+})
+"""
+
+
+def start_peer(nvim_bin: str, root: Path, env: dict[str, str], url: str) -> pynvim.Nvim:
+    argv = [nvim_bin, "--clean", "--embed", "--headless", "-n", "--cmd", f"set rtp^={root}",
+            "--cmd", "set columns=120 lines=40"]
+    old = dict(os.environ)
+    os.environ.update(env)
+    try:
+        nvim = pynvim.attach("child", argv=argv)
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    nvim.command("set autoindent expandtab shiftwidth=4")
+    nvim.exec_lua(PEER_LUA, "minuet.virtualtext")
+    nvim.exec_lua(MINUET_SETUP, url)
+    return nvim
+
+
+class PeerVariant(Variant):
+    """A peer plugin (minuet) in its own Neovim against its own server."""
+
+    def counters(self) -> dict[str, int]:
+        return {"requests": int(self.nvim.exec_lua("return LCB.requests"))}
+
+    def ghost_now(self) -> bool:
+        return bool(self.nvim.exec_lua("return LCB.ghost_now()"))
+
+    def settle(self, timeout: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout
+        idle = 0
+        while idle < 3:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the server did not go idle")
+            slots = httpx.get(self.server.url + "/slots", timeout=5, trust_env=False).json()
+            idle = idle + 1 if not any(s.get("is_processing") for s in slots) else 0
+            time.sleep(0.05)
+
+
 def floor_ms(url: str, reps: int = 3) -> dict[str, float]:
     """The same 6-token request with its prompt already cached: the fastest a suggestion gets."""
     src = (Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py").read_text()
@@ -264,6 +366,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plugin-root", type=Path, default=H.REPO, help="the checkout measured (default: this one)")
     ap.add_argument("--compare", type=Path, action="append", default=[],
                     help="another checkout measured in the same run, burst by burst (e.g. the 'before')")
+    ap.add_argument("--minuet", type=Path, default=None,
+                    help="a minuet-ai.nvim checkout, measured in the same run with its README's settings for a local"
+                         " llama-server (context_window 512)")
     ap.add_argument("--shape", default="qwen2.5-coder-0.5b")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ctx", type=int, default=8192)
@@ -277,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
     nvim_bin = H.nvim_binary()
     roots = [("this" if args.plugin_root == H.REPO else str(args.plugin_root), args.plugin_root.resolve())]
     roots += [(str(p), p.resolve()) for p in args.compare]
+    if args.minuet:
+        roots.append(("minuet", args.minuet.resolve()))
     doc: dict[str, Any] = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "model": str(model), "shape": args.shape,
                            "typing": {"keys": 8, "interval_ms": INTERVAL_MS, "rest_s": REST_S}, "variants": {}}
     with tempfile.TemporaryDirectory(prefix="lc-bench-real-") as tmp:
@@ -294,12 +401,15 @@ def main(argv: list[str] | None = None) -> int:
                                                extra=SERVER_FLAGS, log_file=vdir / "server.log")
                 server.start(180)
                 doc["variants"][label] = {"root": str(root), "server": server.argv[1:], "floor_start": floor_ms(server.url)}
-                manifest = register(nvim_bin, root, vdir / "rplugin.vim")
+                manifest = register(nvim_bin, root, vdir / "rplugin.vim") if label != "minuet" else vdir / "none.vim"
                 env = H.nvim_env(vdir, manifest)
-                nvim = start_nvim(nvim_bin, root, manifest, env, {"backends": {"llama.cpp": {"url": server.url}}})
+                if label == "minuet":
+                    nvim = start_peer(nvim_bin, root, env, server.url)
+                else:
+                    nvim = start_nvim(nvim_bin, root, manifest, env, {"backends": {"llama.cpp": {"url": server.url}}})
                 for f in reversed(files):
                     nvim.command(f"edit {f}")
-                v = Variant(label, root, server, nvim, files)
+                v = (PeerVariant if label == "minuet" else Variant)(label, root, server, nvim, files)
                 variants.append(v)
             sizes = {i: len(Path(variants[0].files[i]).read_text().splitlines()) for i in range(2)}
             plan = moves(args.bursts + 1, args.seed, sizes)
@@ -321,7 +431,8 @@ def main(argv: list[str] | None = None) -> int:
                 entry["summary"] = summary(v.samples)
                 entry["summary"]["floor_ms"] = min(entry["floor_start"]["p50_ms"], entry["floor_end"]["p50_ms"])
                 try:
-                    entry["stats"] = v.nvim.call("LocalCopilotCall", "status")["stats"]
+                    entry["stats"] = v.counters() if isinstance(v, PeerVariant) else \
+                        v.nvim.call("LocalCopilotCall", "status")["stats"]
                 except Exception as exc:  # noqa: BLE001
                     entry["stats"] = repr(exc)
         finally:

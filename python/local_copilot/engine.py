@@ -285,6 +285,7 @@ class Engine:
     def cancel_all(self) -> None:
         for buf in list(self.buffers):
             self.cancel(buf)
+            self.buffers[buf].cancel_warm()
 
     def add_chunk(self, filename: str, lines: list[str], around: int | None = None) -> None:
         """Text of another buffer (entered, left, written, or around a cursor jump)."""
