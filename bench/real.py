@@ -173,12 +173,13 @@ class Variant:
         nvim = self.nvim
         nvim.input("<Esc>")
         H.wait_for(lambda: nvim.api.get_mode()["mode"] == "n", timeout=10, what="Normal mode")
+        # counted from before the move: a warm-up while the cursor rests is part of the burst
+        m0, c0 = H.metrics(self.server.url), self.counters()
         nvim.command(f"buffer {self.files[buf]}")
         target = self.row_now(buf, row)
         nvim.input(f"{target}G")  # typed, as a user moves: CursorMoved runs as it does for them
         H.wait_for(lambda: nvim.current.window.cursor[0] == target, timeout=10, what="the cursor moved")
         time.sleep(REST_S)  # the user's pause at the new place (what a warm-up may use)
-        m0, c0 = H.metrics(self.server.url), self.counters()
         keys = ["o", *text]
         nvim.exec_lua("LCB.burst(...)", keys, INTERVAL_MS)
         H.wait_for(lambda: nvim.exec_lua("return LCB.done"), timeout=20, what="the burst typed")
