@@ -96,7 +96,7 @@ def test_sizing_from_speed() -> None:
     speed.observe({"prompt_n": 400, "prompt_ms": 2000.0, "predicted_n": 20, "predicted_ms": 500.0})
     assert speed.prompt_tps == 200 and speed.gen_tps == 40
     sized = speed.sizing(1000, 4.0, 60)
-    assert sized.window_tokens == int((1000 - 25) * 200 / 1000) and sized.suffix_lines == 4
+    assert sized.window_tokens == int((1000 - 25) * 200 / 1000) // 32 * 32 and sized.suffix_lines == 4
     # never less than ~512 characters around the cursor
     assert speed.sizing(10, 4.0, 60).window_tokens == MIN_CONTEXT_CHARS // 4
 
@@ -112,3 +112,18 @@ def test_health_shows_the_measured_speeds_and_the_context_in_use() -> None:
     assert "180 prompt tokens/s, 100 generated tokens/s" in item.message
     assert f"context in use: {prep.in_use['window_tokens']} tokens" in item.message
     assert "latency_target_ms 1000" in item.message
+
+
+def test_a_new_speed_measurement_does_not_move_the_start_up() -> None:
+    """Each answer's timings move the measured speed, and with it the window's budget; moving
+    down a line right after (a warm-up, then `o`) must not put lines back at the start: the
+    server would evaluate the whole window again."""
+    moved_up = 0
+    for row in range(300, 420):
+        prep = Preparer()
+        prep.estimator._set(4.0)
+        before = prompt_at(prep, SOURCE, row, tps=150)
+        after = prompt_at(prep, SOURCE, row + 1, tps=190)
+        first = before.split("\n")[0][len("<|fim_prefix|>"):]
+        moved_up += first not in after or after.index(first) > len("<|fim_prefix|>")
+    assert moved_up == 0

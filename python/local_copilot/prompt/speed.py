@@ -22,6 +22,7 @@ MIN_PROMPT_N = 24
 # share of the sized window the suffix gets in the prompt: each move re-evaluates it
 SUFFIX_SHARE = 0.12
 MIN_SUFFIX_LINES = 4
+WINDOW_STEP = 32  # tokens
 # the prompt speed assumed until one is measured: a small model on a few CPU cores. The first
 # request must arrive in time where the server is slow (a cold window there can outlast the
 # request's timeout, and then nothing is measured); on a GPU it only makes the first window small
@@ -70,7 +71,8 @@ class ServerSpeed:
         gen_ms = 1000.0 / self.gen_tps if self.gen_tps else 0.0
         tokens = max(0.0, target_ms - gen_ms) * prompt_tps / 1000.0
         least = math.ceil(MIN_CONTEXT_CHARS / max(1.0, bytes_per_token))
-        window = max(least, int(tokens))
+        # in steps: a window that changed with every measurement would move the prompt's start
+        window = max(least, int(tokens) // WINDOW_STEP * WINDOW_STEP)
         # a line of code is ~10 tokens: the suffix's share of the window, in lines
         suffix_lines = max(MIN_SUFFIX_LINES, int(window * SUFFIX_SHARE / 10))
         return Sizing(window, min(lines_after, suffix_lines))

@@ -37,6 +37,11 @@ class WindowFitter:
 
     def __init__(self) -> None:
         self._clear()
+        # buf -> the row an anchored prefix last started at: kept while the budget's cut stays
+        # within a step of it. The budget drifts as the measured speed and the bytes-per-token
+        # estimate move, and a start moved up by a line makes the server evaluate the whole
+        # window again.
+        self._starts: dict[int, int] = {}
 
     def _clear(self) -> None:
         self._where: tuple[int, int, int, int, str] | None = None  # buf, row, lines_before, lines_after, path
@@ -55,6 +60,7 @@ class WindowFitter:
 
     def forget_buffer(self, buf: int) -> None:
         """The buffer is gone: its lines are not kept here."""
+        self._starts.pop(buf, None)
         if self._where is not None and self._where[0] == buf:
             self._clear()
 
@@ -100,10 +106,15 @@ class WindowFitter:
             first_row = snap.row - n_pre
             # (cut_lines rounded its cut down to CUT_STEP: the budget's own cut is above keep_from)
             up = keep_from - 1 - (first_row + keep_from - 1) % step
-            if up >= 0 and room is not None and room >= budget * 1.5:
+            roomy = room is not None and room >= budget * 1.5
+            kept = self._starts.get(snap.buf, -1) - first_row
+            if roomy and 0 <= kept <= n_pre and abs(keep_from - kept) <= step:
+                keep_from = kept
+            elif up >= 0 and roomy:
                 keep_from = up
             else:
                 keep_from = min(n_pre, keep_from + -(first_row + keep_from) % step)
+            self._starts[snap.buf] = first_row + keep_from
         prefix, prev = self._prefix(keep_from)
         _, nxt = self._suffix(suffix_keep)
         if suffix_lines is not None and suffix_lines < suffix_keep:
