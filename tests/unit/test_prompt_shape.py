@@ -88,9 +88,9 @@ def test_the_window_grows_with_the_measured_speed() -> None:
 
 
 def test_sizing_from_speed() -> None:
-    speed = ServerSpeed()
-    unknown = speed.sizing(1000, 4.0, 60)
+    unknown = ServerSpeed().sizing(1000, 4.0, 60)
     assert unknown.window_tokens == int(ASSUMED_PROMPT_TPS)  # a CPU's speed until one is measured
+    speed = ServerSpeed()
     speed.observe({"prompt_n": 10, "prompt_ms": 1000.0})  # too few tokens to tell a speed
     assert speed.prompt_tps is None
     speed.observe({"prompt_n": 400, "prompt_ms": 2000.0, "predicted_n": 20, "predicted_ms": 500.0})
@@ -98,7 +98,7 @@ def test_sizing_from_speed() -> None:
     sized = speed.sizing(1000, 4.0, 60)
     assert sized.window_tokens == int((1000 - 25) * 200 / 1000) // 32 * 32 and sized.suffix_lines == 4
     # never less than ~512 characters around the cursor
-    assert speed.sizing(10, 4.0, 60).window_tokens == MIN_CONTEXT_CHARS // 4
+    assert ServerSpeed().sizing(10, 4.0, 60).window_tokens == MIN_CONTEXT_CHARS // 4
 
 
 def test_health_shows_the_measured_speeds_and_the_context_in_use() -> None:
@@ -127,3 +127,14 @@ def test_a_new_speed_measurement_does_not_move_the_start_up() -> None:
         first = before.split("\n")[0][len("<|fim_prefix|>"):]
         moved_up += first not in after or after.index(first) > len("<|fim_prefix|>")
     assert moved_up == 0
+
+
+def test_the_window_is_kept_while_the_speed_swings_a_little() -> None:
+    speed = ServerSpeed()
+    speed.observe({"prompt_n": 400, "prompt_ms": 2000.0})
+    first = speed.sizing(1000, 4.0, 60).window_tokens
+    speed.observe({"prompt_n": 400, "prompt_ms": 1600.0})  # 200 -> 215 tokens/s
+    assert speed.sizing(1000, 4.0, 60).window_tokens == first
+    for _ in range(5):
+        speed.observe({"prompt_n": 400, "prompt_ms": 400.0})  # a GPU now: 1,000 tokens/s
+    assert speed.sizing(1000, 4.0, 60).window_tokens > 3 * first

@@ -49,6 +49,7 @@ class ServerSpeed:
         self.prompt_tps: float | None = None
         self.gen_tps: float | None = None
         self.samples = 0
+        self._window: int | None = None  # the window last chosen (see sizing)
 
     @staticmethod
     def _blend(old: float | None, new: float) -> float:
@@ -71,8 +72,14 @@ class ServerSpeed:
         gen_ms = 1000.0 / self.gen_tps if self.gen_tps else 0.0
         tokens = max(0.0, target_ms - gen_ms) * prompt_tps / 1000.0
         least = math.ceil(MIN_CONTEXT_CHARS / max(1.0, bytes_per_token))
-        # in steps: a window that changed with every measurement would move the prompt's start
+        # in steps, and kept while the speed stays within a third of what chose it: a window
+        # that changed with every measurement (a busy machine's speed swings from one answer
+        # to the next) would move the prompt's start, and the server evaluates all after it
         window = max(least, int(tokens) // WINDOW_STEP * WINDOW_STEP)
+        last = self._window
+        if last is not None and last >= least and 0.75 * last <= window <= 1.33 * last:
+            window = last
+        self._window = window
         # a line of code is ~10 tokens: the suffix's share of the window, in lines
         suffix_lines = max(MIN_SUFFIX_LINES, int(window * SUFFIX_SHARE / 10))
         return Sizing(window, min(lines_after, suffix_lines))

@@ -108,7 +108,8 @@ class WindowFitter:
             up = keep_from - 1 - (first_row + keep_from - 1) % step
             roomy = room is not None and room >= budget * 1.5
             kept = self._starts.get(snap.buf, -1) - first_row
-            if roomy and 0 <= kept <= n_pre and abs(keep_from - kept) <= step:
+            # (two steps: the budget's cut was rounded to CUT_STEP rows already)
+            if roomy and 0 <= kept <= n_pre and abs(keep_from - kept) <= 2 * step:
                 keep_from = kept
             elif up >= 0 and roomy:
                 keep_from = up
