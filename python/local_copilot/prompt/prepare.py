@@ -44,17 +44,19 @@ class Preparer:
         self.speed = ServerSpeed()  # the server's measured speeds size the window (prompt/speed.py)
         self.in_use: dict[str, int | None] = {}  # the last prompt's context, for stats and health
         self.ring = ContextRing()
-        self._window = WindowFitter()  # the last snapshot's window, fitted
+        starts: dict[int, int] = {}  # where each buffer's prompt starts, shared (window.py)
+        self._window = WindowFitter(starts)  # the last snapshot's window, fitted
         # the speculative request's own: it must not evict the window the user types in (the
         # next key would fit all of it anew)
-        self._spec_window = WindowFitter()
+        self._spec_window = WindowFitter(starts)
 
     def new_server(self) -> None:
         """Another server (or model): bytes per token and the fitted windows start over."""
         self.estimator = TokenEstimator()
         self.speed = ServerSpeed()
         self.in_use = {}
-        self._window, self._spec_window = WindowFitter(), WindowFitter()
+        starts: dict[int, int] = {}
+        self._window, self._spec_window = WindowFitter(starts), WindowFitter(starts)
 
     def forget_buffer(self, buf: int) -> None:
         self._window.forget_buffer(buf)

@@ -35,13 +35,14 @@ class Fitted:
 class WindowFitter:
     """build_context, the cut to the budget and context_key for successive snapshots of one window."""
 
-    def __init__(self) -> None:
+    def __init__(self, starts: dict[int, int] | None = None) -> None:
         self._clear()
         # buf -> the row an anchored prefix last started at: kept while the budget's cut stays
         # within a step of it. The budget drifts as the measured speed and the bytes-per-token
         # estimate move, and a start moved up by a line makes the server evaluate the whole
-        # window again.
-        self._starts: dict[int, int] = {}
+        # window again. Fitters of one server share it (the speculative request's prompt
+        # then starts where the typed one does, and the server keeps both's common start).
+        self._starts: dict[int, int] = {} if starts is None else starts
 
     def _clear(self) -> None:
         self._where: tuple[int, int, int, int, str] | None = None  # buf, row, lines_before, lines_after, path
