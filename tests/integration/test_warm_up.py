@@ -73,6 +73,13 @@ def test_resting_at_a_new_place_in_normal_mode_evaluates_its_prompt_and_generate
         # the first key there gets its suggestion as usual
         nv.input("A#")
         wait_ghost(nv, bool)
+        nv.input("<Esc>")
+        # :LocalCopilot stats counts the warm-ups and shows the measured speeds and the context
+        nv.command("LocalCopilot stats")
+        text = "\n".join(nv.current.buffer[:])
+        assert f"warm-ups {base + 1}" in text
+        assert re.search(r"server speed +\d+ prompt tokens/s +\d+ generated tokens/s", text), text
+        assert re.search(r"context in use +\d+ tokens \(~\d+ characters, \d+ lines above, up to \d+ below\)", text)
     finally:
         nv.close()
 
