@@ -361,6 +361,24 @@ def table(doc: dict[str, Any]) -> str:
     return "\n".join([line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, body)])
 
 
+def verdicts(doc: dict[str, Any]) -> list[str]:
+    """The design's real-size budgets for the measured checkout (the first variant)."""
+    label = next(iter(doc["variants"]))
+    v = doc["variants"][label]
+    s = v["summary"]
+    rows = [("last key -> ghost text p50 <= 600 ms", f"{s['p50_ms']:.0f} ms", s["p50_ms"] <= 600),
+            ("last key -> ghost text p90 <= 1.5 s", f"{s['p90_ms']:.0f} ms", s["p90_ms"] <= 1500)]
+    if "minuet" in doc["variants"]:
+        m = doc["variants"]["minuet"]["summary"]["p50_ms"]
+        rows.append(("p50 at least 4 x sooner than minuet's", f"{m / s['p50_ms']:.1f} x", m >= 4 * s["p50_ms"]))
+    stats = v.get("stats")
+    ctx = (stats.get("sizing") or {}).get("context") or {} if isinstance(stats, dict) else {}
+    if ctx.get("chars"):
+        rows.append(("context around the cursor >= 512 characters", f"{ctx['chars']} characters ({ctx.get('lines_before')}"
+                     f" lines above, {ctx.get('window_tokens')} tokens)", ctx["chars"] >= 512))
+    return [f"{'PASS' if ok else 'FAIL'}  {what}: {value}" for what, value, ok in rows]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bursts", type=int, default=12, help="measured bursts per checkout")
@@ -444,6 +462,9 @@ def main(argv: list[str] | None = None) -> int:
                     pass
                 v.server.stop()
     print(table(doc))
+    print()
+    for line in verdicts(doc):
+        print(line)
     out = args.out or RESULTS / f"real-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1, default=str))
