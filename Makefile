@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 
-.PHONY: all venv vllm lint test test-unit demo bench eval eval-e2e clean
+.PHONY: all venv vllm lint test test-unit demo bench bench-real eval eval-e2e clean
 
 all: test
 
@@ -44,6 +44,12 @@ demo: venv
 
 bench: venv
 	$(PY) bench/run.py
+
+# the realistic profile: a random-weight model with Qwen2.5-Coder-0.5B's compute shape (generated
+# once, ~530 MB, cached in ~/.cache/local-copilot/models), bursts at moving positions;
+# BENCH_REAL_ARGS='--compare /path/to/other/checkout' measures another checkout in the same run
+bench-real: venv
+	$(PY) bench/real.py $(BENCH_REAL_ARGS)
 
 # post-processing on real code: CPython's standard library with realistic model junk
 eval: venv

@@ -9,6 +9,7 @@ M.defaults = {
   hide_during_completion = true,
   request_during_completion = false,
   reuse = true,
+  warm_up = true,
   filetypes = {},
   keymaps = {},
   context = { lines_before = 200, lines_after = 60, prefix_share = 0.75, extra_tokens = 1024 },

@@ -178,6 +178,12 @@ function M.connected()
   return state.chan ~= nil
 end
 
+-- Whether a host runs that events reach, on its channel or its worker's own (events that are
+-- never worth starting one for, like a warm-up, go only then).
+function M.alive()
+  return state.chan ~= nil or state.direct ~= nil
+end
+
 -- The host's worker connects to Neovim's server address on a channel of its own
 -- (python/local_copilot/nvim/channel.py): events sent there skip two thread hops in the host.
 function M.use_channel(chan)

@@ -82,6 +82,7 @@ function M.attach(from_insert_enter)
   au('BufEnter', function(ev) vim.defer_fn(function() chunks.send(ev.buf) end, 100) end, 'remember this buffer for context')
   au({ 'BufLeave', 'BufWritePost' }, function(ev) chunks.send(ev.buf) end, 'remember this buffer for context')
   au('CursorMoved', chunks.on_cursor_moved, 'remember the region around a jump')
+  au('CursorMoved', trigger.on_rest, 'warm the prompt where the cursor rests')
   au('VimLeavePre', function()
     -- release the servers we share; the last Neovim out stops them
     if vim.fn.exists('*LocalCopilotCall') == 1 then pcall(vim.fn.LocalCopilotCall, 'leaving') end

@@ -65,6 +65,7 @@ M.events = {
   snapshot = 'local_copilot.Snapshot: ask for a suggestion at the cursor',
   alternatives = 'local_copilot.Snapshot: more candidates for this spot (next()/prev())',
   typed_through = 'local_copilot.Snapshot with text: the user typed part of the suggestion',
+  warm = 'local_copilot.Snapshot: the cursor rests here in Normal mode, evaluate its prompt (nothing generated)',
   backend = '{ action = switch|stop|restart, name? }',
   chunk = '{ path, lines, around? }: another buffer\'s text for cross-file context',
   yank = '{ path, lines }: yanked text for cross-file context',

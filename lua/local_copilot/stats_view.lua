@@ -56,8 +56,16 @@ function M.lines(summary)
     lines[#lines + 1] = name .. (name == active and ' (active)' or '')
     lines[#lines + 1] = ('  requests %d   cancels %d   errors %d   speculative %d'):format(
       num(c.requests), num(c.cancels), num(c.errors), num(c.speculative))
-    lines[#lines + 1] = ('  cache hits %d   typed-through hits %d   quiet %d'):format(
-      num(c.cache_hits), num(c.typed_through), num(c.quiet))
+    lines[#lines + 1] = ('  cache hits %d   typed-through hits %d   quiet %d   warm-ups %d'):format(
+      num(c.cache_hits), num(c.typed_through), num(c.quiet), num(c.warmups))
+    local sz = type(summary.sizing) == 'table' and summary.sizing or nil
+    if name == active and sz and num(sz.prompt_tokens_per_s) > 0 then
+      local ctx = type(sz.context) == 'table' and sz.context or {}
+      lines[#lines + 1] = ('  server speed         %.0f prompt tokens/s   %.0f generated tokens/s'):format(
+        num(sz.prompt_tokens_per_s), num(sz.generated_tokens_per_s))
+      lines[#lines + 1] = ('  context in use       %d tokens (~%d characters, %d lines above, up to %d below)   target %d ms'):format(
+        num(ctx.window_tokens), num(ctx.chars), num(ctx.lines_before), num(ctx.suffix_lines), num(sz.latency_target_ms))
+    end
     local accepted = num(acc.full) + num(acc.word) + num(acc.line)
     lines[#lines + 1] = ('  shown %d   accepted %d (full %d, word %d, line %d)   acceptance rate %.0f%%'):format(
       num(c.shown), accepted, num(acc.full), num(acc.word), num(acc.line), num(b.acceptance_rate) * 100)

@@ -26,7 +26,12 @@ local state = {
   -- request, or the host asks (take_shown) for its stats; a message of their own would wake
   -- the host once per suggestion only to count it
   shown = 0,
+  rest_timer = nil, -- fires once the cursor rests in Normal mode (see on_rest)
+  warmed = nil, -- 'buf:row' of the last place warmed
 }
+
+-- how long the cursor must rest at a place in Normal mode before its prompt is warmed
+local WARM_REST_MS = 150
 
 -- whether the host would answer a request (not while it rejects the options); see setup()
 local answering = function() return true end
@@ -296,6 +301,30 @@ function M.on_char_pre()
   local char = vim.v.char
   if config.get('reuse') and char ~= '' and ghost.text(cur):sub(1, #char) == char then return end
   ghost.clear()
+end
+
+-- The cursor rests at a new place in Normal mode: the host has the server evaluate that
+-- place's prompt with nothing to generate (a 'warm' snapshot), so the first key typed there
+-- finds it cached. Entering Insert mode needs none: it asks for a suggestion at once. Only
+-- while the host runs (a warm-up never starts it) and once per place.
+local function warm_now()
+  if api.nvim_get_mode().mode ~= 'n' or not host.alive() then return end
+  local buf = api.nvim_get_current_buf()
+  local place = buf .. ':' .. api.nvim_win_get_cursor(0)[1]
+  if place == state.warmed then return end
+  local facts = buf_facts(buf)
+  if not facts.on then return end
+  state.warmed = place
+  local snap = snapshot(buf, facts)
+  snap.config = host.take_config()
+  host.send('warm', snap)
+end
+
+-- CursorMoved (Normal mode): wait for the cursor to rest, then warm its place.
+function M.on_rest()
+  if not state.enabled or not config.get('warm_up') then return end
+  state.rest_timer = state.rest_timer or vim.uv.new_timer()
+  state.rest_timer:start(WARM_REST_MS, 0, vim.schedule_wrap(warm_now))
 end
 
 -- InsertLeave, BufLeave, WinLeave, dismiss(): nothing is wanted here any more.

@@ -52,8 +52,8 @@ class Typing:
 
 
 class BufferState:
-    __slots__ = ("task", "speculative", "pause", "waiting", "unanswered", "last", "typing", "next_edit", "edits",
-                 "edit_warm")
+    __slots__ = ("task", "speculative", "pause", "waiting", "unanswered", "last", "typing", "warm", "warm_row",
+                 "next_edit", "edits", "edit_warm")
 
     def __init__(self) -> None:
         self.task: asyncio.Task[None] | None = None  # the request task
@@ -66,6 +66,10 @@ class BufferState:
         self.unanswered = False
         self.last: tuple[Snapshot, str] | None = None  # the last finished snapshot and its text
         self.typing = Typing()
+        # a warm-up: the prompt of the place the cursor rests at, evaluated with nothing to
+        # generate (Engine.warm); `cancel()` leaves it alone (see cancel_warm)
+        self.warm: asyncio.Task[None] | None = None
+        self.warm_row = -1
         self.next_edit: asyncio.Task[None] | None = None  # the next-edit request (next_edit/request.py)
         self.edits: dict[int, asyncio.Task[None]] = {}  # instruction edits in flight, by id
         self.edit_warm: asyncio.Task[None] | None = None  # the prompt of the edit being typed
@@ -100,8 +104,9 @@ class BufferState:
         return stopped
 
     def close(self) -> None:
-        """Stop everything, edits too (the buffer is gone)."""
+        """Stop everything, the warm-up and edits too (the buffer is gone)."""
         self.cancel()
+        self.cancel_warm()
         self.cancel_edits()
 
     def start(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
@@ -133,6 +138,17 @@ class BufferState:
         if task is not None and not task.done():
             task.cancel()
 
+    def cancel_warm(self) -> None:
+        """Stop the warm-up (a newer place, or the buffer is gone). A request at the same place
+        does not: what the warm-up evaluates is that request's prompt too, and the server
+        finishes the batch it is in anyway, so cancelling it would only throw it away."""
+        task, self.warm = self.warm, None
+        if task is not None and not task.done():
+            task.cancel()
+
+    def warming(self) -> bool:
+        return self.warm is not None and not self.warm.done()
+
     def cancel(self) -> bool:
         """Stop everything in flight; True when a live request task was cancelled.
 
@@ -161,6 +177,7 @@ class BufferState:
             "pauses": int(self.pause is not None and not self.pause.cancelled()),
             "next_edits": int(self.next_edit is not None and not self.next_edit.done()),
             "edits": sum(1 for t in self.edits.values() if not t.done()),
+            "warmups": int(self.warming()),
         }
 
     def on_task_done(self, fn: Callable[[asyncio.Task[None]], None]) -> None:

@@ -119,10 +119,13 @@ class Config(_Base):
     filetypes: dict[str, bool] = {}
     keymaps: dict[str, str | bool] = {}
     auto_trigger: bool = True
-    # the Lua side reads these three; listed here so they are validated like the rest
+    # the Lua side reads these; listed here so they are validated like the rest
     adaptive_debounce: bool = False
     hide_during_completion: bool = True
     request_during_completion: bool = False
+    # when the cursor rests at a new place in Normal mode, have the server evaluate its prompt
+    # with nothing to generate, so the first key there finds it cached (llama.cpp only)
+    warm_up: bool = True
     n_predict: PositiveInt = 128
     # right after a keystroke ask for this many tokens only (shown within milliseconds, and a
     # request made stale by the next key has already stopped); the rest up to n_predict is
@@ -132,6 +135,10 @@ class Config(_Base):
     # server-side cap on generation time once a newline was produced (llama.cpp t_max_predict_ms)
     t_max_predict_ms: PositiveInt = 500
     debounce_ms: NonNegInt = 0
+    # a suggestion at a new place should arrive within about this long: the context around the
+    # cursor is sized from the server's measured prompt speed (all of it on a fast GPU, less on
+    # a slow CPU, never less than ~512 characters); prompt/speed.py
+    latency_target_ms: PositiveInt = 1000
     max_lines: PositiveInt = 16
     # reuse suggestions: trim while the user types what is shown, and answer a spot seen
     # before from the cache; false sends a request for every change (to measure the saving)

@@ -190,6 +190,12 @@ class Engine:
         self.next_edits.configure(cfg, self.backend, self._client)
         self.edits.configure(cfg)
 
+    def sizing(self) -> dict[str, object]:
+        """The active server's measured speeds and the context the last prompt used (stats and
+        health show them)."""
+        return {**self.prompts.speed.describe(), "context": dict(self.prompts.in_use),
+                "latency_target_ms": self.config.latency_target_ms if self.config else None}
+
     # -- requests ------------------------------------------------------------------------
 
     def submit(self, snap: Snapshot) -> None:
@@ -199,6 +205,8 @@ class Engine:
             return
         state = self._state(snap.buf)
         state.typing.key(asyncio.get_running_loop().time(), snap.interval)
+        if state.warming() and abs(state.warm_row - snap.row) > 1:
+            state.cancel_warm()  # it warms another place (`o` opens the line below the one warmed)
         if state.pending():
             # The server has not answered the previous request yet: it sits in the server's
             # queue, and llama-server notices a closed connection there only once a second, so
@@ -212,6 +220,45 @@ class Engine:
         self.cancel(snap.buf)
         if not self._first_now(state, snap):
             state.start(self._run(state, snap))
+
+    def warm(self, snap: Snapshot) -> None:
+        """The cursor rests at a new place (Normal mode): have the server evaluate the prompt
+        for it with nothing to generate, so the first key typed there finds it cached (on a
+        CPU a cold prompt is most of a suggestion's time). Only where the backend can
+        (`warms`); never while a real request for the buffer is in flight (it is evaluating
+        a prompt here already), and a newer warm-up replaces an older one."""
+        backend, cfg = self.backend, self.config
+        if backend is None or cfg is None or not backend.warms or self.privacy.refuses(snap):
+            return
+        state = self._state(snap.buf)
+        if state.task is not None and not state.task.done():
+            return
+        state.cancel_warm()
+        state.warm_row = snap.row
+        state.warm = asyncio.get_running_loop().create_task(self._run_warm(snap))
+
+    async def _run_warm(self, snap: Snapshot) -> None:
+        assert self.backend is not None
+        exchange: Exchange | None = None
+        try:
+            prep = await self._prepare(snap)
+            exchange = await self.backend.exchange(_with(prep.req, n_predict=0, stream=False))
+            self.stats.count("warmups")
+            async for chunk in exchange.chunks():
+                if chunk.timings:
+                    self.prompts.speed.observe(chunk.timings)
+                if chunk.done:
+                    break
+        except asyncio.CancelledError:
+            raise
+        except (BackendError, ConfigError) as exc:
+            # the next real request reports the server's state; a warm-up stays quiet
+            log.debug("warm-up failed: %s", exc)
+        except Exception:  # a bug must not reach :messages as a stack trace
+            log.exception("warm-up failed")
+        finally:
+            if exchange is not None:
+                exchange.abort()
 
     def alternatives(self, snap: Snapshot) -> None:
         """Fetch more candidates for the spot of `snap` (next/prev when only one is known)."""
@@ -245,6 +292,7 @@ class Engine:
     def cancel_all(self) -> None:
         for buf in list(self.buffers):
             self.cancel(buf)
+            self.buffers[buf].cancel_warm()
 
     def add_chunk(self, filename: str, lines: list[str], around: int | None = None) -> None:
         """Text of another buffer (entered, left, written, or around a cursor jump)."""
@@ -632,6 +680,8 @@ class Engine:
         estimator). Returns the tokens it generated, when it says."""
         assert self.backend is not None
         generated = None
+        if chunk.timings:
+            self.prompts.speed.observe(chunk.timings)
         if chunk.timings and "predicted_n" in chunk.timings:
             generated = chunk.timings["predicted_n"]
             self._observe_speed(chunk.timings)

@@ -22,7 +22,7 @@ __all__ = [
     "LUA_NEXT_EDIT_SHOW", "LUA_EDIT_UPDATE", "NAMES", "Accepted",
     "EditRecord", "NextEditNote", "NextEditRequest", "EditCancel", "EditRequest", "EditWarm",
     "Alternatives", "Backend", "Cancel", "Chunk", "ConfigMsg", "Forget", "Message",
-    "ProtocolViolation", "SnapshotMsg", "TypedThrough", "Yank", "decode", "to_snapshot",
+    "ProtocolViolation", "SnapshotMsg", "TypedThrough", "Warm", "Yank", "decode", "to_snapshot",
 ]
 
 
@@ -68,6 +68,11 @@ class SnapshotMsg(_Event, frozen=True, kw_only=True, tag="snapshot"):
 
 class Alternatives(SnapshotMsg, frozen=True, kw_only=True, tag="alternatives"):
     """next()/prev() with one candidate known: fetch more for this spot."""
+
+
+class Warm(SnapshotMsg, frozen=True, kw_only=True, tag="warm"):
+    """The cursor rests at a new place in Normal mode: evaluate this place's prompt with nothing
+    to generate, so the first key typed here finds it in the server's cache."""
 
 
 class TypedThrough(SnapshotMsg, frozen=True, kw_only=True, tag="typed_through"):
@@ -173,7 +178,7 @@ class EditCancel(_Event, frozen=True, kw_only=True, tag="edit_cancel"):
     id: int
 
 
-Message = (ConfigMsg | SnapshotMsg | Alternatives | TypedThrough | Backend | Chunk | Yank | Cancel | Accepted | Forget
+Message = (ConfigMsg | SnapshotMsg | Alternatives | TypedThrough | Warm | Backend | Chunk | Yank | Cancel | Accepted | Forget
            | NextEditRequest | NextEditNote | EditRequest | EditWarm | EditCancel)
 
 _TYPES: dict[str, type[_Event]] = {t.__struct_config__.tag: t for t in get_args(Message)}

@@ -134,7 +134,9 @@ async def test_a_prompt_the_server_refuses_as_too_long_is_fitted_again_from_its_
     server = fake(script)
     editor = RecordingEditor()
     engine = Engine(editor)
-    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}}, "speculative": False}))
+    # a latency target no server misses: the window is the server's whole context, as the test needs
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}}, "speculative": False,
+                                  "latency_target_ms": 600_000}))
     lines = [f"line_{i:04d} = {i}" for i in range(400)]  # ~6 KB above the cursor
     from local_copilot.snapshot import Snapshot
 

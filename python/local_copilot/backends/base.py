@@ -83,6 +83,11 @@ class Backend(Protocol):
         ...
 
     @property
+    def warms(self) -> bool:
+        """Whether a request can evaluate the prompt and generate nothing (a warm-up)."""
+        ...
+
+    @property
     def continues(self) -> bool:
         """Whether a request can continue a text: the prompt ends with the start of the middle,
         so the same prompt plus the text so far asks for what follows it (staged requests)."""
@@ -182,6 +187,10 @@ T = TypeVar("T")
 class HttpBackend:
     """What every dialect shares: auth, error translation, probes, and the exchanges a dialect
     fills with its own request (wire) and reads with its own events (decode)."""
+
+    # llama.cpp's n_predict 0 evaluates the prompt only; OpenAI's max_tokens 0 is refused by vLLM
+    # and Ollama's num_predict 0 means its default: no warm-up there
+    warms = False
 
     def __init__(self, name: str, cfg: BackendConfig, client: httpx.AsyncClient) -> None:
         self.name = name

@@ -32,7 +32,9 @@ def _final(payload: bytes) -> bool:
     return b'"stop":true' in payload or b'"stop": true' in payload
 
 
-__all__ = ["LlamaCppBackend"]
+__all__ = ["LlamaCppBackend", "CACHE_REUSE_TOKENS"]
+
+CACHE_REUSE_TOKENS = 64
 
 
 class _InfillChunk(msgspec.Struct):
@@ -90,6 +92,8 @@ class LlamaCppBackend(HttpBackend):
         return await self.fetch("GET", "/props", _props_decoder)
 
     supports_n = False
+    # n_predict 0 evaluates the prompt and generates nothing: a warm-up (Engine.warm)
+    warms = True
 
     @property
     def continues(self) -> bool:
@@ -173,6 +177,10 @@ class LlamaCppBackend(HttpBackend):
             "n_indent": req.n_indent,
             "t_max_predict_ms": req.t_max_predict_ms,
             "cache_prompt": True,
+            # chunk reuse (§1.12): lines dropped from the prompt's start are shifted out of the
+            # cache instead of evaluating the rest again. The FIM presets' 256-token chunks are
+            # longer than a slow server's whole window (prompt/speed.py), so ask for shorter ones
+            "n_cache_reuse": CACHE_REUSE_TOKENS,
             "stream": req.stream,
             "temperature": self.cfg.temperature if req.temperature is None else req.temperature,
             "top_p": self.cfg.top_p,

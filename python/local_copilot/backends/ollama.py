@@ -38,6 +38,9 @@ class _GenChunk(msgspec.Struct):
     error: str | None = None
     prompt_eval_count: int = 0
     eval_count: int = 0
+    # nanoseconds (docs/api.md): the prompt's and the answer's evaluation, for the measured speeds
+    prompt_eval_duration: int = 0
+    eval_duration: int = 0
 
 
 _decoder = msgspec.json.Decoder(_GenChunk)
@@ -143,7 +146,8 @@ class OllamaBackend(HttpBackend):
         msg = self._message(_decoder, line)
         if not msg.done:
             return Chunk(text=msg.response)
-        timings = {"prompt_n": float(msg.prompt_eval_count), "predicted_n": float(msg.eval_count)}
+        timings = {"prompt_n": float(msg.prompt_eval_count), "predicted_n": float(msg.eval_count),
+                   "prompt_ms": msg.prompt_eval_duration / 1e6, "predicted_ms": msg.eval_duration / 1e6}
         return Chunk(text=msg.response, done=True, timings=timings, prompt_tokens=msg.prompt_eval_count or None)
 
 

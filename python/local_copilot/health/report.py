@@ -222,6 +222,16 @@ def latency_section(stats: Mapping[str, Any]) -> Section:
                     "a smaller model, a GPU build of the server, or fewer context lines (context.lines_before)")
         else:
             sec.add("ok", msg)
+    sizing = stats.get("sizing") or {}
+    if sizing.get("prompt_tokens_per_s"):
+        ctx = sizing.get("context") or {}
+        gen = sizing.get("generated_tokens_per_s")
+        sec.add("info", f"server speed measured: {sizing['prompt_tokens_per_s']:.0f} prompt tokens/s, "
+                        + (f"{gen:.0f} generated tokens/s" if gen else "generation not measured yet")
+                        + f"; context in use: {ctx.get('window_tokens', '?')} tokens (~{ctx.get('chars', '?')} characters,"
+                        f" {ctx.get('lines_before', '?')} lines above, up to {ctx.get('suffix_lines', '?')} below),"
+                        f" sized for latency_target_ms {sizing.get('latency_target_ms')}",
+                "a faster server (a GPU) gets more context; latency_target_ms trades context for speed")
     errors = int(counters.get("errors", 0))
     requests = int(counters.get("requests", 0))
     if errors:

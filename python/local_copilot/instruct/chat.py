@@ -121,12 +121,6 @@ class ChatBackend(HttpBackend):
         self.n_ctx: int | None = None
         self.llama = False  # llama-server behind the OpenAI API: its prompt cache can be warmed
 
-    @property
-    def warms(self) -> bool:
-        """Whether a request that only evaluates the prompt (no answer) fills a cache the real
-        request then reuses."""
-        return self.llama
-
     def forget(self) -> None:
         self._ready = False
 
@@ -144,6 +138,7 @@ class ChatBackend(HttpBackend):
         self.model, self.n_ctx = chosen.id, chosen.max_model_len
         self.served = chosen.id
         self.llama = chosen.owned_by == "llamacpp"
+        self.warms = self.llama  # a prompt evaluated alone fills the cache the edit then reuses
         self._ready = True
 
     async def context_limit(self) -> int | None:
@@ -210,7 +205,7 @@ class LlamaChat(ChatBackend):
         self.n_ctx = props.default_generation_settings.n_ctx or None
         # (not sent: llama-server answers with the model it has)
         self.served = props.model_alias or props.model_path.rsplit("/", 1)[-1]
-        self.llama = True
+        self.llama = self.warms = True
         self._ready = True
 
 

@@ -224,6 +224,8 @@ class LocalCopilotPlugin:
                     run(engine.alternatives, snap)
                 elif isinstance(msg, protocol.TypedThrough):
                     run(engine.note_typed_through, snap, msg.text)
+                elif isinstance(msg, protocol.Warm):
+                    run(engine.warm, snap)
                 else:
                     run(self._submit, snap)
             case protocol.Backend(action=action, name=target):
@@ -346,6 +348,7 @@ class LocalCopilotPlugin:
                 # first parts shown whose rest is fetched once the user pauses (not a task yet)
                 "pauses": sum(r["pauses"] for r in running),
                 "edits": sum(r["edits"] for r in running),
+                "warmups": sum(r["warmups"] for r in running),
                 # minus the task running this very check
                 "loop_tasks": sum(1 for t in asyncio.all_tasks(loop) if not t.done()) - 1,
                 "bytes_per_token": engine.prompts.estimator.bytes_per_token,
@@ -371,7 +374,9 @@ class LocalCopilotPlugin:
         def take() -> dict[str, Any]:
             if shown:
                 engine.stats.count("shown", shown)
-            return engine.stats.summary()
+            summary = engine.stats.summary()
+            summary["sizing"] = engine.sizing()
+            return summary
 
         summary: dict[str, Any] = self._on_worker(take)
         return summary

@@ -17,6 +17,7 @@ from ..snapshot import Snapshot
 from .budget import TokenEstimator, utf8_len
 from .context import FimContext
 from .ring import ContextRing
+from .speed import ServerSpeed
 from .templates import ExtraChunk
 from .window import WindowFitter
 
@@ -40,16 +41,22 @@ class Preparer:
 
     def __init__(self) -> None:
         self.estimator = TokenEstimator()
+        self.speed = ServerSpeed()  # the server's measured speeds size the window (prompt/speed.py)
+        self.in_use: dict[str, int | None] = {}  # the last prompt's context, for stats and health
         self.ring = ContextRing()
-        self._window = WindowFitter()  # the last snapshot's window, fitted
+        starts: dict[int, int] = {}  # where each buffer's prompt starts, shared (window.py)
+        self._window = WindowFitter(starts)  # the last snapshot's window, fitted
         # the speculative request's own: it must not evict the window the user types in (the
         # next key would fit all of it anew)
-        self._spec_window = WindowFitter()
+        self._spec_window = WindowFitter(starts)
 
     def new_server(self) -> None:
         """Another server (or model): bytes per token and the fitted windows start over."""
         self.estimator = TokenEstimator()
-        self._window, self._spec_window = WindowFitter(), WindowFitter()
+        self.speed = ServerSpeed()
+        self.in_use = {}
+        starts: dict[int, int] = {}
+        self._window, self._spec_window = WindowFitter(starts), WindowFitter(starts)
 
     def forget_buffer(self, buf: int) -> None:
         self._window.forget_buffer(buf)
@@ -61,13 +68,29 @@ class Preparer:
         answers end at `stop_strings`. Raises ConfigError when `limit` leaves no room."""
         budget, extra_budget = self.budget(limit, cfg)
         window = self._spec_window if speculative else self._window
+        window_budget = None if budget is None else budget - extra_budget
+        # the window a cold evaluation of which fits the latency target at the measured speed
+        sizing = self.speed.sizing(cfg.latency_target_ms, self.estimator.bytes_per_token, cfg.context.lines_after)
+        room = window_budget
+        sized = sizing.window_tokens is not None and (window_budget is None or sizing.window_tokens < window_budget)
+        if sized:
+            window_budget = sizing.window_tokens
         fitted = window.fit(snap, lines_before=cfg.context.lines_before, lines_after=cfg.context.lines_after,
-                            budget=None if budget is None else budget - extra_budget, est=self.estimator,
-                            prefix_share=cfg.context.prefix_share)
+                            budget=window_budget, est=self.estimator, prefix_share=cfg.context.prefix_share,
+                            suffix_lines=sizing.suffix_lines, anchor=sized,
+                            room=room if room is not None else 1 << 30)
         ctx, key = fitted.ctx, fitted.key
+        if not speculative:
+            self.in_use = {"window_tokens": fitted.tokens, "sized_tokens": sizing.window_tokens,
+                           "lines_before": len(ctx.prev_lines), "suffix_lines": sizing.suffix_lines,
+                           "chars": len(ctx.prefix) + len(ctx.middle) + len(ctx.suffix)}
         if budget is not None:
             # cross-file chunks get the room the local window leaves, up to their share
             extra_budget = max(0, min(extra_budget, budget - fitted.tokens))
+        if sized and sizing.window_tokens is not None:
+            # they come first and stay cached while they do not change, but a cold prompt holds
+            # them too: on a slow server they get at most half the window's time
+            extra_budget = min(extra_budget, sizing.window_tokens // 2)
         extra: tuple[ExtraChunk, ...] = ()
         if extra_budget > 0 and len(self.ring):
             local = ctx.prefix + ctx.middle + ctx.suffix

@@ -18,7 +18,9 @@ from ..cache import finish_key, key_head, key_tail
 from .context import FimContext, indent_width, join_prefix, join_suffix
 from ..snapshot import Snapshot
 
-__all__ = ["Fitted", "WindowFitter"]
+__all__ = ["Fitted", "WindowFitter", "ANCHOR_MIN"]
+
+ANCHOR_MIN = 8  # lines: the least step an anchored prefix start moves in
 
 
 class Fitted:
@@ -33,8 +35,14 @@ class Fitted:
 class WindowFitter:
     """build_context, the cut to the budget and context_key for successive snapshots of one window."""
 
-    def __init__(self) -> None:
+    def __init__(self, starts: dict[int, int] | None = None) -> None:
         self._clear()
+        # buf -> the row an anchored prefix last started at: kept while the budget's cut stays
+        # within a step of it. The budget drifts as the measured speed and the bytes-per-token
+        # estimate move, and a start moved up by a line makes the server evaluate the whole
+        # window again. Fitters of one server share it (the speculative request's prompt
+        # then starts where the typed one does, and the server keeps both's common start).
+        self._starts: dict[int, int] = {} if starts is None else starts
 
     def _clear(self) -> None:
         self._where: tuple[int, int, int, int, str] | None = None  # buf, row, lines_before, lines_after, path
@@ -53,12 +61,25 @@ class WindowFitter:
 
     def forget_buffer(self, buf: int) -> None:
         """The buffer is gone: its lines are not kept here."""
+        self._starts.pop(buf, None)
         if self._where is not None and self._where[0] == buf:
             self._clear()
 
     def fit(self, snap: Snapshot, *, lines_before: int, lines_after: int, budget: int | None,
-            est: TokenEstimator, prefix_share: float) -> Fitted:
-        """`budget`: tokens the local window may take in the prompt (None: no limit known)."""
+            est: TokenEstimator, prefix_share: float, suffix_lines: int | None = None,
+            anchor: bool = False, room: int | None = None) -> Fitted:
+        """`budget`: tokens the local window may take in the prompt (None: no limit known).
+
+        `suffix_lines`: at most this many lines below the cursor go into the prompt (the
+        post-processor still sees all that fit). `anchor`: the prefix starts at a row anchored
+        in steps of about half the prefix, so moving down within a step only appends to the
+        prompt; the start is the anchor at or above the budget's cut (up to half as much again)
+        when `room` (the most tokens the window may take) has space for that, else the one
+        below. Both keep the server's prompt cache as the cursor moves: llama-server keeps the
+        common start of the cached prompt and evaluates everything after the first inserted
+        token again, so the suffix (after the cursor's split) is evaluated again on each move
+        (../shared/reference/backends.md §1.12): it must be short, and the start must not move
+        up while the user edits down a file."""
         idx = snap.row - snap.first
         lines = snap.lines
         above = lines[max(0, idx - lines_before):idx]
@@ -80,8 +101,27 @@ class WindowFitter:
             core = math.ceil(core_bytes / bpt) + 1
             keep_from, suffix_keep = cut_lines(*self._costs, budget - core, first_row=snap.row - n_pre,
                                                prefix_share=prefix_share)
+        if anchor and budget is not None:
+            # a power of two near half the kept lines: the same step while the budget drifts a little
+            step = max(ANCHOR_MIN, 1 << max(1, (n_pre - keep_from) // 2).bit_length() - 1)
+            first_row = snap.row - n_pre
+            # (cut_lines rounded its cut down to CUT_STEP: the budget's own cut is above keep_from)
+            up = keep_from - 1 - (first_row + keep_from - 1) % step
+            roomy = room is not None and room >= budget * 1.5
+            kept = self._starts.get(snap.buf, -1) - first_row
+            # (two steps: the budget's cut was rounded to CUT_STEP rows already)
+            if roomy and 0 <= kept <= n_pre and abs(keep_from - kept) <= 2 * step:
+                keep_from = kept
+            elif up >= 0 and roomy:
+                keep_from = up
+            else:
+                keep_from = min(n_pre, keep_from + -(first_row + keep_from) % step)
+            self._starts[snap.buf] = first_row + keep_from
         prefix, prev = self._prefix(keep_from)
-        tail, nxt = self._suffix(suffix_keep)
+        _, nxt = self._suffix(suffix_keep)
+        if suffix_lines is not None and suffix_lines < suffix_keep:
+            suffix_keep = suffix_lines
+        tail, _ = self._suffix(suffix_keep)
         kept_pre, kept_suf = n_pre - keep_from, suffix_keep
         prompt_bytes = core_bytes + (self._pre_bytes[kept_pre - 1] + kept_pre if kept_pre else 0) \
             + (self._suf_bytes[kept_suf - 1] + kept_suf if kept_suf else 0)

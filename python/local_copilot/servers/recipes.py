@@ -191,7 +191,14 @@ def keep_loopback(name: str, extra: list[str] | tuple[str, ...]) -> tuple[list[s
 def llama_cpp_argv(binary: str, *, port: int, weights: str, context_tokens: int, parallel: int,
                    extra: list[str] | tuple[str, ...] = ()) -> list[str]:
     per_slot, slots = llama_slots(context_tokens, parallel)
-    # the preset goes first: flags after it override its port and -c 0
+    # the preset goes first: flags after it override its port and -c 0.
+    # --cache-reuse: lines dropped from the start of a cached prompt (the cursor moved down) are
+    # shifted out of the slot's KV cache instead of everything after them being evaluated again
+    # (../shared/reference/backends.md §1.12); the plugin's requests ask for shorter chunks
+    # themselves (backends/llama_cpp.py CACHE_REUSE_TOKENS), this serves other clients too.
+    # --metrics: the bench and checkhealth read the server's token counters.
+    # -np: one slot unless configured; the prompt keeps what changes short and last, so one
+    # slot stays cached as the cursor moves, and a second slot would halve each one's context.
     return [
         binary, *llama_model_args(weights),
         "--host", "127.0.0.1", "--port", str(port),

@@ -1,0 +1,256 @@
+"""Random-weight GGUF models with a real code model's compute shape, for the realistic bench.
+
+The tiny test models answer in milliseconds, so a bench against them sees only the plugin's
+own overhead. What a user waits for on a real model is the server's prompt evaluation; a model
+with Qwen2.5-Coder's exact shape (layers, width, heads, KV heads, FFN, the 151,936-row
+vocabulary, Q8_0) costs the same per token whatever its weights are. No weights are
+downloaded: the vocabulary is a byte-level BPE trained here with `tokenizers` on Python
+sources (Qwen2's pre-tokenizer split, Qwen's special tokens at Qwen's ids), padded with unused
+rows to Qwen's vocabulary size so each generated token costs a real model's output matrix.
+
+Random weights give nearly flat logits, and llama.cpp's `infill` sampler ends such answers at
+their first token; the output norm is scaled so the top token stands out about as much as a
+code model's does.
+
+    python -m local_copilot.devtools.real_shape_model [--shape qwen2.5-coder-0.5b|qwen2.5-coder-1.5b] [--out F]
+
+Generation is idempotent: the file is written once (atomically) under the cache directory
+(`$LOCAL_COPILOT_MODEL_CACHE`, default ~/.cache/local-copilot/models) and reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import sys
+import sysconfig
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .tiny_model import QWEN2_SPLIT, SPECIALS
+
+__all__ = ["Shape", "SHAPES", "QWEN_SPECIAL_IDS", "cache_dir", "model_path", "train_vocab", "write_real_gguf",
+           "ensure_model"]
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    n_layer: int
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    n_ff: int
+    n_vocab: int = 151_936
+    n_ctx: int = 32_768
+    rope_theta: float = 1_000_000.0
+
+
+# From the models' config.json (Qwen/Qwen2.5-Coder-0.5B and -1.5B): both tie the output
+# matrix to the token embeddings.
+SHAPES: dict[str, Shape] = {
+    "qwen2.5-coder-0.5b": Shape("qwen2.5-coder-0.5b", n_layer=24, n_embd=896, n_head=14, n_head_kv=2, n_ff=4864),
+    "qwen2.5-coder-1.5b": Shape("qwen2.5-coder-1.5b", n_layer=28, n_embd=1536, n_head=12, n_head_kv=2, n_ff=8960),
+}
+
+# Qwen2.5's ids of its special tokens (tokenizer_config.json "added_tokens_decoder")
+QWEN_SPECIAL_IDS = {
+    "<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645,
+    "<|fim_prefix|>": 151659, "<|fim_middle|>": 151660, "<|fim_suffix|>": 151661,
+    "<|fim_pad|>": 151662, "<|repo_name|>": 151663, "<|file_sep|>": 151664,
+}
+assert set(QWEN_SPECIAL_IDS) == set(SPECIALS)
+
+VOCAB_SIZE = 32_000  # trained BPE tokens (bytes and merges); the rest of the rows are unused
+WEIGHT_STD = 0.02  # Qwen2's initializer_range
+# logits' spread over the vocabulary: the top token of a random hidden state is then a few
+# logits ahead of the next, as sure as a code model mostly is (see the module doc)
+LOGIT_STD = 8.0
+Q8_BLOCK = 32
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("LOCAL_COPILOT_MODEL_CACHE")
+    if root:
+        return Path(root)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "local-copilot" / "models"
+
+
+def model_path(shape: str, seed: int = 0) -> Path:
+    return cache_dir() / f"{shape}-shape-random-q8_0-s{seed}.gguf"
+
+
+def python_sources(limit_bytes: int = 24_000_000) -> list[str]:
+    """Python files of this interpreter's standard library, up to `limit_bytes` in all."""
+    stdlib = sysconfig.get_paths()["stdlib"]
+    files, total = [], 0
+    for f in sorted(glob.glob(os.path.join(stdlib, "**", "*.py"), recursive=True)):
+        if "site-packages" in f:
+            continue
+        try:
+            size = os.path.getsize(f)
+        except OSError:
+            continue
+        files.append(f)
+        total += size
+        if total >= limit_bytes:
+            break
+    return files
+
+
+def train_vocab(files: list[str], vocab_size: int = VOCAB_SIZE) -> tuple[list[str], list[str]]:
+    """A byte-level BPE trained on `files` with Qwen2's pre-tokenizer split: (tokens in
+    byte-level form by id, merges as "a b"). All 256 byte symbols are in it."""
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    def texts() -> Iterator[str]:
+        for f in files:
+            with open(f, encoding="utf-8", errors="replace") as fh:
+                yield fh.read()
+
+    tok.train_from_iterator(texts(), trainer, length=len(files))
+    import json
+
+    model = json.loads(tok.to_str())["model"]
+    by_id = sorted(model["vocab"].items(), key=lambda kv: kv[1])
+    tokens = [t for t, _ in by_id]
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
+    return tokens, merges
+
+
+def full_vocab(bpe: list[str], n_vocab: int) -> tuple[list[str], list[int]]:
+    """Token texts and types for all `n_vocab` rows: the BPE tokens, unused padding rows, and
+    Qwen's specials at Qwen's ids."""
+    import gguf
+
+    if len(bpe) > min(QWEN_SPECIAL_IDS.values()):
+        raise ValueError("the trained vocabulary overlaps Qwen's special ids")
+    toks = list(bpe) + [f"<|unused_{i}|>" for i in range(len(bpe), n_vocab)]
+    types = [int(gguf.TokenType.NORMAL)] * len(bpe) + [int(gguf.TokenType.UNUSED)] * (n_vocab - len(bpe))
+    for text, i in QWEN_SPECIAL_IDS.items():
+        toks[i], types[i] = text, int(gguf.TokenType.CONTROL)
+    return toks, types
+
+
+def random_q8_0(rng: np.random.Generator, rows: int, cols: int, std: float) -> np.ndarray:
+    """A random [rows, cols] matrix as Q8_0 blocks (a f16 scale and 32 int8 each), drawn
+    directly in int8 (no float matrix): uniform int8 in [-127, 127] has std ~73.6."""
+    if cols % Q8_BLOCK:
+        raise ValueError(f"{cols} columns do not split into Q8_0 blocks")
+    n_blocks = rows * cols // Q8_BLOCK
+    out = np.empty((n_blocks, 2 + Q8_BLOCK), np.uint8)
+    out[:, :2] = np.frombuffer(np.float16(std / 73.6).tobytes(), np.uint8)
+    out[:, 2:] = rng.integers(-127, 128, (n_blocks, Q8_BLOCK), dtype=np.int8).view(np.uint8)
+    return out.reshape(rows, cols // Q8_BLOCK * (2 + Q8_BLOCK))
+
+
+def write_real_gguf(path: Path, shape: Shape, bpe: list[str], merges: list[str], seed: int = 0) -> Path:
+    """Write the model (random Q8_0 weights, f32 norms and biases) atomically to `path`."""
+    import gguf
+
+    q8 = gguf.GGMLQuantizationType.Q8_0
+    rng = np.random.default_rng(seed)
+    toks, types = full_vocab(bpe, shape.n_vocab)
+    eos = QWEN_SPECIAL_IDS["<|endoftext|>"]
+    head_dim = shape.n_embd // shape.n_head
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    w = gguf.GGUFWriter(tmp, "qwen2")
+    w.add_name(f"{shape.name}-shape-random")
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    w.add_context_length(shape.n_ctx)
+    w.add_embedding_length(shape.n_embd)
+    w.add_block_count(shape.n_layer)
+    w.add_feed_forward_length(shape.n_ff)
+    w.add_head_count(shape.n_head)
+    w.add_head_count_kv(shape.n_head_kv)
+    w.add_rope_dimension_count(head_dim)
+    w.add_rope_freq_base(shape.rope_theta)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(toks)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(eos)
+    w.add_eos_token_id(eos)
+    w.add_pad_token_id(eos)
+    w.add_add_bos_token(False)
+    for attr, tok in {"FIM_PRE_ID": "<|fim_prefix|>", "FIM_SUF_ID": "<|fim_suffix|>",
+                      "FIM_MID_ID": "<|fim_middle|>", "FIM_PAD_ID": "<|fim_pad|>",
+                      "FIM_REP_ID": "<|repo_name|>", "FIM_SEP_ID": "<|file_sep|>"}.items():
+        key = getattr(gguf.Keys.Tokenizer, attr, None)
+        if key is not None:
+            w.add_uint32(key, QWEN_SPECIAL_IDS[tok])
+
+    def q8_tensor(name: str, rows: int, cols: int) -> None:
+        w.add_tensor(name, random_q8_0(rng, rows, cols, WEIGHT_STD), raw_dtype=q8)
+
+    # tied: the output matrix is token_embd. Unused rows are zero (their logit 0 never beats
+    # a real token's); specials get the real tokens' spread, so answers end now and then.
+    emb = random_q8_0(rng, shape.n_vocab, shape.n_embd, WEIGHT_STD)
+    unused = np.array([t == int(gguf.TokenType.UNUSED) for t in types])
+    emb[unused] = 0
+    w.add_tensor("token_embd.weight", emb, raw_dtype=q8)
+    # logit = rmsnorm(h) * norm_weight . embedding row: std = norm_weight * WEIGHT_STD * sqrt(n_embd)
+    out_norm = LOGIT_STD / (WEIGHT_STD * np.sqrt(shape.n_embd))
+    w.add_tensor("output_norm.weight", np.full(shape.n_embd, out_norm, np.float32))
+    q_out, kv_out = shape.n_head * head_dim, shape.n_head_kv * head_dim
+    for i in range(shape.n_layer):
+        p = f"blk.{i}."
+        w.add_tensor(p + "attn_norm.weight", np.ones(shape.n_embd, np.float32))
+        w.add_tensor(p + "ffn_norm.weight", np.ones(shape.n_embd, np.float32))
+        q8_tensor(p + "attn_q.weight", q_out, shape.n_embd)
+        q8_tensor(p + "attn_k.weight", kv_out, shape.n_embd)
+        q8_tensor(p + "attn_v.weight", kv_out, shape.n_embd)
+        for b, n in (("attn_q.bias", q_out), ("attn_k.bias", kv_out), ("attn_v.bias", kv_out)):
+            w.add_tensor(p + b, rng.normal(0.0, WEIGHT_STD, n).astype(np.float32))
+        q8_tensor(p + "attn_output.weight", shape.n_embd, q_out)
+        q8_tensor(p + "ffn_gate.weight", shape.n_ff, shape.n_embd)
+        q8_tensor(p + "ffn_up.weight", shape.n_ff, shape.n_embd)
+        q8_tensor(p + "ffn_down.weight", shape.n_embd, shape.n_ff)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(tmp, path)
+    return path
+
+
+def ensure_model(shape: str = "qwen2.5-coder-0.5b", seed: int = 0, out: Path | None = None,
+                 log: bool = True) -> Path:
+    """The cached model, generated first when it is missing (~1-2 min for 0.5B)."""
+    path = out or model_path(shape, seed)
+    if path.exists():
+        return path
+    if log:
+        print(f"generating {path} (BPE on the standard library, random Q8_0 weights) ...", file=sys.stderr, flush=True)
+    bpe, merges = train_vocab(python_sources())
+    return write_real_gguf(path, SHAPES[shape], bpe, merges, seed)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m local_copilot.devtools.real_shape_model",
+                                 description="Write (once) a random-weight GGUF with a real code model's shape.")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="qwen2.5-coder-0.5b")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=None, help=f"default: {cache_dir()}/<shape>-...gguf")
+    a = ap.parse_args(argv)
+    print(ensure_model(a.shape, a.seed, a.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
