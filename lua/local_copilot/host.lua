@@ -53,8 +53,12 @@ function M.ready()
   return false
 end
 
+-- Whether a host runs: events reach it on a known channel, or its event function is defined.
+-- (A host a sync call started, e.g. `:LocalCopilot stats` before the first key, defines only
+-- LocalCopilotCall; events then go on the worker's own channel and never call
+-- LocalCopilotEvent, so the function alone would say no for the whole session.)
 function M.running()
-  return vim.fn.exists('*LocalCopilotEvent') == 1
+  return state.chan ~= nil or state.direct ~= nil or vim.fn.exists('*LocalCopilotEvent') == 1
 end
 
 local function tell_failure(why)
@@ -176,12 +180,6 @@ end
 -- window it has).
 function M.connected()
   return state.chan ~= nil
-end
-
--- Whether a host runs that events reach, on its channel or its worker's own (events that are
--- never worth starting one for, like a warm-up, go only then).
-function M.alive()
-  return state.chan ~= nil or state.direct ~= nil
 end
 
 -- The host's worker connects to Neovim's server address on a channel of its own

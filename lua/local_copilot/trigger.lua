@@ -308,7 +308,7 @@ end
 -- finds it cached. Entering Insert mode needs none: it asks for a suggestion at once. Only
 -- while the host runs (a warm-up never starts it) and once per place.
 local function warm_now()
-  if api.nvim_get_mode().mode ~= 'n' or not host.alive() then return end
+  if api.nvim_get_mode().mode ~= 'n' or not host.running() then return end
   local buf = api.nvim_get_current_buf()
   local place = buf .. ':' .. api.nvim_win_get_cursor(0)[1]
   if place == state.warmed then return end

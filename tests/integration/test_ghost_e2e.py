@@ -130,3 +130,22 @@ def test_an_answer_with_nothing_to_show_leaves_the_status_idle(nvim: Any) -> Non
     wait_for(lambda: nvim.exec_lua("return require('local_copilot').status()") == "idle", timeout=5,
              what="the status back to idle")
     assert buffer_text(nvim) == "\nxxxxxx"  # nothing inserted
+
+
+def test_a_host_started_by_a_sync_call_still_hears_every_event(nvim: Any) -> None:
+    # `:LocalCopilot stats` (or :checkhealth) before the first key starts the host through
+    # LocalCopilotCall; events then go on the worker's own channel and LocalCopilotEvent is
+    # never called. What the host is only told (an accept, typed-through, a cancel) must still
+    # reach it: the accept is counted
+    nvim.command("LocalCopilot stats")
+    wait_for(lambda: nvim.exec_lua("return require('local_copilot.host').running()") is True, what="host up")
+    nvim.command("close")
+    nvim.command("normal! G")
+    nvim.input("iz = ")
+    wait_ghost(nvim, lambda t: t == "xxxxxx")
+    assert nvim.exec_lua("return require('local_copilot').accept()") is True
+
+    def accepts() -> int:
+        return int(nvim.call("LocalCopilotCall", "status")["stats"]["counters"].get("accepts_full", 0))
+
+    wait_for(lambda: accepts() == 1, what="the accept counted by the host")
