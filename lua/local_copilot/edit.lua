@@ -25,14 +25,9 @@ local next_id = 0
 
 local function opts() return config.get('edit') end
 
--- One line that fits the command line: a longer message would stop the editor at a
--- hit-enter prompt (the host logs the details).
 local function notify(msg, level)
   vim.schedule(function()
-    msg = 'local-copilot: ' .. msg
-    local room = math.max(20, vim.v.echospace - 1)
-    if vim.fn.strdisplaywidth(msg) > room then msg = vim.fn.strcharpart(msg, 0, room - 1) .. '…' end
-    vim.notify(msg, level or vim.log.levels.ERROR, { title = 'local-copilot' })
+    require('local_copilot.message').show('local-copilot: ' .. msg, level or vim.log.levels.ERROR, false)
   end)
 end
 

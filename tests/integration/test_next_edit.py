@@ -189,13 +189,14 @@ def test_server_down_is_one_message_and_no_edit(nvim_bin: str, manifest: Path, n
     fake = FakeNextEditModel("sweep")
     url = fake.url
     fake.close()  # nothing listens there now
-    # no UI: a notification wider than the screen would wait for Enter
-    nvim = session(nvim_bin, manifest, nvim_env, url, tmp_path, ui=False, format="sweep")
+    nvim = session(nvim_bin, manifest, nvim_env, url, tmp_path, format="sweep")
     try:
         rename_parameter(nvim)
         wait_for(lambda: stats(nvim)["failed"] >= 1, what="the failure counted")
+        assert nvim.api.get_mode() == {"mode": "n", "blocking": False}  # no hit-enter prompt
         nvim.input("A # x<Esc>")
         wait_for(lambda: stats(nvim)["failed"] >= 2, what="the second failure counted")
+        assert nvim.api.get_mode() == {"mode": "n", "blocking": False}
         messages = nvim.exec_lua("return vim.fn.execute('messages')")
         assert messages.count("next edit") <= 1 and "Traceback" not in messages
         assert marks(nvim) == []

@@ -1,0 +1,45 @@
+-- The plugin's messages to the user. Neovim's own vim.notify echoes the text as given, and a
+-- message wider than the command line, or of several lines, stops the editor at a hit-enter
+-- prompt until the user presses Enter. With it, a message becomes one line that fits
+-- (v:echospace, read when it is shown: the window may have shrunk); the host's log keeps the
+-- whole text of the host's messages (:LocalCopilot log opens it). A replacement of
+-- vim.notify (nvim-notify, noice) shows long text without blocking and gets the text whole.
+local M = {}
+
+-- Ends a clipped message whose whole text is in the host's log.
+local IN_LOG = '… (:LocalCopilot log)'
+
+-- Whether vim.notify is Neovim's own (runtime/lua/vim/_editor.lua), not a plugin's.
+function M.builtin()
+  local info = debug.getinfo(vim.notify, 'S')
+  return info ~= nil and info.source:match('vim/_editor%.lua$') ~= nil
+end
+
+-- `msg` as one line at most `room` cells wide; a clipped one ends with `tail` where that
+-- leaves room for 40 cells of the message, else with '…'.
+function M.fit(msg, room, tail)
+  local line = vim.trim(msg):gsub('%s*\n%s*', ' ')
+  local width = vim.fn.strdisplaywidth
+  if width(line) <= room then return line end
+  if room - width(tail) < 40 then tail = '…' end
+  local keep = math.max(0, room - width(tail))
+  local cut = vim.fn.strcharpart(line, 0, keep)
+  while cut ~= '' and width(cut) > keep do cut = vim.fn.strcharpart(cut, 0, vim.fn.strchars(cut) - 1) end
+  return cut .. tail
+end
+
+-- Show `msg` at `level` (a vim.log.levels name or number). `in_log`: the host logged the
+-- whole text, so a clipped line says where to read it. Without a UI (a headless or embedded
+-- Neovim) there is no command line to fit nor any prompt, and the text goes whole.
+function M.show(msg, level, in_log)
+  if type(level) ~= 'number' then
+    level = vim.log.levels[(level or 'warn'):upper()] or vim.log.levels.WARN
+  end
+  if vim.in_fast_event() then return vim.schedule(function() M.show(msg, level, in_log) end) end
+  if M.builtin() and #vim.api.nvim_list_uis() > 0 then
+    msg = M.fit(msg, math.max(vim.v.echospace, 1), in_log and IN_LOG or '…')
+  end
+  vim.notify(msg, level, { title = 'local-copilot' })
+end
+
+return M
