@@ -34,7 +34,7 @@ from .prompt.prepare import Prepared, Preparer, post_context
 from .errors import BackendError, ConfigError, ServerError
 from .instruct.runner import EditRunner, EditUpdate
 from .log import log
-from .notify import EpisodeNotifier
+from .notify import Episodes
 from .postprocess import Result, process
 from .render import RenderPlan, candidate
 from .limits import CappedTransport
@@ -161,13 +161,15 @@ class Engine:
         self.backend: Backend | None = None
         self._client: httpx.AsyncClient | None = None
         self.buffers: dict[int, BufferState] = {}  # what is in flight and kept, per buffer
-        self.notifier = EpisodeNotifier(editor.notify)
+        # failure messages, one per episode of each backend (shared with next edits)
+        self.episodes = Episodes(editor.notify)
+        self.notifier = self.episodes.of("")  # the ghost-text backend's, once configured
         self.prompts = Preparer()  # snapshots into requests (prompt/prepare.py)
         self.cache = SuggestionCache()
         self.stats = Stats()
         self.privacy = Gate(editor, self.prompts.ring)  # what may be sent (privacy.py)
         # next edits: a second request kind of the per-buffer state (next_edit/request.py)
-        self.next_edits = NextEdits(editor, self.stats, self.privacy, self._state)
+        self.next_edits = NextEdits(editor, self.stats, self.privacy, self._state, self.episodes)
         # ms the server takes per generated token (smoothed; from its timings), None until known
         self._token_ms: float | None = None
         self._unaccepted = 0  # suggestions finished since the user last took one (or typed it)
@@ -192,6 +194,7 @@ class Engine:
         self._token_ms = None
         self.cache.clear()
         self.stats.set_backend(cfg.backend)
+        self.notifier = self.episodes.of(cfg.backend)
         self.privacy.configure(cfg)
         self.next_edits.configure(cfg, self.backend, self._client)
         self.edits.configure(cfg)

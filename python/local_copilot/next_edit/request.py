@@ -26,7 +26,7 @@ from ..buffer_state import BufferState
 from ..config import Config, NextEditConfig
 from ..errors import BackendError, ConfigError
 from ..log import log
-from ..notify import EpisodeNotifier
+from ..notify import Episodes
 from ..privacy import Gate
 from ..snapshot import Snapshot
 from ..stats import Stats
@@ -54,7 +54,7 @@ class Outcome:
 
 class NextEdits:
     def __init__(self, editor: NextEditEditor, stats: Stats, privacy: Gate,
-                 state: Callable[[int], BufferState]) -> None:
+                 state: Callable[[int], BufferState], episodes: Episodes | None = None) -> None:
         self.editor = editor
         self.stats = stats
         self.privacy = privacy
@@ -65,7 +65,9 @@ class NextEdits:
         self.backend_name = ""
         self._own: HttpBackend | None = None  # a backend of its own (next_edit.backend)
         self._format: Format | None = None
-        self.notifier = EpisodeNotifier(editor.notify)
+        # failure messages: the backend's episode, shared with ghost text where it is the same server
+        self.episodes = episodes if episodes is not None else Episodes(editor.notify)
+        self.notifier = self.episodes.of("")
 
     # -- configuration -----------------------------------------------------------------
 
@@ -79,6 +81,7 @@ class NextEdits:
             self._own = None
         name = self.cfg.backend or cfg.backend
         self.backend_name = name
+        self.notifier = self.episodes.of(name)
         if name == cfg.backend:
             self.backend = cast(HttpBackend, shared)
         else:
