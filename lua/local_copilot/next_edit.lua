@@ -294,6 +294,7 @@ function M.attach()
   au('CursorMoved', M.on_cursor_moved, 'clear when the cursor wanders off')
   au('BufLeave', M.on_buf_leave, 'clear')
   au('BufFilePost', function(ev) edits.renamed(ev.buf) end, 'record under the new name')
+  au({ 'BufHidden', 'BufUnload' }, function(ev) edits.detach(ev.buf) end, 'stop recording a buffer not shown')
   au('BufWipeout', function(ev) state.latest[ev.buf] = nil end, 'forget a wiped buffer')
   M.on_buf_enter({ buf = api.nvim_get_current_buf() })
 end
