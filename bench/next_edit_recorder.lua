@@ -3,6 +3,7 @@
 -- without it; the difference per change is the recorder's cost. Also the cost of taking the
 -- records (done once per next-edit request, not per change).
 -- Run: nvim --clean --headless --cmd 'set rtp^=.' -l bench/next_edit_recorder.lua
+-- (bench/run.py runs it for `make bench`; RECORDER_JSON=1 makes the last line JSON for it)
 local api = vim.api
 local edits = require('local_copilot.edit_recorder')
 local N, ROUNDS = 20000, 7
@@ -49,3 +50,7 @@ print(('edits without recorder: %.2f ms per %d changes (median of %d rounds)'):f
 print(('edits with recorder:    %.2f ms per %d changes'):format(recorded[mid], N))
 print(('recorder main-thread cost per change: %.2f µs (budget 50 µs)'):format(per * 1000))
 print(('take() at a request (%d changes pending): %.3f ms (median)'):format(N, takes[mid]))
+if os.getenv('RECORDER_JSON') == '1' then
+  print(vim.json.encode({ changes = N, rounds = ROUNDS, jumpy = jumpy, without_ms = plain[mid], with_ms = recorded[mid],
+    per_change_us = per * 1000, take_ms = takes[mid] }))
+end
