@@ -6,6 +6,7 @@ local api = vim.api
 local config = require('local_copilot.config')
 local edits = require('local_copilot.edit_recorder')
 local host = require('local_copilot.host')
+local syntax = require('local_copilot.syntax')
 
 local M = {}
 
@@ -41,45 +42,13 @@ end
 
 local function split(text) return vim.split(text, '\n', { plain = true }) end
 
--- The inserted lines as virtual-text chunks in the buffer's syntax highlighting (Tree-sitter,
--- where the filetype has a parser and a highlights query) over LocalCopilotNextEditAdd; plain
--- LocalCopilotNextEditAdd otherwise.
+-- The inserted lines as virtual-text chunks in the buffer's syntax highlighting over
+-- LocalCopilotNextEditAdd (syntax.lua); plain LocalCopilotNextEditAdd where Tree-sitter has none.
 local ADD = 'LocalCopilotNextEditAdd'
 local function highlighted(parts, buf)
+  local groups = syntax.groups(parts, vim.bo[buf].filetype) or {}
   local out = {}
-  for i, line in ipairs(parts) do out[i] = { { line, ADD } } end
-  local lang = vim.treesitter.language.get_lang(vim.bo[buf].filetype)
-  if not lang then return out end
-  local text = table.concat(parts, '\n')
-  local ok, parser = pcall(vim.treesitter.get_string_parser, text, lang)
-  local okq, query = pcall(vim.treesitter.query.get, lang, 'highlights')
-  if not ok or not parser or not okq or not query then return out end
-  local okt, trees = pcall(parser.parse, parser)
-  if not okt or not trees or not trees[1] then return out end
-  local groups = {} -- 0-based row -> 0-based byte column -> highlight group
-  for id, node in query:iter_captures(trees[1]:root(), text, 0, -1) do
-    local sr, sc, er, ec = node:range()
-    local group = '@' .. query.captures[id] .. '.' .. lang
-    for r = sr, er do
-      local cols = groups[r] or {}
-      groups[r] = cols
-      for c = (r == sr and sc or 0), (r == er and ec or #(parts[r + 1] or '')) - 1 do cols[c] = group end
-    end
-  end
-  for i, line in ipairs(parts) do
-    local cols = groups[i - 1]
-    if cols and #line > 0 then
-      local chunks, from = {}, 0
-      for c = 1, #line do
-        if c == #line or cols[c] ~= cols[from] then
-          local g = cols[from]
-          chunks[#chunks + 1] = { line:sub(from + 1, c), g and { ADD, g } or ADD }
-          from = c
-        end
-      end
-      out[i] = chunks
-    end
-  end
+  for i, line in ipairs(parts) do out[i] = syntax.chunks(line, groups[i], ADD) end
   return out
 end
 
