@@ -16,8 +16,9 @@ import msgspec
 
 from ..backends.base import Chunk, FimRequest, HttpBackend
 from ..backends.exchange import Exchange, Wire
+from ..backends.openai import listed_model
 from ..config import BackendConfig
-from ..errors import ConfigError, ProtocolError
+from ..errors import ConfigError
 from ..http_stream import StreamClient
 from ..streaming import NDJSONParser, SSEParser
 
@@ -64,16 +65,6 @@ class _OllamaEvent(msgspec.Struct):
     eval_count: int = 0
 
 
-class _Model(msgspec.Struct):
-    id: str
-    owned_by: str = ""
-    max_model_len: int | None = None
-
-
-class _Models(msgspec.Struct):
-    data: list[_Model] = []
-
-
 class _GenSettings(msgspec.Struct):
     n_ctx: int = 0
 
@@ -90,7 +81,6 @@ class _Show(msgspec.Struct):
 
 _chat_decoder = msgspec.json.Decoder(_ChatEvent)
 _ollama_decoder = msgspec.json.Decoder(_OllamaEvent)
-_models_decoder = msgspec.json.Decoder(_Models)
 _props_decoder = msgspec.json.Decoder(_Props)
 _show_decoder = msgspec.json.Decoder(_Show)
 
@@ -133,17 +123,10 @@ class ChatBackend(HttpBackend):
     async def ensure_ready(self) -> None:
         if self._ready:
             return
-        models = (await self.fetch("GET", "/v1/models", _models_decoder)).data
-        chosen = next((m for m in models if m.id == self.cfg.model), None) if self.cfg.model else None
-        if self.cfg.model and chosen is None:
-            ids = ", ".join(m.id for m in models) or "none"
-            raise ProtocolError(f"{self.name}: the server has no model {self.cfg.model!r} (it serves: {ids})")
-        chosen = chosen or (models[0] if models else None)
-        if chosen is None:
-            raise ProtocolError(f"{self.name}: the server lists no models")
-        self.model, self.n_ctx = chosen.id, chosen.max_model_len
-        self.served = chosen.id
-        self.llama = chosen.owned_by == "llamacpp"
+        info = await listed_model(self)
+        self.model = self.served = info.id
+        self.n_ctx = info.n_ctx
+        self.llama = info.owned_by == "llamacpp"
         self._ready = True
 
     async def context_limit(self) -> int | None:
