@@ -16,6 +16,7 @@ import msgspec
 
 from ..backends.base import Chunk, FimRequest, HttpBackend
 from ..backends.exchange import Exchange, Wire
+from ..backends.ollama import KEEP_ALIVE
 from ..backends.openai import listed_model
 from ..config import BackendConfig
 from ..errors import ConfigError
@@ -201,7 +202,6 @@ class OllamaChat(ChatBackend):
     """Ollama `/api/chat`: NDJSON, the last line `done: true` with the counts."""
 
     path = "/api/chat"
-    KEEP_ALIVE = "30m"
     NUM_CTX = 4096  # what Ollama runs a model with unless told otherwise
 
     async def ensure_ready(self) -> None:
@@ -217,7 +217,7 @@ class OllamaChat(ChatBackend):
 
     def body(self, messages: list[dict[str, str]], max_tokens: int, temperature: float, *,
              warm: bool = False) -> dict[str, Any]:
-        return {"model": self.cfg.model, "messages": messages, "stream": True, "keep_alive": self.KEEP_ALIVE,
+        return {"model": self.cfg.model, "messages": messages, "stream": True, "keep_alive": KEEP_ALIVE,
                 "options": {"num_predict": max_tokens, "temperature": temperature}}
 
     def chat_wire(self, messages: list[dict[str, str]], max_tokens: int, temperature: float) -> Wire:
