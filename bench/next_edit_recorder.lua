@@ -5,7 +5,7 @@
 -- Run: nvim --clean --headless --cmd 'set rtp^=.' -l bench/next_edit_recorder.lua
 -- (bench/run.py runs it for `make bench`; RECORDER_JSON=1 makes the last line JSON for it)
 local api = vim.api
-local edits = require('local_copilot.edit_recorder')
+local recorder = require('local_copilot.edit_recorder')
 local N, ROUNDS = 20000, 7
 
 local function buffer()
@@ -34,13 +34,13 @@ for _ = 1, ROUNDS do
   plain[#plain + 1] = type_into(a)
   api.nvim_buf_delete(a, { force = true })
   local b = buffer()
-  edits.attach(b)
+  recorder.attach(b)
   recorded[#recorded + 1] = type_into(b)
   local t0 = vim.uv.hrtime()
-  local recs = edits.take()
+  local recs = recorder.take()
   takes[#takes + 1] = (vim.uv.hrtime() - t0) / 1e6
   assert(#recs >= 1)
-  edits.detach(b)
+  recorder.detach(b)
   api.nvim_buf_delete(b, { force = true })
 end
 table.sort(plain); table.sort(recorded); table.sort(takes)

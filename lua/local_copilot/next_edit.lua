@@ -4,7 +4,7 @@
 -- (row, col)..(end_row, end_col) of the buffer as it was at `tick` is replaced by `text`.
 local api = vim.api
 local config = require('local_copilot.config')
-local edits = require('local_copilot.edit_recorder')
+local recorder = require('local_copilot.edit_recorder')
 local host = require('local_copilot.host')
 local syntax = require('local_copilot.syntax')
 
@@ -134,7 +134,7 @@ function M.request()
   if not M.enabled() then return false end
   local buf = api.nvim_get_current_buf()
   if not require('local_copilot.trigger').buf_enabled(buf) then return false end
-  edits.attach(buf)
+  recorder.attach(buf)
   local cur = api.nvim_win_get_cursor(0)
   local row = cur[1] - 1
   local n = api.nvim_buf_line_count(buf)
@@ -145,7 +145,7 @@ function M.request()
     buf = buf, tick = api.nvim_buf_get_changedtick(buf), row = row, col = cur[2], first = first,
     lines = api.nvim_buf_get_lines(buf, first, math.min(n, row + WINDOW + 1), false), nlines = n,
     path = api.nvim_buf_get_name(buf), ft = vim.bo[buf].filetype, seq = state.seq,
-    cwd = vim.fn.getcwd(), edits = edits.take(), config = host.take_config(),
+    cwd = vim.fn.getcwd(), edits = recorder.take(), config = host.take_config(),
   })
   return true
 end
@@ -240,7 +240,7 @@ function M.on_buf_leave()
 end
 
 function M.on_buf_enter(ev)
-  if M.enabled() and require('local_copilot.trigger').buf_enabled(ev.buf) then edits.attach(ev.buf) end
+  if M.enabled() and require('local_copilot.trigger').buf_enabled(ev.buf) then recorder.attach(ev.buf) end
 end
 
 -- Autocmds of their own group, while next edits are on (setup() calls this again).
@@ -249,7 +249,7 @@ function M.attach()
     pcall(api.nvim_del_augroup_by_name, 'LocalCopilotNextEdit')
     cancel_timer()
     M.clear()
-    edits.reset()
+    recorder.reset()
     return
   end
   local group = api.nvim_create_augroup('LocalCopilotNextEdit', { clear = true })
@@ -262,8 +262,8 @@ function M.attach()
   au('InsertEnter', M.on_insert_enter, 'clear')
   au('CursorMoved', M.on_cursor_moved, 'clear when the cursor wanders off')
   au('BufLeave', M.on_buf_leave, 'clear')
-  au('BufFilePost', function(ev) edits.renamed(ev.buf) end, 'record under the new name')
-  au({ 'BufHidden', 'BufUnload' }, function(ev) edits.detach(ev.buf) end, 'stop recording a buffer not shown')
+  au('BufFilePost', function(ev) recorder.renamed(ev.buf) end, 'record under the new name')
+  au({ 'BufHidden', 'BufUnload' }, function(ev) recorder.detach(ev.buf) end, 'stop recording a buffer not shown')
   au('BufWipeout', function(ev) state.latest[ev.buf] = nil end, 'forget a wiped buffer')
   M.on_buf_enter({ buf = api.nvim_get_current_buf() })
 end
