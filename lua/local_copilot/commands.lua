@@ -40,6 +40,8 @@ local subs = {
         lines[#lines + 1] = 'log: ' .. st.log
       end
     end
+    -- messages shown cut to one line whose whole text the log does not hold
+    for _, msg in ipairs(require('local_copilot.message').kept()) do lines[#lines + 1] = 'message: ' .. msg end
     vim.notify(table.concat(lines, '\n'), vim.log.levels.INFO)
   end,
   stats = function() require('local_copilot.stats_view').open() end,

@@ -88,3 +88,21 @@ def test_fit_clips_to_the_room_and_joins_lines(nvim_bin: str, manifest: Path, nv
         assert lua(nvim, "require('local_copilot.message').builtin()") is True
     finally:
         nvim.close()
+
+
+def test_a_message_the_log_does_not_hold_is_kept_whole_for_status(nvim_bin: str, manifest: Path,
+                                                                  nvim_env: dict[str, str]) -> None:
+    nvim = start_nvim(nvim_bin, manifest, nvim_env, columns=100)
+    try:
+        attach_ui(nvim, 100, 24)
+        # said by the editor's side (the host may be what is down): not in the host's log
+        long = "local-copilot: the Python host did not start (" + "x" * 120 + "); run :checkhealth local_copilot"
+        nvim.exec_lua("require('local_copilot.message').show(...)", long, "error", False)
+        shown = wait_for(lambda: next((ln for ln in drawn(nvim) if ln.startswith("local-copilot:")), None),
+                         what="the message on screen")
+        assert shown.endswith("… (:LocalCopilot status)") and len(shown) <= lua(nvim, "vim.v.echospace"), shown
+        assert nvim.api.get_mode()["blocking"] is False
+        status = nvim.exec_lua("return vim.fn.execute('LocalCopilot status')")
+        assert "message: " + long in status.splitlines(), status
+    finally:
+        nvim.close()
