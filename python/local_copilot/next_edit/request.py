@@ -62,7 +62,6 @@ class NextEdits:
         self.cfg = NextEditConfig()
         self.history = History()
         self.backend: HttpBackend | None = None
-        self.backend_name = ""
         self._own: HttpBackend | None = None  # a backend of its own (next_edit.backend)
         self._format: Format | None = None
         # failure messages: the backend's episode, shared with ghost text where it is the same server
@@ -76,11 +75,12 @@ class NextEdits:
         self.history.max_events = self.cfg.history_events
         self.history.max_bytes = self.cfg.history_bytes
         self.history.max_age_s = self.cfg.history_minutes * 60.0
+        if not self.cfg.enabled:  # turned off: what the user typed is not kept for later
+            self.history.clear()
         if self._own is not None:
             self._own.close()
             self._own = None
         name = self.cfg.backend or cfg.backend
-        self.backend_name = name
         self.notifier = self.episodes.of(name)
         if name == cfg.backend:
             self.backend = cast(HttpBackend, shared)
