@@ -7,10 +7,10 @@
 -- vim.notify (nvim-notify, noice) shows long text without blocking and gets the text whole.
 local M = {}
 
--- Ends a clipped message whose whole text is in the host's log.
+-- Ends a clipped message whose whole text is in the host's log. One whose whole text only
+-- this module keeps (the host may be what is down) ends with '…', which leaves more of the
+-- message on screen (the help names :LocalCopilot status).
 local IN_LOG = '… (:LocalCopilot log)'
--- Ends one whose whole text only this module keeps (the host may be what is down).
-local KEPT = '… (:LocalCopilot status)'
 -- the whole text of the last clipped messages that are not in the log, oldest first
 local kept = {}
 local MAX_KEPT = 5
@@ -47,7 +47,7 @@ function M.show(msg, level, in_log)
   if vim.in_fast_event() then return vim.schedule(function() M.show(msg, level, in_log) end) end
   if M.builtin() and #vim.api.nvim_list_uis() > 0 then
     local whole, cut = msg, nil
-    msg, cut = M.fit(msg, math.max(vim.v.echospace, 1), in_log and IN_LOG or KEPT)
+    msg, cut = M.fit(msg, math.max(vim.v.echospace, 1), in_log and IN_LOG or '…')
     if cut and not in_log then
       kept[#kept + 1] = whole
       if #kept > MAX_KEPT then table.remove(kept, 1) end
