@@ -16,6 +16,7 @@ import msgspec
 
 from ..backends.base import Chunk, FimRequest, HttpBackend
 from ..backends.exchange import Exchange, Wire
+from ..backends.llama_cpp import server_props
 from ..backends.ollama import KEEP_ALIVE
 from ..backends.openai import listed_model
 from ..config import BackendConfig
@@ -66,23 +67,12 @@ class _OllamaEvent(msgspec.Struct):
     eval_count: int = 0
 
 
-class _GenSettings(msgspec.Struct):
-    n_ctx: int = 0
-
-
-class _Props(msgspec.Struct):
-    default_generation_settings: _GenSettings = msgspec.field(default_factory=_GenSettings)
-    model_path: str = ""
-    model_alias: str = ""
-
-
 class _Show(msgspec.Struct):
     model_info: dict[str, Any] = {}
 
 
 _chat_decoder = msgspec.json.Decoder(_ChatEvent)
 _ollama_decoder = msgspec.json.Decoder(_OllamaEvent)
-_props_decoder = msgspec.json.Decoder(_Props)
 _show_decoder = msgspec.json.Decoder(_Show)
 
 
@@ -190,7 +180,7 @@ class LlamaChat(ChatBackend):
     async def ensure_ready(self) -> None:
         if self._ready:
             return
-        props = await self.fetch("GET", "/props", _props_decoder)
+        props = await server_props(self)
         self.n_ctx = props.default_generation_settings.n_ctx or None
         # (not sent: llama-server answers with the model it has)
         self.served = props.model_alias or props.model_path.rsplit("/", 1)[-1]
