@@ -3,8 +3,9 @@
 -- without it; the difference per change is the recorder's cost. Also the cost of taking the
 -- records (done once per next-edit request, not per change).
 -- Run: nvim --clean --headless --cmd 'set rtp^=.' -l bench/next_edit_recorder.lua
+-- (bench/run.py runs it for `make bench`; RECORDER_JSON=1 makes the last line JSON for it)
 local api = vim.api
-local edits = require('local_copilot.edit_recorder')
+local recorder = require('local_copilot.edit_recorder')
 local N, ROUNDS = 20000, 7
 
 local function buffer()
@@ -33,13 +34,13 @@ for _ = 1, ROUNDS do
   plain[#plain + 1] = type_into(a)
   api.nvim_buf_delete(a, { force = true })
   local b = buffer()
-  edits.attach(b)
+  recorder.attach(b)
   recorded[#recorded + 1] = type_into(b)
   local t0 = vim.uv.hrtime()
-  local recs = edits.take()
+  local recs = recorder.take()
   takes[#takes + 1] = (vim.uv.hrtime() - t0) / 1e6
   assert(#recs >= 1)
-  edits.detach(b)
+  recorder.detach(b)
   api.nvim_buf_delete(b, { force = true })
 end
 table.sort(plain); table.sort(recorded); table.sort(takes)
@@ -49,3 +50,7 @@ print(('edits without recorder: %.2f ms per %d changes (median of %d rounds)'):f
 print(('edits with recorder:    %.2f ms per %d changes'):format(recorded[mid], N))
 print(('recorder main-thread cost per change: %.2f µs (budget 50 µs)'):format(per * 1000))
 print(('take() at a request (%d changes pending): %.3f ms (median)'):format(N, takes[mid]))
+if os.getenv('RECORDER_JSON') == '1' then
+  print(vim.json.encode({ changes = N, rounds = ROUNDS, jumpy = jumpy, without_ms = plain[mid], with_ms = recorded[mid],
+    per_change_us = per * 1000, take_ms = takes[mid] }))
+end

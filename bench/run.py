@@ -28,11 +28,15 @@ What runs (see README, "Benchmarks"):
   Neovim while a burst runs. (c) times the plugin's own callbacks only; this also counts what
   they cause around them: each plan's RPC message, decode and nvim_exec_lua, the redraw of the
   ghost text, and cold caches for all of it (split by two more variants).
+* (j) next edits: Neovim's main-thread time per change the edit recorder records
+  (bench/next_edit_recorder.lua, headless, no server): while typing, and with every change far
+  from the last (its worst case).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -484,6 +488,20 @@ def startup_cost(nvim_bin: str, manifest: Path, workdir: Path, runs: int) -> dic
             "added_ms": added, "plugin_lines": own}
 
 
+def recorder_cost(nvim_bin: str) -> dict[str, Any]:
+    """The edit recorder's main-thread cost per change (bench/next_edit_recorder.lua): typing,
+    and every change far from the last."""
+    out: dict[str, Any] = {}
+    for name, jumpy in (("typing", "0"), ("far", "1")):
+        env = dict(os.environ, JUMPY=jumpy, RECORDER_JSON="1")
+        res = subprocess.run([nvim_bin, "--clean", "--headless", "--cmd", f"set rtp^={H.REPO}",
+                              "-l", str(H.REPO / "bench" / "next_edit_recorder.lua")],
+                             env=env, capture_output=True, text=True, timeout=300, check=True)
+        # nvim -l prints to stderr
+        out[name] = json.loads((res.stdout + res.stderr).strip().splitlines()[-1])
+    return out
+
+
 # ------------------------------------------------------------------------------ report
 
 
@@ -526,6 +544,11 @@ def budgets(doc: dict[str, Any]) -> list[dict[str, Any]]:
         st = doc["startup"]
         row("added to nvim --startuptime", "<= 2 ms", f"{st['added_ms']:.2f} ms (median of {st['runs']})",
             st["added_ms"] <= 2)
+    if "recorder" in doc:
+        r = doc["recorder"]
+        typing, far = r["typing"]["per_change_us"], r["far"]["per_change_us"]
+        row("next edits: main thread / recorded change (p50)", "<= 0.05 ms",
+            f"{typing / 1000:.4f} ms typing, {far / 1000:.4f} ms far apart", max(typing, far) <= 50)
     return rows
 
 
@@ -548,7 +571,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--startup-runs", type=int, default=15)
     ap.add_argument("--wakeups", type=int, default=100, help="messages per wakeup yardstick (4 of them)")
     ap.add_argument("--floor-bursts", type=int, default=12, help="typing bursts of the floor yardstick")
-    ap.add_argument("--skip", default="", help="comma-separated parts to skip: bursts,mainthread,snapshot,startup,wakeup,floor")
+    ap.add_argument("--skip", default="",
+                    help="comma-separated parts to skip: bursts,mainthread,snapshot,startup,wakeup,floor,recorder")
     ap.add_argument("--out", type=Path, default=None, help="JSON file (default bench/results/bench-TIME.json)")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a budget is missed (default: report only)")
     args = ap.parse_args(argv)
@@ -566,8 +590,11 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(tmp)
         manifest = H.make_manifest(nvim_bin, workdir)
         env = H.nvim_env(workdir, manifest)
-        log("starting the tiny llama-server ...")
-        with H.tiny_server(workdir, extra=["--slots"]) as server:
+        # only these parts need the server
+        needs_server = bool({"bursts", "mainthread", "floor", "snapshot"} - skip)
+        if needs_server:
+            log("starting the tiny llama-server ...")
+        with H.tiny_server(workdir, extra=["--slots"]) if needs_server else contextlib.nullcontext() as server:
             if "bursts" not in skip:
                 for name in [p.strip() for p in args.profiles.split(",") if p.strip()]:
                     log(f"typing bursts, settings: {name} {PROFILES[name]}")
@@ -607,6 +634,13 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:
                 doc.setdefault("errors", []).append(f"startup: {exc!r}")
                 log(f"  startup failed: {exc!r}")
+    if "recorder" not in skip:
+        log("next edits: the edit recorder's main-thread cost per change ...")
+        try:
+            doc["recorder"] = recorder_cost(nvim_bin)
+        except Exception as exc:
+            doc.setdefault("errors", []).append(f"recorder: {exc!r}")
+            log(f"  recorder failed: {exc!r}")
     if "wakeup" not in skip:  # nothing else running: the machine's own cost
         log("one Python wakeup's CPU after 1 and 90 ms idle ...")
         doc["wakeup"] = wakeup.calibrate(args.wakeups)

@@ -1,6 +1,9 @@
 -- :LocalCopilot {enable|disable|toggle|status|stats|log}
 local M = {}
 
+-- A failure, as one line that fits (message.lua); the listings below are asked for, and show whole.
+local function show(msg) require('local_copilot.message').show(msg, vim.log.levels.ERROR, false) end
+
 -- A sync call to the host for a command: its answer, or nil and one concise line saying why
 -- not (never a Lua stack trace, never a try at a host that would not start).
 local function host_call(...)
@@ -37,12 +40,14 @@ local subs = {
         lines[#lines + 1] = 'log: ' .. st.log
       end
     end
+    -- messages shown cut to one line whose whole text the log does not hold
+    for _, msg in ipairs(require('local_copilot.message').kept()) do lines[#lines + 1] = 'message: ' .. msg end
     vim.notify(table.concat(lines, '\n'), vim.log.levels.INFO)
   end,
   stats = function() require('local_copilot.stats_view').open() end,
   log = function()
     local st, why = host_call('status')
-    if not st then return vim.notify('local-copilot: ' .. why, vim.log.levels.ERROR) end
+    if not st then return show('local-copilot: ' .. why) end
     vim.cmd.split(vim.fn.fnameescape(st.log))
   end,
 }
@@ -61,8 +66,8 @@ end
 
 local function show_backend()
   local st, why = host_call('backend_status')
-  if not st then return vim.notify('local-copilot: ' .. why, vim.log.levels.ERROR) end
-  if st.error then return vim.notify('local-copilot: ' .. st.error, vim.log.levels.ERROR) end
+  if not st then return show('local-copilot: ' .. why) end
+  if st.error then return show('local-copilot: ' .. st.error) end
   local lat = st.latency or {}
   local function pct(t) return type(t) == 'table' and ('%s/%s/%s ms'):format(t.p50, t.p95, t.p99) or '-' end
   local lines = {
@@ -92,7 +97,7 @@ function M.run(args)
   local name = args[1] or 'status'
   local fn = subs[name]
   if not fn then
-    return vim.notify('local-copilot: unknown subcommand ' .. name .. '; choose one of: ' .. table.concat(vim.fn.sort(M.names()), ', '), vim.log.levels.ERROR)
+    return show('local-copilot: unknown subcommand ' .. name .. '; choose one of: ' .. table.concat(vim.fn.sort(M.names()), ', '))
   end
   fn()
 end

@@ -7,6 +7,7 @@
 local api = vim.api
 local config = require('local_copilot.config')
 local host = require('local_copilot.host')
+local syntax = require('local_copilot.syntax')
 
 local M = {}
 
@@ -25,14 +26,9 @@ local next_id = 0
 
 local function opts() return config.get('edit') end
 
--- One line that fits the command line: a longer message would stop the editor at a
--- hit-enter prompt (the host logs the details).
 local function notify(msg, level)
   vim.schedule(function()
-    msg = 'local-copilot: ' .. msg
-    local room = math.max(20, vim.v.echospace - 1)
-    if vim.fn.strdisplaywidth(msg) > room then msg = vim.fn.strcharpart(msg, 0, room - 1) .. '…' end
-    vim.notify(msg, level or vim.log.levels.ERROR, { title = 'local-copilot' })
+    require('local_copilot.message').show('local-copilot: ' .. msg, level or vim.log.levels.ERROR, false)
   end)
 end
 
@@ -85,53 +81,12 @@ local function expand_tabs(text, ts)
   return table.concat(out)
 end
 
--- Per line of `lines`, the highlight group of each byte (nil where none), from the
--- filetype's tree-sitter highlights when a parser is there.
-local function highlights(lines, ft)
-  local lang = ft ~= '' and vim.treesitter.language.get_lang(ft) or nil
-  if not lang then return nil end
-  local text = table.concat(lines, '\n')
-  local ok, parser = pcall(vim.treesitter.get_string_parser, text, lang)
-  if not ok or not parser then return nil end
-  local query_ok, query = pcall(vim.treesitter.query.get, lang, 'highlights')
-  if not query_ok or not query then return nil end
-  local tree_ok, trees = pcall(parser.parse, parser)
-  if not tree_ok or not trees or not trees[1] then return nil end
-  local groups = {}
-  for i = 1, #lines do groups[i] = {} end
-  for id, node in query:iter_captures(trees[1]:root(), text, 0, #lines) do
-    local name = query.captures[id]
-    if name and not name:find('^_') and name ~= 'spell' and name ~= 'nospell' then
-      local sr, sc, er, ec = node:range()
-      for r = sr, er do
-        local g = groups[r + 1]
-        if g then
-          local from = r == sr and sc or 0
-          local to = r == er and ec or #lines[r + 1]
-          for c = from, to - 1 do g[c] = '@' .. name .. '.' .. lang end
-        end
-      end
-    end
-  end
-  return groups
-end
-
 -- One added line as virt_lines chunks: its code's highlight over the added-line background.
 local function chunks(line, groups, ts)
   local added = 'LocalCopilotEditAdded'
   if line == '' then return { { ' ', added } } end
   if not groups or line:find('\t', 1, true) then return { { expand_tabs(line, ts), added } } end
-  local out, from, cur = {}, 0, groups[0]
-  for c = 1, #line do
-    local g = groups[c]
-    if c == #line or g ~= cur then
-      local to = c == #line and #line or c
-      out[#out + 1] = { line:sub(from + 1, to), cur and { added, cur } or added }
-      from, cur = to, g
-    end
-  end
-  if from < #line then out[#out + 1] = { line:sub(from + 1), cur and { added, cur } or added } end
-  return out
+  return syntax.chunks(line, groups, added)
 end
 
 -- -- drawing ----------------------------------------------------------------------------
@@ -179,7 +134,7 @@ local function draw(e)
     if ok then marks[#marks + 1] = id end
   end
   if #new > 0 then
-    local groups = highlights(new, e.ft) or {}
+    local groups = syntax.groups(new, e.ft) or {}
     local a = table.concat(orig, '\n') .. '\n'
     local b = table.concat(new, '\n') .. '\n'
     local hunks = vim.diff(a, b, { result_type = 'indices', algorithm = 'histogram' }) --[[@as integer[][] ]]

@@ -4,7 +4,8 @@
 -- is read only when a next edit is asked for or the buffer is left (`take`). The text before
 -- comes from a copy of the buffer taken when it was attached and kept up to date at each
 -- flush. Only buffers the plugin may read (trigger.buf_enabled: privacy, size, filetype) are
--- attached.
+-- attached, and only while they are shown: a buffer hidden or unloaded is let go (its pending
+-- change recorded, its copy dropped), and at most MAX_BUFFERS are attached at once.
 local api = vim.api
 
 local M = {}
@@ -15,11 +16,16 @@ local GAP = 20
 local MAX_RECORDS = 32
 -- unchanged rows recorded above and below a change (a unified diff's usual context)
 local CONTEXT = 3
+-- buffers attached at once (each holds a copy of its text): the least recently entered
+-- beyond this is let go
+M.MAX_BUFFERS = 8
 
--- buf -> { lines = copy of the buffer as of the last flush, path, lo, old_hi, new_hi }
--- (lo .. old_hi: 0-based rows of the copy changed since; lo .. new_hi: those rows now)
+-- buf -> { lines = copy of the buffer as of the last flush, path, lo, old_hi, new_hi, used }
+-- (lo .. old_hi: 0-based rows of the copy changed since; lo .. new_hi: those rows now;
+-- used: when it was last entered, for MAX_BUFFERS)
 local bufs = {}
 local records = {}
+local clock = 0
 
 function M.attached(buf) return bufs[buf] ~= nil end
 
@@ -75,10 +81,24 @@ local function widen(buf, b, first, last, new_last)
   if first < lo then b.lo = first end
 end
 
+-- The attached buffers, the least recently entered first.
+local function by_use()
+  local list = vim.tbl_keys(bufs)
+  table.sort(list, function(x, y) return bufs[x].used < bufs[y].used end)
+  return list
+end
+
 function M.attach(buf)
-  if bufs[buf] or not api.nvim_buf_is_loaded(buf) then return end
-  local b = { lines = api.nvim_buf_get_lines(buf, 0, -1, false), path = api.nvim_buf_get_name(buf) }
+  clock = clock + 1
+  if bufs[buf] then
+    bufs[buf].used = clock
+    return
+  end
+  if not api.nvim_buf_is_loaded(buf) then return end
+  local b = { lines = api.nvim_buf_get_lines(buf, 0, -1, false), path = api.nvim_buf_get_name(buf), used = clock }
   bufs[buf] = b
+  local list = by_use()
+  for i = 1, #list - M.MAX_BUFFERS do M.detach(list[i]) end
   -- each callback detaches once its own record is gone (detach(), reset(), or a newer attach)
   api.nvim_buf_attach(buf, false, {
     on_lines = function(_, _, _, first, last, new_last)
@@ -94,9 +114,17 @@ function M.attach(buf)
   })
 end
 
+-- Let `buf` go: its pending change becomes a record, its copy is dropped (on_lines returns
+-- true next time: Neovim detaches it).
 function M.detach(buf)
-  bufs[buf] = nil -- on_lines returns true next time: Neovim detaches it
+  local b = bufs[buf]
+  if not b then return end
+  flush(buf, b)
+  bufs[buf] = nil
+  b.lines = nil
 end
+
+function M.attached_count() return vim.tbl_count(bufs) end
 
 -- The buffer was renamed: its records name the new path from now on.
 function M.renamed(buf)
@@ -116,6 +144,7 @@ end
 
 -- Forget everything (next edits turned off).
 function M.reset()
+  for _, b in pairs(bufs) do b.lines = nil end -- the callbacks hold `b` until they detach
   bufs = {}
   records = {}
 end

@@ -5,6 +5,7 @@ local api = vim.api
 local config = require('local_copilot.config')
 local ghost = require('local_copilot.ghost')
 local host = require('local_copilot.host')
+local message = require('local_copilot.message')
 local trigger = require('local_copilot.trigger')
 
 local M = {}
@@ -15,14 +16,14 @@ local state = {
   backend_message = '',
 }
 
--- Called by the Python host; safe from any context.
-function M.notify(msg, level)
-  vim.schedule(function()
-    vim.notify(msg, vim.log.levels[(level or 'warn'):upper()] or vim.log.levels.WARN, { title = 'local-copilot' })
-  end)
-end
+-- Called by the Python host, which logs the whole message (message.lua fits it to the
+-- command line); safe from any context.
+function M.notify(msg, level) vim.schedule(function() message.show(msg, level, true) end) end
 
-host.setup({ notify = M.notify, on_new_host = trigger.forget_windows })
+host.setup({
+  notify = function(msg, level) vim.schedule(function() message.show(msg, level, false) end) end,
+  on_new_host = trigger.forget_windows,
+})
 trigger.setup({ answering = function() return state.backend ~= 'bad option' end })
 ghost.setup({ on_answered = trigger.answered })
 

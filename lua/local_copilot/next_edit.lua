@@ -4,8 +4,9 @@
 -- (row, col)..(end_row, end_col) of the buffer as it was at `tick` is replaced by `text`.
 local api = vim.api
 local config = require('local_copilot.config')
-local edits = require('local_copilot.edit_recorder')
+local recorder = require('local_copilot.edit_recorder')
 local host = require('local_copilot.host')
+local syntax = require('local_copilot.syntax')
 
 local M = {}
 
@@ -41,45 +42,13 @@ end
 
 local function split(text) return vim.split(text, '\n', { plain = true }) end
 
--- The inserted lines as virtual-text chunks in the buffer's syntax highlighting (Tree-sitter,
--- where the filetype has a parser and a highlights query) over LocalCopilotNextEditAdd; plain
--- LocalCopilotNextEditAdd otherwise.
+-- The inserted lines as virtual-text chunks in the buffer's syntax highlighting over
+-- LocalCopilotNextEditAdd (syntax.lua); plain LocalCopilotNextEditAdd where Tree-sitter has none.
 local ADD = 'LocalCopilotNextEditAdd'
 local function highlighted(parts, buf)
+  local groups = syntax.groups(parts, vim.bo[buf].filetype) or {}
   local out = {}
-  for i, line in ipairs(parts) do out[i] = { { line, ADD } } end
-  local lang = vim.treesitter.language.get_lang(vim.bo[buf].filetype)
-  if not lang then return out end
-  local text = table.concat(parts, '\n')
-  local ok, parser = pcall(vim.treesitter.get_string_parser, text, lang)
-  local okq, query = pcall(vim.treesitter.query.get, lang, 'highlights')
-  if not ok or not parser or not okq or not query then return out end
-  local okt, trees = pcall(parser.parse, parser)
-  if not okt or not trees or not trees[1] then return out end
-  local groups = {} -- 0-based row -> 0-based byte column -> highlight group
-  for id, node in query:iter_captures(trees[1]:root(), text, 0, -1) do
-    local sr, sc, er, ec = node:range()
-    local group = '@' .. query.captures[id] .. '.' .. lang
-    for r = sr, er do
-      local cols = groups[r] or {}
-      groups[r] = cols
-      for c = (r == sr and sc or 0), (r == er and ec or #(parts[r + 1] or '')) - 1 do cols[c] = group end
-    end
-  end
-  for i, line in ipairs(parts) do
-    local cols = groups[i - 1]
-    if cols and #line > 0 then
-      local chunks, from = {}, 0
-      for c = 1, #line do
-        if c == #line or cols[c] ~= cols[from] then
-          local g = cols[from]
-          chunks[#chunks + 1] = { line:sub(from + 1, c), g and { ADD, g } or ADD }
-          from = c
-        end
-      end
-      out[i] = chunks
-    end
-  end
+  for i, line in ipairs(parts) do out[i] = syntax.chunks(line, groups[i], ADD) end
   return out
 end
 
@@ -165,7 +134,7 @@ function M.request()
   if not M.enabled() then return false end
   local buf = api.nvim_get_current_buf()
   if not require('local_copilot.trigger').buf_enabled(buf) then return false end
-  edits.attach(buf)
+  recorder.attach(buf)
   local cur = api.nvim_win_get_cursor(0)
   local row = cur[1] - 1
   local n = api.nvim_buf_line_count(buf)
@@ -176,7 +145,7 @@ function M.request()
     buf = buf, tick = api.nvim_buf_get_changedtick(buf), row = row, col = cur[2], first = first,
     lines = api.nvim_buf_get_lines(buf, first, math.min(n, row + WINDOW + 1), false), nlines = n,
     path = api.nvim_buf_get_name(buf), ft = vim.bo[buf].filetype, seq = state.seq,
-    cwd = vim.fn.getcwd(), edits = edits.take(), config = host.take_config(),
+    cwd = vim.fn.getcwd(), edits = recorder.take(), config = host.take_config(),
   })
   return true
 end
@@ -271,7 +240,7 @@ function M.on_buf_leave()
 end
 
 function M.on_buf_enter(ev)
-  if M.enabled() and require('local_copilot.trigger').buf_enabled(ev.buf) then edits.attach(ev.buf) end
+  if M.enabled() and require('local_copilot.trigger').buf_enabled(ev.buf) then recorder.attach(ev.buf) end
 end
 
 -- Autocmds of their own group, while next edits are on (setup() calls this again).
@@ -280,7 +249,7 @@ function M.attach()
     pcall(api.nvim_del_augroup_by_name, 'LocalCopilotNextEdit')
     cancel_timer()
     M.clear()
-    edits.reset()
+    recorder.reset()
     return
   end
   local group = api.nvim_create_augroup('LocalCopilotNextEdit', { clear = true })
@@ -293,7 +262,8 @@ function M.attach()
   au('InsertEnter', M.on_insert_enter, 'clear')
   au('CursorMoved', M.on_cursor_moved, 'clear when the cursor wanders off')
   au('BufLeave', M.on_buf_leave, 'clear')
-  au('BufFilePost', function(ev) edits.renamed(ev.buf) end, 'record under the new name')
+  au('BufFilePost', function(ev) recorder.renamed(ev.buf) end, 'record under the new name')
+  au({ 'BufHidden', 'BufUnload' }, function(ev) recorder.detach(ev.buf) end, 'stop recording a buffer not shown')
   au('BufWipeout', function(ev) state.latest[ev.buf] = nil end, 'forget a wiped buffer')
   M.on_buf_enter({ buf = api.nvim_get_current_buf() })
 end

@@ -116,7 +116,7 @@ function M.open(summary)
     local err
     summary, err = M.fetch()
     if not summary then
-      vim.notify('local-copilot: ' .. err, vim.log.levels.WARN)
+      require('local_copilot.message').show('local-copilot: ' .. err, vim.log.levels.WARN, false)
       return nil
     end
   end

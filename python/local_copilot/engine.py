@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import httpx
 import msgspec
@@ -32,9 +32,9 @@ from .config import Config
 from .prompt.context import build_context
 from .prompt.prepare import Prepared, Preparer, post_context
 from .errors import BackendError, ConfigError, ServerError
-from .instruct.runner import EditRunner
+from .instruct.runner import EditRunner, EditUpdate
 from .log import log
-from .notify import EpisodeNotifier
+from .notify import Episodes
 from .postprocess import Result, process
 from .render import RenderPlan, candidate
 from .limits import CappedTransport
@@ -58,6 +58,12 @@ class Editor(Protocol):
 
     # the policy's path rules as [Lua pattern, reason] pairs, with each configuration
     def privacy_rules(self, rules: list[list[str]]) -> None: ...
+
+    # a next edit to draw (next_edit/request.py: buffer, tick, cursor, span, text)
+    def show_next_edit(self, plan: dict[str, Any]) -> None: ...
+
+    # an instruction edit's preview (instruct/runner.py)
+    def edit_update(self, update: EditUpdate) -> None: ...
 
 
 def accepted_snapshot(snap: Snapshot, text: str) -> Snapshot:
@@ -155,13 +161,15 @@ class Engine:
         self.backend: Backend | None = None
         self._client: httpx.AsyncClient | None = None
         self.buffers: dict[int, BufferState] = {}  # what is in flight and kept, per buffer
-        self.notifier = EpisodeNotifier(editor.notify)
+        # failure messages, one per episode of each backend (shared with next edits)
+        self.episodes = Episodes(editor.notify)
+        self.notifier = self.episodes.of("")  # the ghost-text backend's, once configured
         self.prompts = Preparer()  # snapshots into requests (prompt/prepare.py)
         self.cache = SuggestionCache()
         self.stats = Stats()
         self.privacy = Gate(editor, self.prompts.ring)  # what may be sent (privacy.py)
         # next edits: a second request kind of the per-buffer state (next_edit/request.py)
-        self.next_edits = NextEdits(editor, self.stats, self.privacy, self._state)  # type: ignore[arg-type]
+        self.next_edits = NextEdits(editor, self.stats, self.privacy, self._state, self.episodes)
         # ms the server takes per generated token (smoothed; from its timings), None until known
         self._token_ms: float | None = None
         self._unaccepted = 0  # suggestions finished since the user last took one (or typed it)
@@ -186,6 +194,7 @@ class Engine:
         self._token_ms = None
         self.cache.clear()
         self.stats.set_backend(cfg.backend)
+        self.notifier = self.episodes.of(cfg.backend)
         self.privacy.configure(cfg)
         self.next_edits.configure(cfg, self.backend, self._client)
         self.edits.configure(cfg)

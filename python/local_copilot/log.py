@@ -15,7 +15,7 @@ __all__ = ["log", "log_path", "setup_logging"]
 
 log = logging.getLogger("local_copilot")
 
-_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR}
+LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR}
 
 
 def log_path() -> Path:
@@ -32,5 +32,5 @@ def setup_logging(level: str = "warn") -> Path:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         log.addHandler(handler)
         log.propagate = False
-    log.setLevel(_LEVELS.get(level, logging.WARNING))
+    log.setLevel(LEVELS.get(level, logging.WARNING))
     return path

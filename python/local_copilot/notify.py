@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-__all__ = ["EpisodeNotifier"]
+__all__ = ["Episodes", "EpisodeNotifier"]
 
 
 class EpisodeNotifier:
@@ -39,3 +39,18 @@ class EpisodeNotifier:
 
     def success(self) -> None:
         self._kind = None
+
+
+class Episodes:
+    """One episode per backend: ghost text and next edits that ask the same server share it,
+    so a server that is down is one message, from whichever request failed first."""
+
+    def __init__(self, send: Callable[[str, str], None]) -> None:
+        self._send = send
+        self._by_backend: dict[str, EpisodeNotifier] = {}
+
+    def of(self, backend: str) -> EpisodeNotifier:
+        notifier = self._by_backend.get(backend)
+        if notifier is None:
+            notifier = self._by_backend[backend] = EpisodeNotifier(self._send)
+        return notifier

@@ -21,6 +21,7 @@ ROWS = [
     "Neovim main thread CPU / key (p50)", "Python host CPU / key", "Python host RSS",
     "Neovim main thread CPU added / key",
     "snapshot + prompt, 100k vs 1k lines", "added to nvim --startuptime",
+    "next edits: main thread / recorded change (p50)",
 ]
 
 
@@ -81,3 +82,18 @@ def test_scripted_session_counts_what_reuse_saves() -> None:
     assert with_reuse["tokens_generated"] < without["tokens_generated"], rows
     # the accept inserts the rest of the phrase after what was typed
     assert with_reuse["buffer"][2:] == ["\trun(a, b)", "\tok"], rows
+
+
+def test_the_recorder_row_runs_alone_without_a_server(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    res = subprocess.run([sys.executable, str(REPO / "bench" / "run.py"),
+                          "--skip", "bursts,mainthread,snapshot,startup,wakeup,floor", "--out", str(out)],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "llama-server" not in res.stderr + res.stdout
+    [line] = [ln for ln in res.stdout.splitlines() if ln.startswith("next edits: main thread / recorded change")]
+    assert "<= 0.05 ms" in line and ("PASS" in line or "FAIL" in line) and "far apart" in line
+    doc = json.loads(out.read_text())
+    for case in ("typing", "far"):
+        r = doc["recorder"][case]
+        assert r["changes"] == 20000 and r["with_ms"] > 0 and r["without_ms"] > 0, r

@@ -13,11 +13,13 @@ until the chunk ring changes.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
 from local_copilot.config import load_config
 from local_copilot.engine import Engine
+from local_copilot.instruct.runner import EditUpdate
 from local_copilot.render import RenderPlan
 from local_copilot.servers.llama_cpp import LlamaServer
 from local_copilot.snapshot import Snapshot
@@ -46,6 +48,12 @@ class Recorder:
         pass
 
     def privacy_rules(self, rules: list[list[str]]) -> None:
+        pass
+
+    def show_next_edit(self, plan: dict[str, Any]) -> None:
+        pass
+
+    def edit_update(self, update: EditUpdate) -> None:
         pass
 
 

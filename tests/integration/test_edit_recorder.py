@@ -103,3 +103,45 @@ def test_detached_then_attached_again_records_each_change_once(nvim_bin: str, ma
         assert replay(START, records) == nvim.current.buffer[:]
     finally:
         nvim.close()
+
+
+def test_a_buffer_not_shown_is_let_go_with_its_change_kept(nvim_bin: str, manifest: Path,
+                                                           nvim_env: dict[str, str], tmp_path: Path) -> None:
+    nvim = start_nvim(nvim_bin, manifest, nvim_env, setup={"next_edit": {"enabled": True}})
+    edits = "require('local_copilot.edit_recorder')"
+    try:
+        nvim.command("set hidden")
+        nvim.command(f"edit {tmp_path / 'a.py'}")
+        nvim.current.buffer[:] = START
+        a = nvim.current.buffer.number
+        nvim.exec_lua(f"{edits}.take()")
+        nvim.input("5Goone<Esc>")
+        nvim.command(f"edit {tmp_path / 'b.py'}")  # a.py hidden: its copy is dropped
+        assert nvim.exec_lua(f"return {edits}.attached(...)", a) is False
+        [rec] = nvim.exec_lua(f"return {edits}.take()")  # ...and the change made there kept
+        assert rec["path"].endswith("a.py") and rec["new"] == ["one"]
+        nvim.command("buffer " + str(a))  # shown again: recorded again
+        assert nvim.exec_lua(f"return {edits}.attached(...)", a) is True
+        nvim.command("bunload " + str(nvim.eval("bufnr('b.py')")))
+        # at most MAX_BUFFERS at once, however many are shown
+        nvim.command("wall | set nohidden")
+        for i in range(12):
+            nvim.command(f"tabedit {tmp_path / f'f{i}.py'}")
+        assert nvim.exec_lua(f"return {edits}.attached_count()") == nvim.exec_lua(f"return {edits}.MAX_BUFFERS")
+        nvim.command("tabonly")  # the tabs closed: their buffers unloaded
+        assert nvim.exec_lua(f"return {edits}.attached_count()") == 1
+    finally:
+        nvim.close()
+
+
+def test_turning_next_edits_off_lets_every_buffer_go(nvim_bin: str, manifest: Path, nvim_env: dict[str, str],
+                                                    tmp_path: Path) -> None:
+    nvim = start_nvim(nvim_bin, manifest, nvim_env, setup={"next_edit": {"enabled": True}})
+    edits = "require('local_copilot.edit_recorder')"
+    try:
+        nvim.command(f"edit {tmp_path / 'a.py'}")
+        assert nvim.exec_lua(f"return {edits}.attached_count()") == 1
+        nvim.exec_lua("require('local_copilot').setup({ next_edit = { enabled = false } })")
+        assert nvim.exec_lua(f"return {edits}.attached_count()") == 0
+    finally:
+        nvim.close()

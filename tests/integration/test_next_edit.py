@@ -189,15 +189,22 @@ def test_server_down_is_one_message_and_no_edit(nvim_bin: str, manifest: Path, n
     fake = FakeNextEditModel("sweep")
     url = fake.url
     fake.close()  # nothing listens there now
-    # no UI: a notification wider than the screen would wait for Enter
-    nvim = session(nvim_bin, manifest, nvim_env, url, tmp_path, ui=False, format="sweep")
+    nvim = session(nvim_bin, manifest, nvim_env, url, tmp_path, format="sweep")
     try:
         rename_parameter(nvim)
         wait_for(lambda: stats(nvim)["failed"] >= 1, what="the failure counted")
-        nvim.input("A # x<Esc>")
+        assert nvim.api.get_mode() == {"mode": "n", "blocking": False}  # no hit-enter prompt
+        nvim.input("A # x")
+        # ghost text asks the same server in Insert mode, and fails too
+        wait_for(lambda: lua(nvim, "require('local_copilot').status()") == "backend down", what="ghost text failed")
+        nvim.input("<Esc>")
         wait_for(lambda: stats(nvim)["failed"] >= 2, what="the second failure counted")
+        assert nvim.api.get_mode() == {"mode": "n", "blocking": False}
         messages = nvim.exec_lua("return vim.fn.execute('messages')")
-        assert messages.count("next edit") <= 1 and "Traceback" not in messages
+        # one episode of one server: one message, naming it
+        ours = [ln for ln in messages.splitlines() if "local-copilot" in ln]
+        assert len(ours) == 1 and ours[0].startswith("local-copilot: next edit: llama.cpp: cannot"), messages
+        assert "Traceback" not in messages
         assert marks(nvim) == []
     finally:
         nvim.close()

@@ -8,6 +8,7 @@ from typing import Any
 
 from local_copilot.config import load_config
 from local_copilot.engine import Engine
+from local_copilot.instruct.runner import EditUpdate
 from local_copilot.render import RenderPlan
 from local_copilot.snapshot import Snapshot
 
@@ -33,6 +34,12 @@ class RecordingEditor:
         pass
 
     def privacy_rules(self, rules: list[list[str]]) -> None:
+        pass
+
+    def show_next_edit(self, plan: dict[str, Any]) -> None:
+        pass
+
+    def edit_update(self, update: EditUpdate) -> None:
         pass
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
+
+from local_copilot.config import load_config
 from local_copilot.next_edit.history import History, unified_hunk
 from local_copilot.next_edit.request import NextEdits
 from local_copilot.privacy import Gate
@@ -99,4 +102,16 @@ def test_privacy_policy_keeps_secrets_out_of_the_history() -> None:
     assert ne.history.events() == []
     # nor one whose context rows hold one
     ne.record("/home/u/proj/app.py", 9, ["x = 1"], ["x = 2"], before=["-----BEGIN OPENSSH PRIVATE KEY-----"])
+    assert ne.history.events() == []
+
+
+async def test_turning_next_edits_off_forgets_the_history() -> None:
+    editor = _Editor()
+    ne = NextEdits(editor, Stats(), Gate(editor, _Ring()), lambda buf: None)  # type: ignore[arg-type,return-value]
+    async with httpx.AsyncClient() as client:
+        ne.configure(load_config({"next_edit": {"enabled": True}}), None, client)
+        ne.record("/home/u/proj/app.py", 0, ["x = 1"], ["x = 2"])
+        ne.configure(load_config({"next_edit": {"enabled": True, "debounce_ms": 50}}), None, client)
+        assert [e.path for e in ne.history.events()] == ["/home/u/proj/app.py"]  # new options keep it
+        ne.configure(load_config({"next_edit": {"enabled": False}}), None, client)
     assert ne.history.events() == []

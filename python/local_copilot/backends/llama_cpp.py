@@ -32,7 +32,7 @@ def _final(payload: bytes) -> bool:
     return b'"stop":true' in payload or b'"stop": true' in payload
 
 
-__all__ = ["LlamaCppBackend", "CACHE_REUSE_TOKENS"]
+__all__ = ["LlamaCppBackend", "CACHE_REUSE_TOKENS", "server_props"]
 
 CACHE_REUSE_TOKENS = 64
 
@@ -75,6 +75,12 @@ _pieces_decoder = msgspec.json.Decoder(_Pieces)
 _PREFERENCE = ("qwen", "deepseek", "starcoder2", "starcoder", "codegemma", "codellama", "codestral")
 
 
+async def server_props(backend: HttpBackend) -> _Props:
+    """`/props`: the per-slot context (`-c` split over `--parallel` slots) and the model.
+    Instruction edits' chat endpoint asks the same (instruct/chat.py)."""
+    return await backend.fetch("GET", "/props", _props_decoder)
+
+
 class LlamaCppBackend(HttpBackend):
     def __init__(self, name: str, cfg: BackendConfig, client: httpx.AsyncClient) -> None:
         super().__init__(name, cfg, client)
@@ -88,8 +94,7 @@ class LlamaCppBackend(HttpBackend):
         self._resolved = False
 
     async def probe(self) -> _Props:
-        """`/props`: the per-slot context (`-c` split over `--parallel` slots) and the model."""
-        return await self.fetch("GET", "/props", _props_decoder)
+        return await server_props(self)
 
     supports_n = False
     # n_predict 0 evaluates the prompt and generates nothing: a warm-up (Engine.warm)

@@ -26,7 +26,7 @@ def _final(payload: bytes) -> bool:
     return payload == b"[DONE]"
 
 
-__all__ = ["OpenAIBackend"]
+__all__ = ["OpenAIBackend", "listed_model"]
 
 
 class _Choice(msgspec.Struct):
@@ -67,6 +67,23 @@ class _Tokens(msgspec.Struct):
     tokens: list[int] = []
 
 
+async def listed_model(backend: HttpBackend) -> ModelInfo:
+    """Ask `/v1/models` which model runs (and its context length, on vLLM): the configured
+    one, else the first listed. Instruction edits' chat endpoint asks the same (instruct/chat.py)."""
+    models = (await backend.fetch("GET", "/v1/models", _models_decoder)).data
+    wanted = backend.cfg.model
+    if wanted:
+        chosen = next((m for m in models if m.id == wanted), None)
+        if chosen is None:
+            ids = ", ".join(m.id for m in models) or "none"
+            raise ProtocolError(f"{backend.name}: the server has no model {wanted!r} (it serves: {ids})")
+    elif models:
+        chosen = models[0]
+    else:
+        raise ProtocolError(f"{backend.name}: the server lists no models")
+    return ModelInfo(id=chosen.id, owned_by=chosen.owned_by, n_ctx=chosen.max_model_len, path=chosen.root or "")
+
+
 class OpenAIBackend(HttpBackend):
     def __init__(self, name: str, cfg: BackendConfig, client: httpx.AsyncClient) -> None:
         super().__init__(name, cfg, client)
@@ -75,19 +92,7 @@ class OpenAIBackend(HttpBackend):
         self.stop_token_ids: list[int] = []
 
     async def probe(self) -> ModelInfo:
-        """Ask `/v1/models` which model runs (and its context length, on vLLM)."""
-        models = (await self.fetch("GET", "/v1/models", _models_decoder)).data
-        if self.cfg.model:
-            chosen = next((m for m in models if m.id == self.cfg.model), None)
-            if chosen is None:
-                ids = ", ".join(m.id for m in models) or "none"
-                raise ProtocolError(f"{self.name}: the server has no model {self.cfg.model!r} (it serves: {ids})")
-        elif models:
-            chosen = models[0]
-        else:
-            raise ProtocolError(f"{self.name}: the server lists no models")
-        return ModelInfo(id=chosen.id, owned_by=chosen.owned_by, n_ctx=chosen.max_model_len,
-                         path=chosen.root or "")
+        return await listed_model(self)
 
     @property
     def stop_strings(self) -> tuple[str, ...]:

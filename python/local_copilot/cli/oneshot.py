@@ -17,6 +17,7 @@ from ..engine import Engine
 from ..errors import BackendError, ConfigError, PrivateText
 from ..log import setup_logging
 from ..prompt.budget import utf8_len
+from ..instruct.runner import EditUpdate
 from ..render import RenderPlan
 from ..snapshot import Snapshot
 
@@ -70,6 +71,12 @@ class _Collector:
 
     def privacy_rules(self, rules: list[list[str]]) -> None:
         pass  # no editor reads buffers here
+
+    def show_next_edit(self, plan: dict[str, Any]) -> None:
+        pass  # the one-shot completion asks for no next edits
+
+    def edit_update(self, update: EditUpdate) -> None:
+        pass  # nor instruction edits
 
     def backend_state(self, state: str, message: str) -> None:
         if state == "down":

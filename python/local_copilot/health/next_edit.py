@@ -12,6 +12,7 @@ from ..backends import make_backend
 from ..backends.base import HttpBackend
 from ..config import Config
 from ..errors import BackendError, ConfigError
+from ..log import log
 from ..next_edit.formats import FORMATS, EditContext
 from ..next_edit.history import EditEvent
 from ..next_edit.request import ask, detect_format
@@ -48,6 +49,11 @@ async def next_edit_items(cfg: Config, client: httpx.AsyncClient, timeout: float
     except BackendError as exc:
         items.append(Item(level="error", message=f"next-edit probe failed: {str(exc)[:300]}",
                           advice=[f"start the next-edit server (:LocalCopilotBackend start {name}) or fix its url"]))
+        return items
+    except Exception as exc:  # a bug here must not cost the rest of the report
+        log.exception("next-edit check failed")
+        items.append(Item(level="error", message=f"the check itself failed: {exc.__class__.__name__}: {exc}",
+                          advice=["please report this; :LocalCopilot log has details"]))
         return items
     finally:
         backend.close()

@@ -661,13 +661,14 @@ async def collect(raw: Any = None, *, backend: str | None = None, config_error: 
                                      quick=None if n in full else quick_timeout) for n in names]
             # (beside the backends' checks, not after them: the report's time is bounded)
             edit_check = asyncio.ensure_future(edit_items(cfg, client, probe_timeout))
-            results = await asyncio.gather(*tasks, return_exceptions=True)
-            edits = Section(name="instruction edits", items=await edit_check)
             if cfg.next_edit.enabled:
                 from .next_edit import next_edit_items
 
-                next_edit = Section(name="next edits")
-                next_edit.items.extend(await next_edit_items(cfg, client, probe_timeout))
+                next_edit_check = asyncio.ensure_future(next_edit_items(cfg, client, probe_timeout))
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+            edits = Section(name="instruction edits", items=await edit_check)
+            if cfg.next_edit.enabled:
+                next_edit = Section(name="next edits", items=await next_edit_check)
         silent = []
         for n, res in zip(names, results, strict=True):
             if isinstance(res, BaseException):

@@ -16,8 +16,11 @@ import msgspec
 
 from ..backends.base import Chunk, FimRequest, HttpBackend
 from ..backends.exchange import Exchange, Wire
+from ..backends.llama_cpp import server_props
+from ..backends.ollama import KEEP_ALIVE
+from ..backends.openai import listed_model
 from ..config import BackendConfig
-from ..errors import ConfigError, ProtocolError
+from ..errors import ConfigError
 from ..http_stream import StreamClient
 from ..streaming import NDJSONParser, SSEParser
 
@@ -64,34 +67,12 @@ class _OllamaEvent(msgspec.Struct):
     eval_count: int = 0
 
 
-class _Model(msgspec.Struct):
-    id: str
-    owned_by: str = ""
-    max_model_len: int | None = None
-
-
-class _Models(msgspec.Struct):
-    data: list[_Model] = []
-
-
-class _GenSettings(msgspec.Struct):
-    n_ctx: int = 0
-
-
-class _Props(msgspec.Struct):
-    default_generation_settings: _GenSettings = msgspec.field(default_factory=_GenSettings)
-    model_path: str = ""
-    model_alias: str = ""
-
-
 class _Show(msgspec.Struct):
     model_info: dict[str, Any] = {}
 
 
 _chat_decoder = msgspec.json.Decoder(_ChatEvent)
 _ollama_decoder = msgspec.json.Decoder(_OllamaEvent)
-_models_decoder = msgspec.json.Decoder(_Models)
-_props_decoder = msgspec.json.Decoder(_Props)
 _show_decoder = msgspec.json.Decoder(_Show)
 
 
@@ -127,17 +108,10 @@ class ChatBackend(HttpBackend):
     async def ensure_ready(self) -> None:
         if self._ready:
             return
-        models = (await self.fetch("GET", "/v1/models", _models_decoder)).data
-        chosen = next((m for m in models if m.id == self.cfg.model), None) if self.cfg.model else None
-        if self.cfg.model and chosen is None:
-            ids = ", ".join(m.id for m in models) or "none"
-            raise ProtocolError(f"{self.name}: the server has no model {self.cfg.model!r} (it serves: {ids})")
-        chosen = chosen or (models[0] if models else None)
-        if chosen is None:
-            raise ProtocolError(f"{self.name}: the server lists no models")
-        self.model, self.n_ctx = chosen.id, chosen.max_model_len
-        self.served = chosen.id
-        self.llama = chosen.owned_by == "llamacpp"
+        info = await listed_model(self)
+        self.model = self.served = info.id
+        self.n_ctx = info.n_ctx
+        self.llama = info.owned_by == "llamacpp"
         self.warms = self.llama  # a prompt evaluated alone fills the cache the edit then reuses
         self._ready = True
 
@@ -201,7 +175,7 @@ class LlamaChat(ChatBackend):
     async def ensure_ready(self) -> None:
         if self._ready:
             return
-        props = await self.fetch("GET", "/props", _props_decoder)
+        props = await server_props(self)
         self.n_ctx = props.default_generation_settings.n_ctx or None
         # (not sent: llama-server answers with the model it has)
         self.served = props.model_alias or props.model_path.rsplit("/", 1)[-1]
@@ -213,7 +187,6 @@ class OllamaChat(ChatBackend):
     """Ollama `/api/chat`: NDJSON, the last line `done: true` with the counts."""
 
     path = "/api/chat"
-    KEEP_ALIVE = "30m"
     NUM_CTX = 4096  # what Ollama runs a model with unless told otherwise
 
     async def ensure_ready(self) -> None:
@@ -229,7 +202,7 @@ class OllamaChat(ChatBackend):
 
     def body(self, messages: list[dict[str, str]], max_tokens: int, temperature: float, *,
              warm: bool = False) -> dict[str, Any]:
-        return {"model": self.cfg.model, "messages": messages, "stream": True, "keep_alive": self.KEEP_ALIVE,
+        return {"model": self.cfg.model, "messages": messages, "stream": True, "keep_alive": KEEP_ALIVE,
                 "options": {"num_predict": max_tokens, "temperature": temperature}}
 
     def chat_wire(self, messages: list[dict[str, str]], max_tokens: int, temperature: float) -> Wire:

@@ -84,8 +84,7 @@ class EditRunner:
         return chat
 
     def _show(self, update: EditUpdate) -> None:
-        # (only the Neovim editor has previews; the engine's Editor port is ghost text's)
-        self.engine.editor.edit_update(update)  # type: ignore[attr-defined]
+        self.engine.editor.edit_update(update)
 
     def _state(self, buf: int) -> BufferState:
         state = self.engine.buffers.get(buf)

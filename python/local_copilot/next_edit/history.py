@@ -102,12 +102,6 @@ class History:
         self._trim(self._clock())
         return [e for e in self._events if exclude is None or not exclude(e.path)]
 
-    def last_in(self, path: str) -> EditEvent | None:
-        for event in reversed(self._events):
-            if event.path == path:
-                return event
-        return None
-
     def forget_path(self, path: str) -> None:
         self._events = deque(e for e in self._events if e.path != path)
 

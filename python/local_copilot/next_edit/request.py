@@ -26,7 +26,7 @@ from ..buffer_state import BufferState
 from ..config import Config, NextEditConfig
 from ..errors import BackendError, ConfigError
 from ..log import log
-from ..notify import EpisodeNotifier
+from ..notify import Episodes
 from ..privacy import Gate
 from ..snapshot import Snapshot
 from ..stats import Stats
@@ -54,7 +54,7 @@ class Outcome:
 
 class NextEdits:
     def __init__(self, editor: NextEditEditor, stats: Stats, privacy: Gate,
-                 state: Callable[[int], BufferState]) -> None:
+                 state: Callable[[int], BufferState], episodes: Episodes | None = None) -> None:
         self.editor = editor
         self.stats = stats
         self.privacy = privacy
@@ -62,10 +62,11 @@ class NextEdits:
         self.cfg = NextEditConfig()
         self.history = History()
         self.backend: HttpBackend | None = None
-        self.backend_name = ""
         self._own: HttpBackend | None = None  # a backend of its own (next_edit.backend)
         self._format: Format | None = None
-        self.notifier = EpisodeNotifier(editor.notify)
+        # failure messages: the backend's episode, shared with ghost text where it is the same server
+        self.episodes = episodes if episodes is not None else Episodes(editor.notify)
+        self.notifier = self.episodes.of("")
 
     # -- configuration -----------------------------------------------------------------
 
@@ -74,11 +75,13 @@ class NextEdits:
         self.history.max_events = self.cfg.history_events
         self.history.max_bytes = self.cfg.history_bytes
         self.history.max_age_s = self.cfg.history_minutes * 60.0
+        if not self.cfg.enabled:  # turned off: what the user typed is not kept for later
+            self.history.clear()
         if self._own is not None:
             self._own.close()
             self._own = None
         name = self.cfg.backend or cfg.backend
-        self.backend_name = name
+        self.notifier = self.episodes.of(name)
         if name == cfg.backend:
             self.backend = cast(HttpBackend, shared)
         else:

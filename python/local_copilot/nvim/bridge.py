@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -9,7 +10,7 @@ import msgspec
 import pynvim
 
 from ..limits import clip_message
-from ..log import log
+from ..log import LEVELS, log
 from ..instruct.runner import EditUpdate
 from ..protocol import (LUA_BACKEND_READY, LUA_BACKEND_STATE, LUA_EDIT_UPDATE, LUA_NEXT_EDIT_SHOW, LUA_NOTIFY,
                         LUA_PRIVACY_RULES, LUA_PRIVACY_VERDICT, LUA_SHOW)
@@ -89,7 +90,11 @@ class NvimEditor:
 
     def notify(self, message: str, level: str) -> None:
         # a server's words may be in it: bounded, no control characters (limits.py)
-        self.lua(LUA_NOTIFY, clip_message(message), level)
+        message = clip_message(message)
+        # the editor shows one line that fits its command line (message.lua): the whole text
+        # is here, at warning level at least so that the default log level keeps it
+        log.log(max(logging.WARNING, LEVELS.get(level, logging.WARNING)), "shown (%s): %s", level, message)
+        self.lua(LUA_NOTIFY, message, level)
 
     def backend_state(self, state: str, message: str) -> None:
         self.lua(LUA_BACKEND_STATE, state, clip_message(message))
