@@ -101,6 +101,21 @@ def test_sizing_from_speed() -> None:
     assert ServerSpeed().sizing(10, 4.0, 60).window_tokens == MIN_CONTEXT_CHARS // 4
 
 
+def test_a_cached_prompt_answered_fast_says_the_server_is_at_least_that_fast() -> None:
+    # a short evaluation's rate is a lower bound: 3 tokens in 1 ms on a fast server lifts the
+    # assumed CPU speed (a prompt the server had cached would otherwise size the window down)
+    speed = ServerSpeed()
+    speed.observe({"prompt_n": 3, "prompt_ms": 1.0})
+    assert speed.prompt_tps == 3000 and speed.sizing(1000, 4.0, 60).window_tokens == 3000 // 32 * 32
+    # one that is slower than the assumed speed says nothing
+    slow = ServerSpeed()
+    slow.observe({"prompt_n": 1, "prompt_ms": 25.0})
+    assert slow.prompt_tps is None
+    # the first real measurement replaces the bound rather than blending with it
+    speed.observe({"prompt_n": 400, "prompt_ms": 2000.0})
+    assert speed.prompt_tps == 200
+
+
 def test_health_shows_the_measured_speeds_and_the_context_in_use() -> None:
     from local_copilot.health.report import latency_section
 

@@ -50,6 +50,7 @@ class ServerSpeed:
         self.gen_tps: float | None = None
         self.samples = 0
         self._window: int | None = None  # the window last chosen (see sizing)
+        self._bound = False  # prompt_tps is only a lower bound so far (see observe)
 
     @staticmethod
     def _blend(old: float | None, new: float) -> float:
@@ -59,8 +60,17 @@ class ServerSpeed:
         """A finished answer's timings (llama.cpp names)."""
         pn, pms = timings.get("prompt_n"), timings.get("prompt_ms")
         if pn and pms and pn >= MIN_PROMPT_N and pms > 0:
-            self.prompt_tps = self._blend(self.prompt_tps, pn * 1000.0 / pms)
+            self.prompt_tps = self._blend(None if self._bound else self.prompt_tps, pn * 1000.0 / pms)
+            self._bound = False
             self.samples += 1
+        elif pn and pms and pms > 0 and (self.prompt_tps is None or self._bound):
+            # a short evaluation's rate, overhead included, is a lower bound on the speed: a
+            # prompt the server had cached (a restarted editor) says the server is at least this
+            # fast, where the assumed CPU speed would size the window down until a long prompt
+            # came by; the first real measurement replaces it
+            bound = pn * 1000.0 / pms
+            if bound > max(ASSUMED_PROMPT_TPS, self.prompt_tps or 0.0):
+                self.prompt_tps, self._bound = bound, True
         gn, gms = timings.get("predicted_n"), timings.get("predicted_ms")
         if gn and gms and gn >= 2 and gms > 0:
             self.gen_tps = self._blend(self.gen_tps, gn * 1000.0 / gms)
