@@ -65,27 +65,11 @@ end
 
 -- -- highlighting ---------------------------------------------------------------------
 
-local function expand_tabs(text, ts)
-  if not text:find('\t', 1, true) then return text end
-  local out, col = {}, 0
-  for piece, tab in text:gmatch('([^\t]*)(\t?)') do
-    if piece == '' and tab == '' then break end
-    out[#out + 1] = piece
-    col = col + vim.fn.strdisplaywidth(piece)
-    if tab ~= '' then
-      local pad = ts - (col % ts)
-      out[#out + 1] = string.rep(' ', pad)
-      col = col + pad
-    end
-  end
-  return table.concat(out)
-end
-
 -- One added line as virt_lines chunks: its code's highlight over the added-line background.
 local function chunks(line, groups, ts)
   local added = 'LocalCopilotEditAdded'
   if line == '' then return { { ' ', added } } end
-  if not groups or line:find('\t', 1, true) then return { { expand_tabs(line, ts), added } } end
+  if not groups or line:find('\t', 1, true) then return { { syntax.expand_tabs(line, 0, ts), added } } end
   return syntax.chunks(line, groups, added)
 end
 

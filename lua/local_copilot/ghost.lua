@@ -38,21 +38,7 @@ local function in_insert()
 end
 
 -- virt_text does not expand tabs like buffer text does; expand them for display only.
-local function expand_tabs(text, start_col, ts)
-  if not text:find('\t', 1, true) then return text end
-  local out, col = {}, start_col
-  for piece, tab in text:gmatch('([^\t]*)(\t?)') do
-    if piece == '' and tab == '' then break end
-    out[#out + 1] = piece
-    col = col + vim.fn.strdisplaywidth(piece)
-    if tab ~= '' then
-      local pad = ts - (col % ts)
-      out[#out + 1] = string.rep(' ', pad)
-      col = col + pad
-    end
-  end
-  return table.concat(out)
-end
+local expand_tabs = require('local_copilot.syntax').expand_tabs
 
 -- buf -> true while its (i/n) annotation mark may exist (most draws have none to delete)
 local info_drawn = {}

@@ -1,6 +1,7 @@
 -- Code drawn as virtual text in its filetype's syntax highlighting (Tree-sitter, where the
 -- filetype has a parser and a highlights query), over a highlight group of the caller's: next
 -- edits' inserted text (next_edit.lua), instruction edits' added lines (edit.lua).
+-- Also how text with tabs is drawn as virtual text (ghost text too).
 local M = {}
 
 -- Per line of `lines` (1-based), the highlight group of each 0-based byte column (nil where
@@ -48,6 +49,24 @@ function M.chunks(line, cols, base)
     end
   end
   return out
+end
+
+-- `text` with its tabs as the spaces the buffer would show from display column `start_col`
+-- (virt_text draws a tab as one cell).
+function M.expand_tabs(text, start_col, ts)
+  if not text:find('\t', 1, true) then return text end
+  local out, col = {}, start_col
+  for piece, tab in text:gmatch('([^\t]*)(\t?)') do
+    if piece == '' and tab == '' then break end
+    out[#out + 1] = piece
+    col = col + vim.fn.strdisplaywidth(piece)
+    if tab ~= '' then
+      local pad = ts - (col % ts)
+      out[#out + 1] = string.rep(' ', pad)
+      col = col + pad
+    end
+  end
+  return table.concat(out)
 end
 
 return M
