@@ -28,6 +28,21 @@ from tests.integration.nvim_session import start_nvim as _start_nvim  # noqa: E4
 INSTRUMENT = Path(__file__).resolve().parent / "instrument.lua"
 
 
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def pct(values: list[float], p: float) -> float:
+    """The `p`th percentile of `values`, interpolated between neighbours (nan when empty)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * p / 100
+    lo = int(k)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
 def nvim_binary() -> str:
     found = find_nvim()
     if not found:

@@ -60,18 +60,7 @@ MODULES = ("argparse.py", "textwrap.py")
 SERVER_FLAGS = ["--slots", "--no-repack"]
 
 
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def pct(values: list[float], p: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * p / 100
-    lo = int(k)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+log, pct = H.log, H.pct
 
 
 def moves(n: int, seed: int, sizes: dict[int, int]) -> list[tuple[str, int, int]]:
