@@ -22,12 +22,12 @@ from .base import Chunk, FimRequest, HttpBackend, Wire
 from .probe import ModelInfo, resolve_template
 
 
-def _final(payload: bytes) -> bool:
+def final_line(payload: bytes) -> bool:
     # the last NDJSON line has "done": true (quotes inside text are escaped)
     return b'"done":true' in payload or b'"done": true' in payload
 
 
-__all__ = ["OllamaBackend"]
+__all__ = ["OllamaBackend", "final_line"]
 
 KEEP_ALIVE = "30m"  # keep the model loaded between keystrokes; the first request loads it
 
@@ -137,10 +137,10 @@ class OllamaBackend(HttpBackend):
         options = {"num_predict": n_predict, "temperature": 0.0, "stop": list(stop)}
         body = {"model": self.cfg.model, "prompt": prompt, "raw": True, "stream": True, "keep_alive": KEEP_ALIVE,
                 "options": options}
-        return Wire("/api/generate", body, NDJSONParser(), _final)
+        return Wire("/api/generate", body, NDJSONParser(), final_line)
 
     def wire(self, req: FimRequest) -> Wire:
-        return Wire("/api/generate", self.body(req, self.template), NDJSONParser(), _final)
+        return Wire("/api/generate", self.body(req, self.template), NDJSONParser(), final_line)
 
     def decode(self, line: bytes) -> Chunk:
         msg = self._message(_decoder, line)

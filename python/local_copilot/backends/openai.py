@@ -21,12 +21,12 @@ from .base import Chunk, FimRequest, HttpBackend, Wire, auth_headers
 from .probe import ModelInfo, resolve_template
 
 
-def _final(payload: bytes) -> bool:
+def final_event(payload: bytes) -> bool:
     # OpenAI streams end with a [DONE] event
     return payload == b"[DONE]"
 
 
-__all__ = ["OpenAIBackend", "listed_model"]
+__all__ = ["OpenAIBackend", "final_event", "listed_model"]
 
 
 class _Choice(msgspec.Struct):
@@ -170,7 +170,7 @@ class OpenAIBackend(HttpBackend):
             body["skip_special_tokens"] = False  # the stop strings name special tokens
         if self.model.owned_by == "llamacpp":
             body["cache_prompt"] = True
-        return Wire("/v1/completions", body, SSEParser(), _final)
+        return Wire("/v1/completions", body, SSEParser(), final_event)
 
     async def served_model(self) -> str:
         if self.model is None:
@@ -179,7 +179,7 @@ class OpenAIBackend(HttpBackend):
 
     def wire(self, req: FimRequest) -> Wire:
         assert self.template is not None, "ensure_ready() first"
-        return Wire("/v1/completions", self.body(req, self.template), SSEParser(), _final)
+        return Wire("/v1/completions", self.body(req, self.template), SSEParser(), final_event)
 
     # one request with `n` candidates; llama.cpp and Ollama get one request per candidate
     continues = True  # the prompt ends with the typed text (prompt.templates.render)

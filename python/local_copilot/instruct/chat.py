@@ -17,8 +17,8 @@ import msgspec
 from ..backends.base import Chunk, FimRequest, HttpBackend
 from ..backends.exchange import Exchange, Wire
 from ..backends.llama_cpp import server_props
-from ..backends.ollama import KEEP_ALIVE
-from ..backends.openai import listed_model
+from ..backends.ollama import KEEP_ALIVE, final_line
+from ..backends.openai import final_event, listed_model
 from ..config import BackendConfig
 from ..errors import ConfigError
 from ..http_stream import StreamClient
@@ -76,14 +76,6 @@ _ollama_decoder = msgspec.json.Decoder(_OllamaEvent)
 _show_decoder = msgspec.json.Decoder(_Show)
 
 
-def _done_sse(payload: bytes) -> bool:
-    return payload == b"[DONE]"
-
-
-def _done_ndjson(payload: bytes) -> bool:
-    return b'"done":true' in payload or b'"done": true' in payload
-
-
 class ChatBackend(HttpBackend):
     """`/v1/chat/completions` of an OpenAI-compatible server (vLLM, LM Studio, SGLang, ...)."""
 
@@ -138,7 +130,7 @@ class ChatBackend(HttpBackend):
         return body
 
     def chat_wire(self, messages: list[dict[str, str]], max_tokens: int, temperature: float) -> Wire:
-        return Wire(self.path, self.body(messages, max_tokens, temperature), SSEParser(), _done_sse)
+        return Wire(self.path, self.body(messages, max_tokens, temperature), SSEParser(), final_event)
 
     async def chat(self, messages: list[dict[str, str]], max_tokens: int, temperature: float) -> Exchange:
         """The request, prepared (the server probed first), not sent yet."""
@@ -206,7 +198,7 @@ class OllamaChat(ChatBackend):
                 "options": {"num_predict": max_tokens, "temperature": temperature}}
 
     def chat_wire(self, messages: list[dict[str, str]], max_tokens: int, temperature: float) -> Wire:
-        return Wire(self.path, self.body(messages, max_tokens, temperature), NDJSONParser(), _done_ndjson)
+        return Wire(self.path, self.body(messages, max_tokens, temperature), NDJSONParser(), final_line)
 
     def decode(self, payload: bytes) -> Chunk:
         msg = self._message(_ollama_decoder, payload)
