@@ -162,7 +162,7 @@ end
 function M.schedule()
   if not M.enabled() then return end
   cancel_timer()
-  local wait = config.get('next_edit').debounce_ms or 100
+  local wait = config.get('next_edit').debounce_ms
   state.timer = vim.uv.new_timer()
   state.timer:start(wait, 0, vim.schedule_wrap(function()
     cancel_timer()
