@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from local_copilot.devtools.rplugin import RegistrationError, register_rplugin  
 from local_copilot.devtools.tiny_model import write_gguf  # noqa: E402
 from local_copilot.servers.llama_cpp import LlamaServer, find_llama_server  # noqa: E402
 from tests.helpers import wait_for  # noqa: E402,F401
+from tests.integration.nvim_session import attach_child  # noqa: E402,F401
 from tests.integration.nvim_session import isolated_env as nvim_env  # noqa: E402,F401
 from tests.integration.nvim_session import start_nvim as _start_nvim  # noqa: E402
 
@@ -41,6 +43,28 @@ def pct(values: list[float], p: float) -> float:
     lo = int(k)
     hi = min(lo + 1, len(ordered) - 1)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def server_idle(url: str) -> bool:
+    slots = httpx.get(url + "/slots", timeout=5, trust_env=False).json()
+    return not any(s.get("is_processing") for s in slots)
+
+
+def settle(nvim: pynvim.Nvim, url: str, timeout: float) -> None:
+    """Until nothing runs: the suggestion on screen is final (its rest is fetched only once
+    typing pauses, up to 300 ms after the last key), then the server at `url` idle on 3 polls
+    in a row (a speculative request starts right after a suggestion is drawn, so one idle poll
+    is not enough)."""
+    deadline = time.monotonic() + timeout
+    wait_for(lambda: nvim.exec_lua(
+        "local g = require('local_copilot.ghost')\n"
+        "return g.current == nil or g.current.final == true"), timeout=timeout, what="a final suggestion")
+    idle = 0
+    while idle < 3:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the server did not go idle")
+        idle = idle + 1 if server_idle(url) else 0
+        time.sleep(0.03)
 
 
 def nvim_binary() -> str:

@@ -106,13 +106,7 @@ def register(nvim_bin: str, root: Path, manifest: Path) -> Path:
 def start_nvim(nvim_bin: str, root: Path, manifest: Path, env: dict[str, str], setup: dict[str, Any]) -> pynvim.Nvim:
     argv = [nvim_bin, "--clean", "--embed", "--headless", "-n", "--cmd", f"set rtp^={root}",
             "--cmd", f"let g:python3_host_prog = '{sys.executable}'", "--cmd", "set columns=120 lines=40"]
-    old = dict(os.environ)
-    os.environ.update(env)
-    try:
-        nvim = pynvim.attach("child", argv=argv)
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
+    nvim = H.attach_child(argv, env)
     nvim.command(f"let g:loaded_remote_plugins = '{manifest}'")
     nvim.command(f"source {manifest}")
     nvim.command("set autoindent expandtab shiftwidth=4")
@@ -142,17 +136,7 @@ class Variant:
             "return g.current ~= nil and g.current.tick == vim.api.nvim_buf_get_changedtick(0) and g.text() ~= ''"))
 
     def settle(self, timeout: float = 90.0) -> None:
-        deadline = time.monotonic() + timeout
-        H.wait_for(lambda: self.nvim.exec_lua(
-            "local g = require('local_copilot.ghost')\n"
-            "return g.current == nil or g.current.final == true"), timeout=timeout, what="a final suggestion")
-        idle = 0
-        while idle < 3:
-            if time.monotonic() > deadline:
-                raise TimeoutError("the server did not go idle")
-            slots = httpx.get(self.server.url + "/slots", timeout=5, trust_env=False).json()
-            idle = idle + 1 if not any(s.get("is_processing") for s in slots) else 0
-            time.sleep(0.05)
+        H.settle(self.nvim, self.server.url, timeout)
 
     def row_now(self, buf: int, row: int) -> int:
         """A row of the original file, in the buffer as it is now (lines typed above push it down)."""
@@ -268,13 +252,7 @@ require('minuet').setup({
 def start_peer(nvim_bin: str, root: Path, env: dict[str, str], url: str) -> pynvim.Nvim:
     argv = [nvim_bin, "--clean", "--embed", "--headless", "-n", "--cmd", f"set rtp^={root}",
             "--cmd", "set columns=120 lines=40"]
-    old = dict(os.environ)
-    os.environ.update(env)
-    try:
-        nvim = pynvim.attach("child", argv=argv)
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
+    nvim = H.attach_child(argv, env)
     nvim.command("set autoindent expandtab shiftwidth=4")
     nvim.exec_lua(PEER_LUA, "minuet.virtualtext")
     nvim.exec_lua(MINUET_SETUP, url)

@@ -122,25 +122,8 @@ class Burster:
         self.nvim = nvim
         self.url = server_url
 
-    def server_idle(self) -> bool:
-        slots = httpx.get(self.url + "/slots", timeout=5, trust_env=False).json()
-        return not any(s.get("is_processing") for s in slots)
-
     def settle(self, timeout: float = 20.0) -> None:
-        """Until nothing runs: the suggestion on screen is final (its rest is fetched only once
-        typing pauses, up to 300 ms after the last key), then the server idle on 3 polls in a
-        row (a speculative request starts right after a suggestion is drawn, so one idle poll
-        is not enough)."""
-        deadline = time.monotonic() + timeout
-        H.wait_for(lambda: self.nvim.exec_lua(
-            "local g = require('local_copilot.ghost')\n"
-            "return g.current == nil or g.current.final == true"), timeout=timeout, what="a final suggestion")
-        idle = 0
-        while idle < 3:
-            if time.monotonic() > deadline:
-                raise TimeoutError("the server did not go idle")
-            idle = idle + 1 if self.server_idle() else 0
-            time.sleep(0.03)
+        H.settle(self.nvim, self.url, timeout)
 
     def ghost_for_current_text(self) -> bool:
         return bool(self.nvim.exec_lua(

@@ -29,6 +29,18 @@ def isolated_env(root: Path, manifest: Path) -> dict[str, str]:
     return env
 
 
+def attach_child(argv: list[str], env: dict[str, str]) -> pynvim.Nvim:
+    """An embedded Neovim started from `argv` in environment `env` (pynvim's child attach
+    inherits this process's environment, so it is swapped in for the start)."""
+    old = dict(os.environ)
+    os.environ.update(env)
+    try:
+        return pynvim.attach("child", argv=argv)
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+
+
 def start_nvim(nvim_bin: str, manifest: Path, env: dict[str, str], *, setup: dict[str, Any] | None = None,
                columns: int = 80, lines: int = 24) -> pynvim.Nvim:
     argv = [
@@ -37,13 +49,7 @@ def start_nvim(nvim_bin: str, manifest: Path, env: dict[str, str], *, setup: dic
         "--cmd", f"let g:python3_host_prog = '{sys.executable}'",
         "--cmd", f"set columns={columns} lines={lines}",
     ]
-    old = dict(os.environ)
-    os.environ.update(env)  # pynvim's child attach inherits our environment
-    try:
-        nvim = pynvim.attach("child", argv=argv)
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
+    nvim = attach_child(argv, env)
     # --clean skips loading the manifest; load ours like a normal start would
     nvim.command(f"let g:loaded_remote_plugins = '{manifest}'")
     nvim.command(f"source {manifest}")
