@@ -169,7 +169,7 @@ class Engine:
         self.stats = Stats()
         self.privacy = Gate(editor, self.prompts.ring)  # what may be sent (privacy.py)
         # next edits: a second request kind of the per-buffer state (next_edit/request.py)
-        self.next_edits = NextEdits(editor, self.stats, self.privacy, self._state, self.episodes)
+        self.next_edits = NextEdits(editor, self.stats, self.privacy, self.state, self.episodes)
         # ms the server takes per generated token (smoothed; from its timings), None until known
         self._token_ms: float | None = None
         self._unaccepted = 0  # suggestions finished since the user last took one (or typed it)
@@ -212,7 +212,7 @@ class Engine:
         if self.backend is None or self.config is None or self.privacy.refuses(snap):
             self.cancel(snap.buf)
             return
-        state = self._state(snap.buf)
+        state = self.state(snap.buf)
         state.typing.key(asyncio.get_running_loop().time(), snap.interval)
         if state.warming() and abs(state.warm_row - snap.row) > 1:
             state.cancel_warm()  # it warms another place (`o` opens the line below the one warmed)
@@ -239,7 +239,7 @@ class Engine:
         backend, cfg = self.backend, self.config
         if backend is None or cfg is None or not backend.warms or self.privacy.refuses(snap):
             return
-        state = self._state(snap.buf)
+        state = self.state(snap.buf)
         if state.task is not None and not state.task.done():
             return
         state.cancel_warm()
@@ -274,10 +274,11 @@ class Engine:
         self.cancel(snap.buf)
         if self.backend is None or self.config is None or self.privacy.refuses(snap):
             return
-        state = self._state(snap.buf)
+        state = self.state(snap.buf)
         state.start(self._run_alternatives(state, snap))
 
-    def _state(self, buf: int) -> BufferState:
+    def state(self, buf: int) -> BufferState:
+        """`buf`'s state, made on first use (every request kind keeps its tasks there)."""
         state = self.buffers.get(buf)
         if state is None:
             state = self.buffers[buf] = BufferState()

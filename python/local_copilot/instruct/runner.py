@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Literal
 import httpx
 import msgspec
 
-from ..buffer_state import BufferState
 from ..config import Config
 from ..errors import BackendError, ConfigError, ServerError, ServerUnavailable
 from ..limits import CappedTransport
@@ -86,12 +85,6 @@ class EditRunner:
     def _show(self, update: EditUpdate) -> None:
         self.engine.editor.edit_update(update)
 
-    def _state(self, buf: int) -> BufferState:
-        state = self.engine.buffers.get(buf)
-        if state is None:
-            state = self.engine.buffers[buf] = BufferState()
-        return state
-
     def _refused(self, spec: EditSpec) -> str | None:
         text = [*spec.before, *spec.lines, *spec.after, *(a for _, a in spec.history)]
         return self.engine.privacy.policy.refusal(spec.path, text)
@@ -99,7 +92,7 @@ class EditRunner:
     def request(self, buf: int, edit_id: int, spec: EditSpec, attempt: int = 0) -> None:
         """Ask for edit `edit_id` (a new one, a retry or a follow-up: it replaces one in flight);
         `attempt`: how many times it was asked before (retries)."""
-        state = self._state(buf)
+        state = self.engine.state(buf)
         state.cancel_edits(edit_id)
         cfg = self.engine.config
         if cfg is None:
@@ -118,7 +111,7 @@ class EditRunner:
         cfg = self.engine.config
         if cfg is None or not cfg.edit.warm or self._refused(spec) is not None:
             return
-        self._state(buf).start_edit_warm(self._warm(cfg, spec))
+        self.engine.state(buf).start_edit_warm(self._warm(cfg, spec))
 
     def cancel(self, buf: int, edit_id: int) -> None:
         state = self.engine.buffers.get(buf)
