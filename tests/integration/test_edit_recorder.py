@@ -24,6 +24,16 @@ def replay(lines: list[str], records: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def recorded(nvim: Any, path: Path, keys: str) -> list[dict[str, Any]]:
+    """The records of `keys` typed into START, loaded as `path` with the recorder attached."""
+    nvim.command(f"edit {path}")
+    nvim.current.buffer[:] = START
+    nvim.exec_lua("require('local_copilot.edit_recorder').attach(vim.api.nvim_get_current_buf())")
+    nvim.input(keys.replace("\n", "<CR>"))
+    nvim.command("echo")  # the keys are handled before this
+    return nvim.exec_lua("return require('local_copilot.edit_recorder').take()")
+
+
 @pytest.mark.parametrize("keys", [
     "ggciwfirst<Esc>",  # one word changed
     "5Goinserted a\nand b<Esc>jjdd",  # lines opened, one deleted below
@@ -37,12 +47,7 @@ def test_records_replay_to_the_buffer(nvim_bin: str, manifest: Path, nvim_env: d
                                       tmp_path: Path) -> None:
     nvim = start_nvim(nvim_bin, manifest, nvim_env)
     try:
-        nvim.command(f"edit {tmp_path / 'a.py'}")
-        nvim.current.buffer[:] = START
-        nvim.exec_lua("require('local_copilot.edit_recorder').attach(vim.api.nvim_get_current_buf())")
-        nvim.input(keys.replace("\n", "<CR>"))
-        nvim.command("echo")  # the keys are handled before this
-        records = nvim.exec_lua("return require('local_copilot.edit_recorder').take()")
+        records = recorded(nvim, tmp_path / "a.py", keys)
         final = nvim.current.buffer[:]
         assert final != START or keys == "uu"
         assert replay(START, records) == final
@@ -75,12 +80,7 @@ def test_records_carry_three_unchanged_rows_each_side(nvim_bin: str, manifest: P
                                                       tmp_path: Path) -> None:
     nvim = start_nvim(nvim_bin, manifest, nvim_env)
     try:
-        nvim.command(f"edit {tmp_path / 'a.py'}")
-        nvim.current.buffer[:] = START
-        nvim.exec_lua("require('local_copilot.edit_recorder').attach(vim.api.nvim_get_current_buf())")
-        nvim.input("11Gccchanged<Esc>")
-        nvim.command("echo")
-        [rec] = nvim.exec_lua("return require('local_copilot.edit_recorder').take()")
+        [rec] = recorded(nvim, tmp_path / "a.py", "11Gccchanged<Esc>")
         assert rec["row"] == 10 and rec["old"] == [START[10]] and rec["new"] == ["changed"]
         assert rec["before"] == START[7:10] and rec["after"] == START[11:14]
     finally:
