@@ -197,8 +197,10 @@ def llama_cpp_argv(binary: str, *, port: int, weights: str, context_tokens: int,
     # (../shared/reference/backends.md §1.12); the plugin's requests ask for shorter chunks
     # themselves (backends/llama_cpp.py CACHE_REUSE_TOKENS), this serves other clients too.
     # --metrics: the bench and checkhealth read the server's token counters.
-    # -np: one slot unless configured; the prompt keeps what changes short and last, so one
-    # slot stays cached as the cursor moves, and a second slot would halve each one's context.
+    # -np with -c = slots x the per-slot context: llama-server splits -c evenly, so each slot
+    # keeps the whole configured context; a second slot lets a cancelled request wind down
+    # while the next runs, and lets an instruction edit or a next edit keep its prompt cached
+    # beside ghost text's (the server gives a request the slot whose cached prompt it shares most).
     return [
         binary, *llama_model_args(weights),
         "--host", "127.0.0.1", "--port", str(port),
