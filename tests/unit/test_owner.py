@@ -36,6 +36,29 @@ def test_a_listener_of_mine_passes() -> None:
         check_peer("localhost", port)
 
 
+def test_netlink_and_the_text_tables_say_the_same(foreign_port: int) -> None:
+    """The owner is asked over netlink; where that is refused the text tables answer, alike."""
+    with socket.socket() as mine, socket.socket(socket.AF_INET6) as mine6:
+        mine.bind(("127.0.0.1", 0))
+        mine.listen()
+        mine6.bind(("::1", 0))
+        mine6.listen()
+        for port, uid in ((mine.getsockname()[1], os.getuid()), (mine6.getsockname()[1], os.getuid()),
+                          (foreign_port, NOBODY)):
+            assert owner._netlink_listener_uids(port) == owner._table_listener_uids(port) == {uid}
+    with socket.socket() as idle:  # bound, not listening
+        idle.bind(("127.0.0.1", 0))
+        assert owner._netlink_listener_uids(idle.getsockname()[1]) == set()
+
+
+def test_refused_netlink_falls_back_to_the_text_tables(monkeypatch: Any, foreign_port: int) -> None:
+    def refused(port: int) -> set[int]:
+        raise PermissionError("netlink refused")
+    monkeypatch.setattr(owner, "_netlink_listener_uids", refused)
+    with pytest.raises(ForeignServer):
+        check_peer("127.0.0.1", foreign_port)
+
+
 def test_another_users_listener_is_refused_by_name(foreign_port: int) -> None:
     assert listener_uids(foreign_port) == {NOBODY}
     with pytest.raises(ForeignServer, match=f"belongs to another user \\(uid {NOBODY}\\)"):
