@@ -13,10 +13,11 @@ import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from .errors import ForeignServer
 
-__all__ = ["check_peer", "listener_uids"]
+__all__ = ["Listener", "check_peer", "listener_uids", "listeners"]
 
 _TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
 _LISTEN = "0A"
@@ -34,28 +35,39 @@ _NLMSG_ERROR, _NLMSG_DONE = 2, 3
 _TCP_LISTEN = 10
 _HEADER = struct.Struct("=IHHII")  # nlmsghdr: length, type, flags, seq, pid
 _SPORT = struct.Struct(">H")  # inet_diag_msg.id.idiag_sport, after family/state/timer/retrans
-_UID = struct.Struct("=I")  # inet_diag_msg.idiag_uid: after the 48-byte id, expires and two queues
+# inet_diag_msg.idiag_uid and idiag_inode: after the 48-byte id, expires and two queues
+_UID_INODE = struct.Struct("=II")
+
+
+class Listener(NamedTuple):
+    uid: int
+    inode: int  # /proc/PID/fd/N of the process holding it links to socket:[inode]
 
 
 def listener_uids(port: int) -> set[int]:
-    """The uids owning sockets that listen on `port` (any local address). The text tables list
-    every socket of the machine (thousands in TIME_WAIT on a busy one: milliseconds to read);
+    """The uids owning sockets that listen on `port` (any local address)."""
+    return {lst.uid for lst in listeners(port)}
+
+
+def listeners(port: int) -> set[Listener]:
+    """The sockets that listen on `port` (any local address). The text tables list every
+    socket of the machine (thousands in TIME_WAIT on a busy one: milliseconds to read);
     netlink hands over the listening ones only (tens of microseconds)."""
     try:
-        return _netlink_listener_uids(port)
+        return _netlink_listeners(port)
     except (OSError, AttributeError, struct.error):  # no netlink here, or it is refused
-        return _table_listener_uids(port)
+        return _table_listeners(port)
 
 
-def _netlink_listener_uids(port: int) -> set[int]:
-    uids: set[int] = set()
+def _netlink_listeners(port: int) -> set[Listener]:
+    found: set[Listener] = set()
     with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as sock:
         sock.settimeout(0.5)  # the kernel answers at once; never hold the worker loop
         for seq, family in enumerate((socket.AF_INET, socket.AF_INET6), 1):
             for msg in _listening(sock, family, seq):
                 if _SPORT.unpack_from(msg, 4)[0] == port:
-                    uids.add(_UID.unpack_from(msg, 64)[0])
-    return uids
+                    found.add(Listener(*_UID_INODE.unpack_from(msg, 64)))
+    return found
 
 
 def _listening(sock: socket.socket, family: int, seq: int) -> Iterator[memoryview]:
@@ -78,8 +90,8 @@ def _listening(sock: socket.socket, family: int, seq: int) -> Iterator[memoryvie
             off += (length + 3) & ~3
 
 
-def _table_listener_uids(port: int) -> set[int]:
-    uids: set[int] = set()
+def _table_listeners(port: int) -> set[Listener]:
+    found: set[Listener] = set()
     for table in _TABLES:
         try:
             lines = table.read_text().splitlines()[1:]
@@ -87,12 +99,11 @@ def _table_listener_uids(port: int) -> set[int]:
             continue
         for line in lines:
             f = line.split()
-            if len(f) < 8 or f[3] != _LISTEN:
+            if len(f) < 10 or f[3] != _LISTEN:
                 continue
-            local = f[1]
-            if int(local.rsplit(":", 1)[1], 16) == port:
-                uids.add(int(f[7]))
-    return uids
+            if int(f[1].rsplit(":", 1)[1], 16) == port:  # local address:port
+                found.add(Listener(int(f[7]), int(f[9])))
+    return found
 
 
 def check_peer(host: str, port: int) -> None:

@@ -45,16 +45,17 @@ def test_netlink_and_the_text_tables_say_the_same(foreign_port: int) -> None:
         mine6.listen()
         for port, uid in ((mine.getsockname()[1], os.getuid()), (mine6.getsockname()[1], os.getuid()),
                           (foreign_port, NOBODY)):
-            assert owner._netlink_listener_uids(port) == owner._table_listener_uids(port) == {uid}
+            found = owner._netlink_listeners(port)
+            assert found == owner._table_listeners(port) and {lst.uid for lst in found} == {uid}
     with socket.socket() as idle:  # bound, not listening
         idle.bind(("127.0.0.1", 0))
-        assert owner._netlink_listener_uids(idle.getsockname()[1]) == set()
+        assert owner._netlink_listeners(idle.getsockname()[1]) == set()
 
 
 def test_refused_netlink_falls_back_to_the_text_tables(monkeypatch: Any, foreign_port: int) -> None:
-    def refused(port: int) -> set[int]:
+    def refused(port: int) -> set[owner.Listener]:
         raise PermissionError("netlink refused")
-    monkeypatch.setattr(owner, "_netlink_listener_uids", refused)
+    monkeypatch.setattr(owner, "_netlink_listeners", refused)
     with pytest.raises(ForeignServer):
         check_peer("127.0.0.1", foreign_port)
 

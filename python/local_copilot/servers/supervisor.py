@@ -43,6 +43,7 @@ import msgspec
 import platformdirs
 
 from ..errors import ServerStartError
+from ..owner import listeners
 from ..private_files import check_private_dir
 from .janitor import rotate
 from .options import ServerOptions, server_options
@@ -210,16 +211,7 @@ def port_free(port: int) -> bool:
 
 def port_owner(port: int) -> str:
     """'pid 123 (python3)' for the process listening on `port`, when /proc shows it; else ''."""
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            rows = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            f = row.split()
-            if len(f) > 9 and f[1].rsplit(":", 1)[-1] == f"{port:04X}" and f[3] == "0A":  # 0A = LISTEN
-                inodes.add(f"socket:[{f[9]}]")
+    inodes = {f"socket:[{lst.inode}]" for lst in listeners(port)}
     if not inodes:
         return ""
     for proc in Path("/proc").iterdir():
