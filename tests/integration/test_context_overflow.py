@@ -13,51 +13,22 @@ until the chunk ring changes.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
 from local_copilot.config import load_config
 from local_copilot.engine import Engine
-from local_copilot.instruct.runner import EditUpdate
-from local_copilot.render import RenderPlan
 from local_copilot.servers.llama_cpp import LlamaServer
 from local_copilot.snapshot import Snapshot
+
+from ..fakes.editor import RecordingEditor
 
 pytestmark = pytest.mark.integration
 
 LINES = [f"line_0_{n} = {n} * {n}  # some text" for n in range(400)]
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.notes: list[str] = []
-        self.final: list[str] = []
-
-    def show(self, plan: RenderPlan) -> None:
-        if plan.final:
-            self.final.append(plan.items[0].text if plan.items else "")
-
-    def notify(self, message: str, level: str) -> None:
-        self.notes.append(message)
-
-    def backend_state(self, state: str, message: str) -> None:
-        pass
-
-    def private(self, buf: int, path: str, reason: str | None, kind: str) -> None:
-        pass
-
-    def privacy_rules(self, rules: list[list[str]]) -> None:
-        pass
-
-    def show_next_edit(self, plan: dict[str, Any]) -> None:
-        pass
-
-    def edit_update(self, update: EditUpdate) -> None:
-        pass
-
-
-async def answered(editor: Recorder, i: int, timeout: float = 30.0) -> None:
+async def answered(editor: RecordingEditor, i: int, timeout: float = 30.0) -> None:
     """Until the request for the i-th snapshot has ended: its suggestion is final, or an error
     was shown (the assertions after tell which)."""
     loop = asyncio.get_running_loop()
@@ -76,7 +47,7 @@ def typed(i: int, first: int) -> Snapshot:
 
 
 async def test_requests_with_cross_file_chunks_fit_the_servers_context(llama_server: LlamaServer) -> None:
-    editor = Recorder()
+    editor = RecordingEditor()
     engine = Engine(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": llama_server.url}}, "n_predict": 16,
                                   "speculative": False}))

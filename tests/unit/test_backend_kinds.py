@@ -19,7 +19,8 @@ from local_copilot.errors import ConfigError
 from local_copilot.streaming import NDJSONParser
 
 from ..fakes.fake_server import FakeServer
-from .test_engine import RecordingEditor, snap, wait_until
+from ..fakes.editor import RecordingEditor
+from .test_engine import snap, wait_until
 
 
 class _Piece(msgspec.Struct):

@@ -23,7 +23,8 @@ from local_copilot.snapshot import Snapshot
 
 from ..fakes.fake_ollama import QWEN_TEMPLATE, fake_ollama
 from ..fakes.fake_server import FakeServer, sse
-from .test_engine import RecordingEditor, wait_until
+from ..fakes.editor import RecordingEditor
+from .test_engine import wait_until
 
 REQ = FimRequest(prefix="def f():\n", middle="    return ", suffix="\nprint(f())", n_predict=16, path="a.py")
 

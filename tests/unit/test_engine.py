@@ -8,39 +8,10 @@ from typing import Any
 
 from local_copilot.config import load_config
 from local_copilot.engine import Engine
-from local_copilot.instruct.runner import EditUpdate
-from local_copilot.render import RenderPlan
 from local_copilot.snapshot import Snapshot
 
+from ..fakes.editor import RecordingEditor
 from ..fakes.fake_server import infill_stream, llama
-
-
-class RecordingEditor:
-    def __init__(self) -> None:
-        self.plans: list[RenderPlan] = []
-        self.notes: list[tuple[str, str]] = []
-        self.states: list[str] = []
-
-    def show(self, plan: RenderPlan) -> None:
-        self.plans.append(plan)
-
-    def notify(self, message: str, level: str) -> None:
-        self.notes.append((message, level))
-
-    def backend_state(self, state: str, message: str) -> None:
-        self.states.append(state)
-
-    def private(self, buf: int, path: str, reason: str | None, kind: str) -> None:
-        pass
-
-    def privacy_rules(self, rules: list[list[str]]) -> None:
-        pass
-
-    def show_next_edit(self, plan: dict[str, Any]) -> None:
-        pass
-
-    def edit_update(self, update: EditUpdate) -> None:
-        pass
 
 
 def snap(seq: int, line: str = "x = ", buf: int = 1) -> Snapshot:

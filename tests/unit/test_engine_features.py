@@ -9,7 +9,8 @@ from local_copilot.engine import Engine, accepted_snapshot
 from local_copilot.snapshot import Snapshot
 
 from ..fakes.fake_server import infill_stream, llama
-from .test_engine import RecordingEditor, snap, wait_until
+from ..fakes.editor import RecordingEditor
+from .test_engine import snap, wait_until
 
 
 def test_accepted_snapshot_moves_the_cursor_to_the_end_of_the_text() -> None:

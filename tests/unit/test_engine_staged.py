@@ -16,7 +16,8 @@ from local_copilot.config import load_config
 from local_copilot.engine import Engine
 
 from ..fakes.fake_server import Step, infill_stream, llama_props
-from .test_engine import RecordingEditor, snap, wait_until
+from ..fakes.editor import RecordingEditor
+from .test_engine import snap, wait_until
 
 
 def honouring(total: int, delay: float = 0.0):

@@ -17,7 +17,8 @@ from local_copilot.config import load_config
 from local_copilot.engine import Engine
 
 from ..fakes.fake_server import Step, infill_stream, llama_props, sse
-from .test_engine import RecordingEditor, snap, wait_until
+from ..fakes.editor import RecordingEditor
+from .test_engine import snap, wait_until
 
 
 async def test_partial_plans_are_limited_to_one_per_frame(fake: Any) -> None:

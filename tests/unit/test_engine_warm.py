@@ -12,7 +12,8 @@ from local_copilot.engine import Engine
 from local_copilot.snapshot import Snapshot
 
 from ..fakes.fake_server import Step, infill_stream, llama_props
-from .test_engine import RecordingEditor, wait_until
+from ..fakes.editor import RecordingEditor
+from .test_engine import wait_until
 
 LINES = [f"value_{i} = {i}" for i in range(100)]
 

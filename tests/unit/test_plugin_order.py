@@ -11,7 +11,8 @@ from local_copilot.engine import Engine
 from local_copilot.nvim.plugin import LocalCopilotPlugin
 
 from ..fakes.fake_server import infill_stream, llama
-from .test_engine import RecordingEditor, snap, wait_until
+from ..fakes.editor import RecordingEditor
+from .test_engine import snap, wait_until
 
 
 async def test_a_snapshot_older_than_one_already_submitted_is_dropped(fake: Any) -> None:

@@ -22,7 +22,8 @@ from local_copilot.prompt.ring import ContextRing
 from local_copilot.snapshot import Snapshot
 
 from ..fakes.fake_server import infill_stream, llama
-from .test_engine import RecordingEditor, wait_until
+from ..fakes.editor import RecordingEditor
+from .test_engine import wait_until
 
 # the files of issue 24 that drew requests, and their kin, in the case a user may write them
 SECRET_PATHS = [

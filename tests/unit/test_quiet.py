@@ -11,7 +11,8 @@ from local_copilot.engine import Engine
 from local_copilot.snapshot import Snapshot
 
 from ..fakes.fake_server import infill_stream, llama
-from .test_engine import RecordingEditor, wait_until
+from ..fakes.editor import RecordingEditor
+from .test_engine import wait_until
 
 
 def snap(seq: int, lines: list[str], row: int, line_col: int) -> Snapshot:
