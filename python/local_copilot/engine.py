@@ -157,7 +157,8 @@ class Engine:
         # next edits: a second request kind of the per-buffer state (next_edit/request.py)
         self.next_edits = NextEdits(editor, self.stats, self.privacy, self.state, self.episodes)
         self._unaccepted = 0  # suggestions finished since the user last took one (or typed it)
-        self.edits = EditRunner(self)  # instruction edits (instruct/)
+        # instruction edits (instruct/)
+        self.edits = EditRunner(editor, self.stats, self.privacy, self.buffers, self.state, lambda: self.config)
 
     # -- configuration -------------------------------------------------------------------
 
