@@ -1,7 +1,10 @@
-"""The request lifecycle: latest wins per buffer, streams become render plans.
+"""The request lifecycle: latest wins per buffer, answers become render plans.
 
 Everything here runs on the worker's asyncio loop (see worker.py); the editor is reached only
 through the `Editor` port, whose Neovim implementation hops to pynvim's thread.
+
+This is the strategy: when to send what. Reading one answer (its chunks through the
+post-processor, the server's speed, whether the server answered) is reading.py's `Reader`.
 
 Per snapshot: the cache may answer at once; otherwise a streaming request whose text goes
 through the post-processor on every chunk. Right after a keystroke only the first
@@ -17,29 +20,28 @@ as if it were accepted, so Tab-then-wait costs nothing.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncGenerator, Callable
 from typing import Any, Protocol
 
 import httpx
 import msgspec
 
-from .backends import Backend, Chunk, FimRequest, make_backend
+from .backends import Backend, FimRequest, make_backend
 from .backends.exchange import Exchange
 from .buffer_state import BufferState
 from .cache import SuggestionCache, context_key
 from .config import Config
 from .prompt.context import build_context
 from .prompt.prepare import Prepared, Preparer, post_context
-from .errors import BackendError, ConfigError, ServerError
+from .errors import BackendError, ConfigError
 from .instruct.runner import EditRunner, EditUpdate
 from .log import log
 from .notify import Episodes
-from .postprocess import Result, process
+from .postprocess import process
 from .render import RenderPlan, candidate
 from .limits import CappedTransport
 from .next_edit.request import NextEdits
 from .privacy import Gate
+from .reading import Outcome, PromptTooLong, Reader, Superseded
 from .snapshot import Snapshot, char_to_byte_col
 from .stats import Stats
 
@@ -81,24 +83,6 @@ def accepted_snapshot(snap: Snapshot, text: str) -> Snapshot:
         first=snap.first, lines=lines, nlines=snap.nlines + len(new) - 1, ft=snap.ft, path=snap.path,
         et=snap.et, sw=snap.sw, ts=snap.ts, seq=-1,
     )
-
-
-class _PromptTooLong(Exception):
-    """The server refused the prompt as too long; the estimator was recalibrated, retry once."""
-
-
-class _Superseded(Exception):
-    """A newer snapshot waited for this request's answer to start; this one is stale."""
-
-
-class _Outcome:
-    """One finished stream: the post-processed text, the raw model text, and whether the
-    model was cut off by the token limit (so there is more to fetch)."""
-
-    __slots__ = ("text", "raw", "truncated")
-
-    def __init__(self, text: str, raw: str, truncated: bool) -> None:
-        self.text, self.raw, self.truncated = text, raw, truncated
 
 
 class _Drawer:
@@ -163,18 +147,18 @@ class Engine:
         self.buffers: dict[int, BufferState] = {}  # what is in flight and kept, per buffer
         # failure messages, one per episode of each backend (shared with next edits)
         self.episodes = Episodes(editor.notify)
-        self.notifier = self.episodes.of("")  # the ghost-text backend's, once configured
         self.prompts = Preparer()  # snapshots into requests (prompt/prepare.py)
         self.cache = SuggestionCache()
         self.stats = Stats()
+        # each answer read, the server's speed per token measured, success and failure reported
+        # (reading.py); the ghost-text backend's failure messages once configured
+        self.reader = Reader(editor, self.prompts, self.stats, self.episodes.of(""))
         self.privacy = Gate(editor, self.prompts.ring)  # what may be sent (privacy.py)
         # next edits: a second request kind of the per-buffer state (next_edit/request.py)
         self.next_edits = NextEdits(editor, self.stats, self.privacy, self.state, self.episodes)
-        # ms the server takes per generated token (smoothed; from its timings), None until known
-        self._token_ms: float | None = None
         self._unaccepted = 0  # suggestions finished since the user last took one (or typed it)
-        self.last_failure: Exception | None = None  # the last request's error, as raised (for the CLI)
-        self.edits = EditRunner(self)  # instruction edits (instruct/)
+        # instruction edits (instruct/)
+        self.edits = EditRunner(editor, self.stats, self.privacy, self.buffers, self.state, lambda: self.config)
 
     # -- configuration -------------------------------------------------------------------
 
@@ -191,10 +175,9 @@ class Engine:
         self._client = httpx.AsyncClient(timeout=timeout, transport=CappedTransport(), trust_env=False)
         self.backend = make_backend(cfg.backend, active, self._client)
         self.prompts.new_server()  # bytes per token differ between models
-        self._token_ms = None
+        self.reader.configure(self.backend, self.episodes.of(cfg.backend))
         self.cache.clear()
         self.stats.set_backend(cfg.backend)
-        self.notifier = self.episodes.of(cfg.backend)
         self.privacy.configure(cfg)
         self.next_edits.configure(cfg, self.backend, self._client)
         self.edits.configure(cfg)
@@ -391,17 +374,11 @@ class Engine:
     def _answers_within(self, n: int, seconds: float) -> bool:
         """Whether the server, at its known speed, writes `n` tokens within `seconds` of the
         first: then they are asked for as one answer (counted) instead of a stream."""
-        ms = self._token_ms
+        ms = self.reader.token_ms
         whole = ms is not None and (n - 1) * ms <= seconds * 1000
         if whole:
             self.stats.count("unstreamed")
         return whole
-
-    def _observe_speed(self, timings: dict[str, float]) -> None:
-        n, ms = timings.get("predicted_n"), timings.get("predicted_ms")
-        if n and ms and n >= 2:
-            per = ms / n
-            self._token_ms = per if self._token_ms is None else 0.7 * self._token_ms + 0.3 * per
 
     def _first_n(self) -> int:
         """Tokens the first request after a keystroke asks for (all of n_predict when off)."""
@@ -431,14 +408,14 @@ class Engine:
             if exchange is None:
                 return False
             self.stats.count("requests")
-            got = self._answer_now(prep, exchange)
+            got = self.reader.answer_now(prep, exchange)
             if got is not None:
                 self._first_shown(state, snap, prep, got)
                 return True
             # counted and looked up in the cache already: the task goes on from the exchange
             state.start(self._run(state, snap, prep, exchange))
             if exchange.sent:
-                # unanswered from now on (submit keeps it; _stream's gate takes over), and
+                # unanswered from now on (submit keeps it; the reader's gate takes over), and
                 # dropped if the task is cancelled before it reads it
                 state.unanswered = True
 
@@ -448,28 +425,10 @@ class Engine:
 
                 state.on_task_done(dropped)
         except (BackendError, ConfigError) as exc:
-            self._failed(exc)
+            self.reader.failed(exc)
         except Exception:  # a bug must not reach :messages as a stack trace
-            self._internal_error()
+            self.reader.internal_error()
         return True
-
-    def _answer_now(self, prep: Prepared, exchange: Exchange) -> _Outcome | None:
-        """Exchange.answer_now, its answer taken in as _stream takes a stream's: the outcome,
-        or None (the exchange goes on in _stream). Raises BackendError."""
-        backend = self.backend
-        assert backend is not None
-        req = exchange.req
-        started = time.perf_counter()
-        got = exchange.answer_now()
-        if got is None:
-            return None
-        self._succeeded()
-        generated = self._account(req, got)
-        result = process(got.text, prep.pctx, final=True)
-        done = time.perf_counter()
-        self.stats.latency(backend.name, done - started, done - started, len(got.text))
-        count = generated if generated is not None else int(bool(got.text))
-        return _Outcome(result.text, got.text, not result.done and count >= req.n_predict)
 
     def _shown_from_cache(self, state: BufferState, snap: Snapshot, prep: Prepared) -> bool:
         """A suggestion (or its first part) the cache has for this spot, shown; False: none."""
@@ -478,10 +437,10 @@ class Engine:
         if cached is None:
             return False
         self.stats.count("cache_hits")
-        self._first_shown(state, snap, prep, _Outcome(cached, cached, self.cache.is_partial(prep.key)), cached=True)
+        self._first_shown(state, snap, prep, Outcome(cached, cached, self.cache.is_partial(prep.key)), cached=True)
         return True
 
-    def _first_shown(self, state: BufferState, snap: Snapshot, prep: Prepared, out: _Outcome, *,
+    def _first_shown(self, state: BufferState, snap: Snapshot, prep: Prepared, out: Outcome, *,
                      cached: bool = False) -> None:
         """A first part is in (`cached`: from the cache): show it, and continue it once the user
         pauses (a timer: a key typed before then cancels it for nothing), or it is all."""
@@ -498,13 +457,13 @@ class Engine:
         self._quiet(out)
         self._finished(state, snap, out.text)
 
-    def _quiet(self, out: _Outcome) -> None:
+    def _quiet(self, out: Outcome) -> None:
         """Counts an answer that post-processing left nothing of (it only repeated the line
         above or the text after the cursor, or was blank): shown as nothing."""
         if not out.text and out.raw.strip():
             self.stats.count("quiet")
 
-    def _continue(self, state: BufferState, snap: Snapshot, prep: Prepared, first: _Outcome) -> None:
+    def _continue(self, state: BufferState, snap: Snapshot, prep: Prepared, first: Outcome) -> None:
         state.pause = None
         state.start(self._run_rest(state, snap, prep, first))
 
@@ -513,19 +472,19 @@ class Engine:
         drawer = _Drawer(self, snap)
         try:
             await self._suggest(state, snap, drawer, prep, exchange)
-        except _Superseded:
+        except Superseded:
             pass
         finally:
             self._settle(state, drawer)
 
-    async def _run_rest(self, state: BufferState, snap: Snapshot, prep: Prepared, first: _Outcome) -> None:
+    async def _run_rest(self, state: BufferState, snap: Snapshot, prep: Prepared, first: Outcome) -> None:
         """The rest of a suggestion after its first part, once the user paused."""
         drawer = _Drawer(self, snap)
         drawer.shown, drawer.drawn = first.text, True
         try:
             more = self._continuation(prep.req, first.raw)
             self.stats.count("continuations")
-            out = await self._stream(prep, drawer.on_text, more, base_raw=first.raw, gate=state)
+            out = await self.reader.stream(prep, drawer.on_text, more, base_raw=first.raw, gate=state)
             if out is None:  # broken half-way: the part shown is not to be accepted
                 self.editor.show(self._plan(snap, [""], final=True))
                 return
@@ -533,7 +492,7 @@ class Engine:
             self.editor.show(self._plan(snap, [out.text], final=True))
             self._quiet(out)
             self._finished(state, snap, out.text)
-        except _Superseded:
+        except Superseded:
             pass
         finally:
             self._settle(state, drawer)
@@ -560,7 +519,7 @@ class Engine:
                 try:
                     prep = await self._prepare(snap)
                 except (BackendError, ConfigError) as exc:
-                    self._failed(exc)
+                    self.reader.failed(exc)
                     return
             if exchange is None and self._shown_from_cache(state, snap, prep):
                 return
@@ -570,9 +529,9 @@ class Engine:
             else:
                 req = exchange.req
             try:
-                out = await self._stream(prep, drawer.on_text, req, retry_overflow=attempt == 1, gate=state,
+                out = await self.reader.stream(prep, drawer.on_text, req, retry_overflow=attempt == 1, gate=state,
                                          exchange=exchange)
-            except _PromptTooLong:
+            except PromptTooLong:
                 prep, exchange = None, None
                 continue  # the estimator now knows the server's count: fit again
             break
@@ -584,125 +543,6 @@ class Engine:
             return
         drawer.stop()
         self._first_shown(state, snap, prep, out)
-
-    async def _stream(self, prep: Prepared, on_text: Callable[[str], None] | None = None,
-                      req: FimRequest | None = None, *, base_raw: str = "",
-                      retry_overflow: bool = False, gate: BufferState | None = None,
-                      exchange: Exchange | None = None) -> _Outcome | None:
-        """Run one streaming request through the post-processor; None when it failed.
-
-        `base_raw` is model text a continuation request carries in its prompt: the stream's
-        text is appended to it before post-processing. With `gate` (the buffer's state), the
-        buffer counts as unanswered until the first chunk, and a snapshot that came meanwhile
-        supersedes it. `exchange`: `req`'s exchange, made already (maybe sent: answer_now)."""
-        assert self.backend is not None
-        req = req or prep.req
-        raw = base_raw
-        started = time.perf_counter()
-        first_token: float | None = None
-        stream: AsyncGenerator[Chunk, None] | None = None
-        # A server that ignores n_predict (or a broken proxy) can stream forever; every backend
-        # sends about one token per chunk, so past n_predict chunks (plus slack) stop reading:
-        # closing the stream stops the server, and the text so far is the suggestion
-        # (tests/integration/test_faults.py, endless stream).
-        max_chunks = req.n_predict + 16
-        chunks = 0
-        generated: float | None = None  # tokens, as the server counts them
-        ended = False  # the post-processor found the suggestion complete
-        last: Result | None = None  # the final pass over the server's whole answer
-        gated = gate is not None  # until the first chunk
-        if gate is not None:
-            gate.unanswered = True
-        answered = False
-        try:
-            if exchange is None:
-                exchange = await self.backend.exchange(req)  # probes the server first if need be
-            stream = exchange.chunks()
-            async for chunk in stream:
-                if not answered:
-                    # the server answers: say so before its text is drawn (a fresh suggestion
-                    # next to a "backend down" status, even for a moment, reads as a lie)
-                    answered = True
-                    self._succeeded()
-                if gated and gate is not None:
-                    gated = False
-                    gate.unanswered = False
-                    if gate.waiting is not None:
-                        raise _Superseded()
-                text = chunk.text
-                if text:
-                    count = len(chunk.parts) or 1
-                    if chunk.parts and chunks + count > max_chunks:  # merged events past the limit
-                        text = "".join(chunk.parts[:max_chunks - chunks])
-                        count = max_chunks - chunks
-                    chunks += count
-                if chunk.timings or chunk.prompt_tokens:
-                    said = self._account(req, chunk)
-                    if said is not None:
-                        generated = said
-                if text and first_token is None:
-                    first_token = time.perf_counter()
-                raw += text
-                if chunk.more and not chunk.done and chunks < max_chunks:
-                    continue  # the rest of this network read comes at once: process it all together
-                # the server's last chunk gets the final pass only: it is what is shown and
-                # kept, and a non-final pass first cost as much again on every keystroke
-                result = process(raw, prep.pctx, final=chunk.done)
-                if chunk.done:
-                    last = result
-                if result.done:
-                    ended = True
-                if chunk.done or result.done or chunks >= max_chunks:
-                    break  # the caller shows the outcome: a draw of it here would be a second
-                if on_text is not None:
-                    on_text(result.text)
-        except (asyncio.CancelledError, _Superseded):
-            raise
-        except (BackendError, ConfigError) as exc:
-            if isinstance(exc, ServerError) and exc.context_overflow and retry_overflow:
-                self.prompts.overflowed(req, exc.prompt_tokens)
-                log.info("prompt too long for the server (%s); fitting it again", exc)
-                raise _PromptTooLong() from None
-            self._failed(exc)
-            return None
-        except Exception:  # a bug must not reach :messages as a stack trace
-            self._internal_error()
-            return None
-        finally:
-            # (a request cancelled for a newer one leaves that one's flag alone)
-            if gated and gate is not None:
-                gate.answered(asyncio.current_task())
-            if stream is not None:
-                await stream.aclose()
-            if exchange is not None:
-                exchange.abort()  # (a stream never started cannot close what it left in flight)
-        done = time.perf_counter()
-        if not answered:  # an empty answer is an answer too
-            self._succeeded()
-        final = (last or process(raw, prep.pctx, final=True)).text
-        self.stats.latency(self.backend.name, (first_token or done) - started, done - started, len(raw) - len(base_raw))
-        log.debug("completion done in %.1f ms: %d chars", (done - started) * 1000, len(final))
-        truncated = not ended and (generated if generated is not None else chunks) >= req.n_predict
-        return _Outcome(final, raw, truncated)
-
-    def _account(self, req: FimRequest, chunk: Chunk) -> float | None:
-        """The server's counters on a chunk: its speed, the prompt's size in tokens (for the
-        estimator). Returns the tokens it generated, when it says."""
-        assert self.backend is not None
-        generated = None
-        if chunk.timings:
-            self.prompts.speed.observe(chunk.timings)
-        if chunk.timings and "predicted_n" in chunk.timings:
-            generated = chunk.timings["predicted_n"]
-            self._observe_speed(chunk.timings)
-        if chunk.prompt_tokens and self.backend.counts_full_prompt:
-            self.prompts.observe(req, chunk.prompt_tokens)
-        return generated
-
-    def _internal_error(self) -> None:
-        self.stats.count("errors")
-        log.exception("completion request failed")
-        self.notifier.failure("internal", "local-copilot: internal error, see the log (:LocalCopilot log)", "error")
 
     def _finished(self, state: BufferState, snap: Snapshot, text: str) -> None:
         state.last = (snap, text)
@@ -730,18 +570,18 @@ class Engine:
         # there once the user pauses (a whole n_predict here doubled the tokens per burst)
         first = self._first_n()
         req = self._first_request(prep.req)
-        got: _Outcome | None = None
+        got: Outcome | None = None
         exchange = self.backend.exchange_now(req) if self.backend is not None else None
         if exchange is not None:  # without the stream's async layers
             try:
-                got = self._answer_now(prep, exchange)
+                got = self.reader.answer_now(prep, exchange)
             except (BackendError, ConfigError) as exc:
-                self._failed(exc)
+                self.reader.failed(exc)
                 return
             except Exception:  # a bug must not reach :messages as a stack trace
-                self._internal_error()
+                self.reader.internal_error()
                 return
-        out = got if got is not None else await self._stream(prep, req=req, exchange=exchange)
+        out = got if got is not None else await self.reader.stream(prep, req=req, exchange=exchange)
         if out is not None:
             self.cache.put(prep.key, out.text, partial=out.truncated and first < prep.req.n_predict)
 
@@ -750,7 +590,7 @@ class Engine:
         try:
             prep = await self._prepare(snap)
         except (BackendError, ConfigError) as exc:
-            self._failed(exc)
+            self.reader.failed(exc)
             return
         texts: list[str] = []
         last = state.last
@@ -769,54 +609,16 @@ class Engine:
         for req in reqs:
             self.stats.count("requests")
             if req.n > 1:
-                for text in await self._stream_many(prep, req):
+                for text in await self.reader.stream_many(prep, req):
                     if text and text not in texts:
                         texts.append(text)
             else:
-                out = await self._stream(prep, req=req)
+                out = await self.reader.stream(prep, req=req)
                 if out is None:
                     return
                 if out.text and out.text not in texts:
                     texts.append(out.text)
         self.editor.show(self._plan(snap, texts, final=True))
-
-    async def _stream_many(self, prep: Prepared, req: FimRequest) -> list[str]:
-        """One request with n candidates (OpenAI `n`), each post-processed on its own."""
-        assert self.backend is not None
-        raws = [""] * req.n
-        stream = self.backend.complete(req)
-        # a server that ignores max_tokens must not hold next()/prev() open: as in _stream
-        max_chunks, chunks = req.n * (req.n_predict + 16), 0
-        try:
-            async for chunk in stream:
-                if 0 <= chunk.index < req.n:
-                    raws[chunk.index] += chunk.text
-                chunks += len(chunk.parts) or 1
-                if chunk.done or chunks >= max_chunks:
-                    break
-        except (BackendError, ConfigError) as exc:
-            self._failed(exc)
-            return []
-        finally:
-            await stream.aclose()  # type: ignore[attr-defined]
-        self._succeeded()
-        return [process(raw, prep.pctx, final=True).text for raw in raws]
-
-    def _failed(self, exc: Exception) -> None:
-        self.last_failure = exc
-        self.stats.count("errors")
-        if isinstance(exc, ServerError) and exc.context_overflow:
-            # the prompt did not fit even after fitting it again: count more pessimistically
-            self.prompts.overflowed(None, None)
-        log.warning("%s", exc)
-        self.notifier.failure(type(exc).__name__, f"local-copilot: {exc}")
-        self.editor.backend_state("down", str(exc))
-
-    def _succeeded(self) -> None:
-        if self.notifier.in_episode:
-            self.editor.backend_state("ok", "")
-        self.notifier.success()
-
 
 def _with(req: FimRequest, **changes: object) -> FimRequest:
     return msgspec.structs.replace(req, **changes)

@@ -105,8 +105,9 @@ async def _complete(raw: dict[str, Any], snap: Snapshot) -> Answer:
     if editor.plan is None:
         if editor.refused:
             raise PrivateText(editor.refused)
-        if isinstance(engine.last_failure, BackendError):  # its kind tells the CLI what to hint
-            raise engine.last_failure
+        failure = engine.reader.last_failure
+        if isinstance(failure, BackendError):  # its kind tells the CLI what to hint
+            raise failure
         raise BackendError(editor.failure.removeprefix("local-copilot: ") or f"{cfg.backend}: no answer")
     return Answer(editor.plan.text, time.monotonic() - t0, cfg.backend)
 

@@ -9,24 +9,25 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable, Mapping
 from contextlib import aclosing
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 import httpx
 import msgspec
 
+from ..buffer_state import BufferState
 from ..config import Config
 from ..errors import BackendError, ConfigError, ServerError, ServerUnavailable
 from ..limits import CappedTransport
 from ..log import log
+from ..privacy import Gate
+from ..stats import Stats
 from . import answer
 from .chat import ChatBackend, ChatChunk, chat_backend
 from .prompt import EditSpec, TooLarge, build
 
-if TYPE_CHECKING:
-    from ..engine import Engine
-
-__all__ = ["EditRunner", "EditUpdate"]
+__all__ = ["EditEditor", "EditRunner", "EditUpdate"]
 
 State = Literal["waiting", "streaming", "done", "error"]
 
@@ -44,6 +45,10 @@ class EditUpdate(msgspec.Struct, frozen=True, kw_only=True):
     truncated: bool = False  # the answer stopped at the token limit
 
 
+class EditEditor(Protocol):
+    def edit_update(self, update: EditUpdate) -> None: ...
+
+
 def _tokens(n: int) -> str:
     return f"{n} token" if n == 1 else f"{n} tokens"
 
@@ -54,14 +59,22 @@ class EditRunner:
     # a retry asks at this temperature at least: the same one would give the same answer
     RETRY_TEMPERATURE = 0.7
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, editor: EditEditor, stats: Stats, privacy: Gate, buffers: Mapping[int, BufferState],
+                 state: Callable[[int], BufferState], config: Callable[[], Config | None]) -> None:
+        """`buffers`: the buffers' states, each kept while its buffer is (`state` makes one on
+        first use); `config`: the options in effect, None while there are none (a bad option)."""
+        self.editor = editor
+        self.stats = stats
+        self.privacy = privacy
+        self._buffers = buffers
+        self._state = state
+        self._config = config
         self._client: httpx.AsyncClient | None = None
         self._chats: dict[str, ChatBackend] = {}
 
     def configure(self, cfg: Config) -> None:
         """New options: edits in flight stop (their previews say so), backends are made anew."""
-        for buf, state in self.engine.buffers.items():
+        for buf, state in self._buffers.items():
             for edit_id, task in list(state.edits.items()):
                 if not task.done():
                     self._show(EditUpdate(id=edit_id, buf=buf, state="error",
@@ -83,18 +96,18 @@ class EditRunner:
         return chat
 
     def _show(self, update: EditUpdate) -> None:
-        self.engine.editor.edit_update(update)
+        self.editor.edit_update(update)
 
     def _refused(self, spec: EditSpec) -> str | None:
         text = [*spec.before, *spec.lines, *spec.after, *(a for _, a in spec.history)]
-        return self.engine.privacy.policy.refusal(spec.path, text)
+        return self.privacy.policy.refusal(spec.path, text)
 
     def request(self, buf: int, edit_id: int, spec: EditSpec, attempt: int = 0) -> None:
         """Ask for edit `edit_id` (a new one, a retry or a follow-up: it replaces one in flight);
         `attempt`: how many times it was asked before (retries)."""
-        state = self.engine.state(buf)
+        state = self._state(buf)
         state.cancel_edits(edit_id)
-        cfg = self.engine.config
+        cfg = self._config()
         if cfg is None:
             return
         why = self._refused(spec)
@@ -108,13 +121,13 @@ class EditRunner:
     def warm(self, buf: int, spec: EditSpec) -> None:
         """The prompt without its instruction, evaluated by the server while the user types
         the instruction (where the server keeps a prompt cache: llama.cpp)."""
-        cfg = self.engine.config
+        cfg = self._config()
         if cfg is None or not cfg.edit.warm or self._refused(spec) is not None:
             return
-        self.engine.state(buf).start_edit_warm(self._warm(cfg, spec))
+        self._state(buf).start_edit_warm(self._warm(cfg, spec))
 
     def cancel(self, buf: int, edit_id: int) -> None:
-        state = self.engine.buffers.get(buf)
+        state = self._buffers.get(buf)
         if state is not None:
             state.cancel_edits(edit_id)
 
@@ -146,11 +159,11 @@ class EditRunner:
             return int((time.perf_counter() - started) * 1000)
 
         def fail(message: str) -> None:
-            self.engine.stats.count("edit_errors")
+            self.stats.count("edit_errors")
             self._show(EditUpdate(id=edit_id, buf=buf, state="error", elapsed_ms=ms(), message=message))
 
         self._show(EditUpdate(id=edit_id, buf=buf, state="waiting"))
-        self.engine.stats.count("edits")
+        self.stats.count("edits")
         raw, tokens, finish, ended = "", 0, None, False
         try:
             chat = self._chat(cfg)
