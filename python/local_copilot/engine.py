@@ -351,8 +351,8 @@ class Engine:
         when the server writes them all within one frame of the first (a stream would show
         nothing sooner: partial text is drawn once a frame). One answer is one read and one
         draw instead of a read, a timer and a draw per frame, and llama-server keeps the
-        connection of an unstreamed answer (it closes a streamed one): less than half the host
-        CPU per request (`make bench`). A slower server streams."""
+        connection of an unstreamed answer (it closes a streamed one), so a request costs the
+        host less CPU. A slower server streams."""
         first = self._first_n()
         if first == req.n_predict:
             return req
@@ -567,7 +567,8 @@ class Engine:
             return
         self.stats.count("speculative")
         # only the quick first part: it is shown at once after accept, and continued from
-        # there once the user pauses (a whole n_predict here doubled the tokens per burst)
+        # there once the user pauses (a whole n_predict here would make the server generate
+        # a full answer per suggestion that the user may never take)
         first = self._first_n()
         req = self._first_request(prep.req)
         got: Outcome | None = None
