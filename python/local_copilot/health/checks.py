@@ -14,13 +14,13 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from ..prompt.budget import MIN_PROMPT_BUDGET, PROMPT_OVERHEAD
+
 __all__ = [
     "Item",
     "Level",
     "LEVELS",
     "MIN_PROMPT_TOKENS",
-    "PROMPT_OVERHEAD",
-    "HARD_MIN_PROMPT",
     "FASTAPI_BROKEN",
     "INCLUDED_ROUTER_ERROR",
     "judge_fim_answer",
@@ -46,9 +46,6 @@ class Item(msgspec.Struct, kw_only=True):
     advice: list[str] = []
 
 
-# the engine's room for template tokens and its smallest prompt budget (engine.Engine._fit)
-PROMPT_OVERHEAD = 48
-HARD_MIN_PROMPT = 64
 # below this many prompt tokens a suggestion sees only a few lines around the cursor
 MIN_PROMPT_TOKENS = 512
 
@@ -108,7 +105,7 @@ def judge_context(per_request: int, n_predict: int, *, slots: int = 1, kind: str
                   backend: str = "llama.cpp") -> Item:
     """Tokens one request may use (llama.cpp: the per-slot n_ctx, i.e. -c / --parallel) against
     what a completion needs: n_predict + the template's tokens + a useful prompt."""
-    hard = n_predict + PROMPT_OVERHEAD + HARD_MIN_PROMPT
+    hard = n_predict + PROMPT_OVERHEAD + MIN_PROMPT_BUDGET
     need = n_predict + PROMPT_OVERHEAD + MIN_PROMPT_TOKENS
     prompt = per_request - n_predict - PROMPT_OVERHEAD
     split = f" ({slots} slots x {per_request} tokens: llama-server splits -c over --parallel)" if slots > 1 else ""

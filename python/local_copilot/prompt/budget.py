@@ -16,9 +16,15 @@ from collections.abc import Iterable
 from itertools import accumulate, count
 from operator import add
 
-__all__ = ["TokenEstimator", "LineCosts", "cut_lines", "cumulative_bytes", "utf8_len", "CUT_STEP"]
+__all__ = ["TokenEstimator", "LineCosts", "cut_lines", "cumulative_bytes", "utf8_len", "CUT_STEP", "PROMPT_OVERHEAD",
+           "MIN_PROMPT_BUDGET"]
 
 CUT_STEP = 8  # lines; the prefix's first line moves only in steps of this many rows
+# room the template and server-added text take in a request (FIM tokens, repo/file markers)
+PROMPT_OVERHEAD = 48
+# the fewest prompt tokens a request is sent with: a server's context with less room left
+# after n_predict is a configuration to fix, not a prompt to cut further
+MIN_PROMPT_BUDGET = 64
 
 
 class TokenEstimator:

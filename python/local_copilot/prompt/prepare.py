@@ -14,7 +14,7 @@ from ..config import Config
 from ..errors import ConfigError
 from ..postprocess import PostContext
 from ..snapshot import Snapshot
-from .budget import TokenEstimator, utf8_len
+from .budget import MIN_PROMPT_BUDGET, PROMPT_OVERHEAD, TokenEstimator, utf8_len
 from .context import FimContext
 from .ring import ContextRing
 from .speed import ServerSpeed
@@ -34,8 +34,6 @@ class Prepared:
 
 
 class Preparer:
-    # room the template and server-added text take (FIM tokens, repo/file markers)
-    PROMPT_OVERHEAD = 48
     # the file separator and name each cross-file chunk costs in the prompt
     CHUNK_OVERHEAD = 8
 
@@ -113,8 +111,8 @@ class Preparer:
         server's context is not known), and the most the chunks get of it."""
         if not limit:
             return None, cfg.context.extra_tokens
-        budget = limit - cfg.n_predict - self.PROMPT_OVERHEAD
-        if budget < 64:
+        budget = limit - cfg.n_predict - PROMPT_OVERHEAD
+        if budget < MIN_PROMPT_BUDGET:
             raise ConfigError(
                 f"the server gives each request only {limit} tokens, too few for n_predict={cfg.n_predict}; "
                 "start it with a larger context per slot (-c, or fewer --parallel slots) or lower n_predict"
