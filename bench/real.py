@@ -358,6 +358,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shape", default="qwen2.5-coder-0.5b")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ctx", type=int, default=8192)
+    ap.add_argument("--server-arg", action="append", default=[], metavar="ARG",
+                    help="one more llama-server argument, repeated for each (e.g. --server-arg=-ngl --server-arg=99 "
+                         "on a GPU build)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
 
@@ -384,7 +387,8 @@ def main(argv: list[str] | None = None) -> int:
                 for f, m in zip(files, MODULES):
                     shutil.copy(stdlib / m, f)
                 server = LlamaServer.for_model(model, binary=binary, ctx=args.ctx, threads=os.cpu_count() or 2,
-                                               extra=SERVER_FLAGS, log_file=vdir / "server.log")
+                                               extra=[*SERVER_FLAGS, *args.server_arg],
+                                               log_file=vdir / "server.log")
                 server.start(180)
                 doc["variants"][label] = {"root": str(root), "server": server.argv[1:], "floor_start": floor_ms(server.url)}
                 manifest = register(nvim_bin, root, vdir / "rplugin.vim") if label != "minuet" else vdir / "none.vim"
