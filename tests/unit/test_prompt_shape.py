@@ -153,3 +153,32 @@ def test_the_window_is_kept_while_the_speed_swings_a_little() -> None:
     for _ in range(5):
         speed.observe({"prompt_n": 400, "prompt_ms": 400.0})  # a GPU now: 1,000 tokens/s
     assert speed.sizing(1000, 4.0, 60).window_tokens > 3 * first
+
+
+def window_chars(prompt: str) -> int:
+    return len(prompt) - len("<|fim_prefix|><|fim_suffix|><|fim_middle|>")
+
+
+def test_moving_up_keeps_the_least_context() -> None:
+    """Moving up keeps the last prompt's start (its text stays cached) while the window above
+    the cursor shrinks; never below ~512 characters: then the start moves up."""
+    prep = Preparer()
+    prep.estimator._set(3.2)
+    for row in (400, 399, 396, 393, 390, 387, 384, 380, 376, 371, 350, 349, 345):
+        prompt = prompt_at(prep, SOURCE, row, tps=150)
+        assert window_chars(prompt) >= MIN_CONTEXT_CHARS, (row, window_chars(prompt))
+
+
+def test_the_room_of_the_lines_below_left_out_goes_above() -> None:
+    """On a slow server the prompt carries only a few lines below the cursor; the budget they
+    would have had is spent on lines above, not left unused (the anchored start rounds it to
+    whole steps, so within a tenth)."""
+    for tps in (400, 800):
+        for row in range(300, 420, 7):
+            prep = Preparer()
+            prep.estimator._set(4.0)
+            prompt = prompt_at(prep, SOURCE, row, tps=tps)
+            use = prep.in_use
+            assert use["sized_tokens"] is not None and use["suffix_lines"] is not None and use["suffix_lines"] < 60
+            assert use["window_tokens"] >= 0.9 * use["sized_tokens"], (tps, row, use)
+            assert prompt.split("<|fim_suffix|>")[1].count("\n") <= use["suffix_lines"] + 1

@@ -93,13 +93,19 @@ class LineCosts:
         """How many of the lines (from the first) fit in `tokens`."""
         return bisect_right(self._scaled, tokens * self.bpt)
 
+    def cost(self, n: int) -> float:
+        """Tokens of the first `n` lines."""
+        return self._scaled[n - 1] / self.bpt if n > 0 else 0.0
+
 
 def cut_lines(pre: LineCosts, suf: LineCosts, room: float, *, first_row: int,
-              prefix_share: float) -> tuple[int, int]:
+              prefix_share: float, suffix_limit: int | None = None) -> tuple[int, int]:
     """Where the window is cut (prompt/window.py): (index of the first prefix line kept, suffix lines kept).
 
     `pre` are the costs of the lines above, nearest the cursor first, `suf` those of the
-    lines below; `room` is the budget less the cursor line."""
+    lines below; `room` is the budget less the cursor line. `suffix_limit`: the prompt carries
+    at most this many lines below, whatever their share; the room they leave goes above (the
+    suffix lines kept are still those of the share: the post-processor reads them)."""
     left = max(0, room)
     n_pre, n_suf = len(pre), len(suf)
     total_pre, total_suf = pre.total(), suf.total()
@@ -110,12 +116,15 @@ def cut_lines(pre: LineCosts, suf: LineCosts, room: float, *, first_row: int,
     if total_suf < left - want_pre:
         want_pre = left - math.ceil(total_suf)
     want_suf = left - min(want_pre, total_pre)
+    suffix_keep = suf.within(want_suf)
+    if suffix_limit is not None and suffix_limit < suffix_keep:
+        want_pre = left - math.ceil(suf.cost(suffix_limit))
 
     # prefix: keep the lines nearest the cursor, cut where (first_row + index) % CUT_STEP == 0
     keep_from = n_pre - pre.within(want_pre)
     # round the cut down to an anchored row: stable while typing below
     keep_from = min(n_pre, keep_from + -(first_row + keep_from) % CUT_STEP)
-    return keep_from, suf.within(want_suf)
+    return keep_from, suffix_keep
 
 
 def utf8_len(text: str) -> int:

@@ -17,7 +17,7 @@ from ..snapshot import Snapshot
 from .budget import MIN_PROMPT_BUDGET, PROMPT_OVERHEAD, TokenEstimator, utf8_len
 from .context import FimContext
 from .ring import ContextRing
-from .speed import ServerSpeed
+from .speed import MIN_CONTEXT_CHARS, ServerSpeed
 from .templates import ExtraChunk
 from .window import WindowFitter
 
@@ -76,7 +76,7 @@ class Preparer:
         fitted = window.fit(snap, lines_before=cfg.context.lines_before, lines_after=cfg.context.lines_after,
                             budget=window_budget, est=self.estimator, prefix_share=cfg.context.prefix_share,
                             suffix_lines=sizing.suffix_lines, anchor=sized,
-                            room=room if room is not None else 1 << 30)
+                            room=room if room is not None else 1 << 30, least_bytes=MIN_CONTEXT_CHARS)
         ctx, key = fitted.ctx, fitted.key
         if not speculative:
             self.in_use = {"window_tokens": fitted.tokens, "sized_tokens": sizing.window_tokens,

@@ -67,19 +67,22 @@ class WindowFitter:
 
     def fit(self, snap: Snapshot, *, lines_before: int, lines_after: int, budget: int | None,
             est: TokenEstimator, prefix_share: float, suffix_lines: int | None = None,
-            anchor: bool = False, room: int | None = None) -> Fitted:
+            anchor: bool = False, room: int | None = None, least_bytes: int = 0) -> Fitted:
         """`budget`: tokens the local window may take in the prompt (None: no limit known).
 
         `suffix_lines`: at most this many lines below the cursor go into the prompt (the
-        post-processor still sees all that fit). `anchor`: the prefix starts at a row anchored
-        in steps of about half the prefix, so moving down within a step only appends to the
-        prompt; the start is the anchor at or above the budget's cut (up to half as much again)
-        when `room` (the most tokens the window may take) has space for that, else the one
-        below. Both keep the server's prompt cache as the cursor moves: llama-server keeps the
-        common start of the cached prompt and evaluates everything after the first inserted
-        token again, so the suffix (after the cursor's split) is evaluated again on each move
-        (../shared/reference/backends.md §1.12): it must be short, and the start must not move
-        up while the user edits down a file."""
+        post-processor still sees all that fit; the room the others leave goes above).
+        `anchor`: the prefix starts at a row anchored in steps of about half the prefix, so
+        moving down within a step only appends to the prompt; the start is the anchor at or
+        above the budget's cut (up to half as much again) when `room` (the most tokens the
+        window may take) has space for that, else the one below; the start of the buffer's
+        last prompt is kept while it is near the budget's cut and leaves the window at least
+        `least_bytes` (moving up keeps the start and shrinks the window), and no anchor leaves
+        it less. All this keeps the server's prompt cache as the cursor moves: llama-server
+        keeps the common start of the cached prompt and evaluates everything after the first
+        inserted token again, so the suffix (after the cursor's split) is evaluated again on
+        each move (../shared/reference/backends.md §1.12): it must be short, and the start must
+        not move up while the user edits down a file."""
         idx = snap.row - snap.first
         lines = snap.lines
         above = lines[max(0, idx - lines_before):idx]
@@ -100,7 +103,7 @@ class WindowFitter:
                 self._costs = LineCosts(self._pre_bytes, bpt), LineCosts(self._suf_bytes, bpt)
             core = math.ceil(core_bytes / bpt) + 1
             keep_from, suffix_keep = cut_lines(*self._costs, budget - core, first_row=snap.row - n_pre,
-                                               prefix_share=prefix_share)
+                                               prefix_share=prefix_share, suffix_limit=suffix_lines)
         if anchor and budget is not None:
             # a power of two near half the kept lines: the same step while the budget drifts a little
             step = max(ANCHOR_MIN, 1 << max(1, (n_pre - keep_from) // 2).bit_length() - 1)
@@ -110,21 +113,24 @@ class WindowFitter:
             roomy = room is not None and room >= budget * 1.5
             kept = self._starts.get(snap.buf, -1) - first_row
             # (two steps: the budget's cut was rounded to CUT_STEP rows already)
-            if roomy and 0 <= kept <= n_pre and abs(keep_from - kept) <= 2 * step:
+            if roomy and 0 <= kept <= n_pre and abs(keep_from - kept) <= 2 * step \
+                    and self._window_bytes(n_pre - kept, core_bytes, suffix_keep, suffix_lines) >= least_bytes:
                 keep_from = kept
             elif up >= 0 and roomy:
                 keep_from = up
             else:
                 keep_from = min(n_pre, keep_from + -(first_row + keep_from) % step)
+            # the anchors round the budget's cut to whole steps: never below `least_bytes`
+            while keep_from > 0 and self._window_bytes(n_pre - keep_from, core_bytes, suffix_keep,
+                                                       suffix_lines) < least_bytes:
+                keep_from = max(0, keep_from - step)
             self._starts[snap.buf] = first_row + keep_from
         prefix, prev = self._prefix(keep_from)
         _, nxt = self._suffix(suffix_keep)
         if suffix_lines is not None and suffix_lines < suffix_keep:
             suffix_keep = suffix_lines
         tail, _ = self._suffix(suffix_keep)
-        kept_pre, kept_suf = n_pre - keep_from, suffix_keep
-        prompt_bytes = core_bytes + (self._pre_bytes[kept_pre - 1] + kept_pre if kept_pre else 0) \
-            + (self._suf_bytes[kept_suf - 1] + kept_suf if kept_suf else 0)
+        prompt_bytes = self._window_bytes(n_pre - keep_from, core_bytes, suffix_keep, None)
         ctx = FimContext(
             prefix=prefix,
             middle=middle,
@@ -138,6 +144,13 @@ class WindowFitter:
             filetype=snap.ft,
         )
         return Fitted(ctx, key, math.ceil(prompt_bytes / est.bytes_per_token))
+
+    def _window_bytes(self, kept_pre: int, core_bytes: int, suffix_keep: int, suffix_lines: int | None) -> int:
+        """Bytes of a window of `kept_pre` lines above, the cursor line and the lines below the
+        prompt carries, newlines included."""
+        kept_suf = suffix_keep if suffix_lines is None else min(suffix_lines, suffix_keep)
+        return core_bytes + (self._pre_bytes[kept_pre - 1] + kept_pre if kept_pre else 0) \
+            + (self._suf_bytes[kept_suf - 1] + kept_suf if kept_suf else 0)
 
     def _load(self, where: tuple[int, int, int, int, str], above: list[str], below: list[str]) -> None:
         self._where, self._above, self._below = where, above, below
