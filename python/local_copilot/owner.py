@@ -52,11 +52,13 @@ def listener_uids(port: int) -> set[int]:
 def listeners(port: int) -> set[Listener]:
     """The sockets that listen on `port` (any local address). The text tables list every
     socket of the machine (thousands in TIME_WAIT on a busy one: milliseconds to read);
-    netlink hands over the listening ones only (tens of microseconds)."""
+    netlink hands over the listening ones only (tens of microseconds). Where netlink is
+    refused, or tells of no listener (a sandbox may answer an empty dump), the tables answer."""
     try:
-        return _netlink_listeners(port)
-    except (OSError, AttributeError, struct.error):  # no netlink here, or it is refused
-        return _table_listeners(port)
+        found = _netlink_listeners(port)
+    except (OSError, AttributeError, struct.error):
+        found = set()
+    return found or _table_listeners(port)
 
 
 def _netlink_listeners(port: int) -> set[Listener]:
