@@ -52,6 +52,25 @@ def test_prints_the_suggestion_for_a_spot_and_sends_the_file_around_it(
     assert body["input_suffix"] == "\n\treturn 0"
 
 
+def test_the_window_is_sized_from_the_speed_the_server_shows(
+        tmp_path: Path, proxy: RecordingProxy, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A one-shot engine has measured nothing: a warm-up (nothing generated) measures the
+    server first, and the tiny server's speed affords as much of the window as its context
+    holds, not the share a CPU's assumed speed would (the editor sends the same once it has
+    measured the server)."""
+    monkeypatch.setenv("LOCAL_COPILOT_LOG_DIR", str(tmp_path / "log"))
+    src = tmp_path / "long.py"
+    src.write_text("".join(f"value_{i} = compute(value_{i - 1}, {i})  # step {i}\n" for i in range(400)))
+    assert cli.main(["complete", f"{src}:380:1", "--config", _config(tmp_path, proxy.url)]) == 0
+    assert capsys.readouterr().out.startswith(PHRASE.split("\n")[0])
+    asked = proxy.bodies("/infill")
+    assert len(asked) >= 2 and asked[0]["n_predict"] == 0 and all(b["n_predict"] > 0 for b in asked[1:])
+    # a CPU's assumed speed affords ~256 tokens (11 of these lines); this server's speed
+    # affords all its context per slot (4096 tokens) holds of the 200 lines above
+    assert asked[1]["input_prefix"].count("\n") > 50
+
+
 def test_json_and_standard_input_as_a_user_runs_it(tmp_path: Path, phrase_server: LlamaServer) -> None:
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO / "python"), "LOCAL_COPILOT_LOG_DIR": str(tmp_path)}
     res = subprocess.run([sys.executable, "-m", "local_copilot.cli", "complete", "-", "--json",

@@ -93,6 +93,14 @@ async def _complete(raw: dict[str, Any], snap: Snapshot) -> Answer:
     engine.configure(cfg)
     t0 = time.monotonic()
     try:
+        # the editor sizes its window from the server's measured speed, and this engine has
+        # measured nothing: a warm-up (the prompt, nothing generated; llama.cpp) measures it
+        # first, so the answer is the one a warmed-up editor shows (the whole window from a
+        # GPU, not a CPU's assumed share of it); where it came in time the prompt is cached
+        engine.warm(snap)
+        warming = engine.state(snap.buf).warm
+        if warming is not None:
+            await asyncio.wait({warming}, timeout=cfg.active.timeout_ms / 1000)
         engine.submit(snap)
         # the engine has its own per-request timeouts; this only bounds a probe plus a request
         limit = 2 * cfg.active.timeout_ms / 1000 + 5
