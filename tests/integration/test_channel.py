@@ -5,6 +5,7 @@ Neovim is noticed."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ import pytest
 
 from local_copilot.nvim.channel import NvimChannel, split_address
 from local_copilot.render import RenderPlan, candidate
+
+from ..helpers import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -23,11 +26,23 @@ async def until(cond: Any, timeout: float = 10.0) -> None:
             await asyncio.sleep(0.01)
 
 
+def accepts(addr: Path) -> bool:
+    """Whether something listens at the socket `addr` (the file exists once bound, a moment
+    before the listen: a connect in between is refused)."""
+    with socket.socket(socket.AF_UNIX) as s:
+        try:
+            s.connect(str(addr))
+        except OSError:
+            return False
+    return True
+
+
 @pytest.fixture()
 def listening_nvim(nvim_bin: str, tmp_path: Path) -> Any:
     addr = tmp_path / "nvim.sock"
     proc = subprocess.Popen([nvim_bin, "--clean", "--headless", "-n", "--listen", str(addr)],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(lambda: accepts(addr), what=f"Neovim listening at {addr}")
     yield proc, addr
     proc.kill()
     proc.wait()
@@ -35,7 +50,6 @@ def listening_nvim(nvim_bin: str, tmp_path: Path) -> Any:
 
 async def test_events_and_lua_both_ways(listening_nvim: Any) -> None:
     proc, addr = listening_nvim
-    await until(addr.exists)
     events: list[tuple[str, Any]] = []
     ready: list[NvimChannel] = []
     lost: list[bool] = []
