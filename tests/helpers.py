@@ -1,8 +1,10 @@
-"""Shared test helpers: waiting on conditions (never bare sleeps), time constants, and the
-kernel's table of TCP sockets."""
+"""Shared test helpers: waiting on conditions (never bare sleeps), time constants, whether a
+Unix socket accepts, and the kernel's table of TCP sockets."""
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,6 +14,17 @@ T = TypeVar("T")
 
 # One place for time limits; generous because these machines are noisy.
 TIMEOUT = 15.0
+
+
+def accepts(path: str | os.PathLike[str]) -> bool:
+    """Whether something listens at the Unix socket `path` (the file exists once bound, a
+    moment before the listen: a connect in between is refused)."""
+    with socket.socket(socket.AF_UNIX) as s:
+        try:
+            s.connect(os.fspath(path))
+        except OSError:
+            return False
+    return True
 
 
 def wait_for(fn: Callable[[], T], *, timeout: float = TIMEOUT, interval: float = 0.02, what: str = "") -> T:

@@ -5,7 +5,6 @@ Neovim is noticed."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ import pytest
 from local_copilot.nvim.channel import NvimChannel, split_address
 from local_copilot.render import RenderPlan, candidate
 
-from ..helpers import wait_for
+from ..helpers import accepts, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -24,17 +23,6 @@ async def until(cond: Any, timeout: float = 10.0) -> None:
     async with asyncio.timeout(timeout):
         while not cond():
             await asyncio.sleep(0.01)
-
-
-def accepts(addr: Path) -> bool:
-    """Whether something listens at the socket `addr` (the file exists once bound, a moment
-    before the listen: a connect in between is refused)."""
-    with socket.socket(socket.AF_UNIX) as s:
-        try:
-            s.connect(str(addr))
-        except OSError:
-            return False
-    return True
 
 
 @pytest.fixture()

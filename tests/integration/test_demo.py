@@ -19,7 +19,7 @@ from typing import Any
 import pynvim
 import pytest
 
-from ..helpers import wait_for
+from ..helpers import accepts, wait_for
 from .nvim_session import REPO, suggestion
 
 pytestmark = pytest.mark.integration
@@ -58,7 +58,7 @@ def test_demo_shows_ghost_text_tab_accepts_and_quitting_stops_the_server(tmp_pat
     threading.Thread(target=_drain, args=(master, screen), daemon=True).start()
     nvim: Any = None
     try:
-        wait_for(lambda: os.path.exists(address) or proc.poll() is not None, timeout=60, what="the demo's Neovim")
+        wait_for(lambda: accepts(address) or proc.poll() is not None, timeout=60, what="the demo's Neovim")
         assert proc.poll() is None, screen.decode(errors="replace")
         nvim = pynvim.attach("socket", path=address)
         assert "tiny offline model: completions are NOISE" in nvim.eval("&winbar")
