@@ -213,21 +213,23 @@ class Engine:
         if not self._first_now(state, snap):
             state.start(self._run(state, snap))
 
-    def warm(self, snap: Snapshot) -> None:
+    def warm(self, snap: Snapshot) -> asyncio.Task[None] | None:
         """The cursor rests at a new place (Normal mode): have the server evaluate the prompt
         for it with nothing to generate, so the first key typed there finds it cached (on a
         CPU a cold prompt is most of a suggestion's time). Only where the backend can
         (`warms`); never while a real request for the buffer is in flight (it is evaluating
-        a prompt here already), and a newer warm-up replaces an older one."""
+        a prompt here already), and a newer warm-up replaces an older one. Returns the
+        warm-up's task, None when there is none."""
         backend, cfg = self.backend, self.config
         if backend is None or cfg is None or not backend.warms or self.privacy.refuses(snap):
-            return
+            return None
         state = self.state(snap.buf)
         if state.task is not None and not state.task.done():
-            return
+            return None
         state.cancel_warm()
         state.warm_row = snap.row
         state.warm = asyncio.get_running_loop().create_task(self._run_warm(snap))
+        return state.warm
 
     async def _run_warm(self, snap: Snapshot) -> None:
         assert self.backend is not None

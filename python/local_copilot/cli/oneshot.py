@@ -97,8 +97,7 @@ async def _complete(raw: dict[str, Any], snap: Snapshot) -> Answer:
         # measured nothing: a warm-up (the prompt, nothing generated; llama.cpp) measures it
         # first, so the answer is the one a warmed-up editor shows (the whole window from a
         # GPU, not a CPU's assumed share of it); where it came in time the prompt is cached
-        engine.warm(snap)
-        warming = engine.state(snap.buf).warm
+        warming = engine.warm(snap)
         if warming is not None:
             await asyncio.wait({warming}, timeout=cfg.active.timeout_ms / 1000)
         engine.submit(snap)
