@@ -21,6 +21,9 @@ local state = {
   revived = 0, -- python3 hosts started anew after one exited (see revive)
   gone = false, -- it kept exiting, or would not start: nothing is sent until retry()
   failed = nil, -- why the host did not start, once it did not
+  generation = 0, -- hosts this module started (an older one's exit is not the current one's)
+  up = false, -- the host started last described itself (pynvim runs there), see spawn
+  lost = false, -- the host started last ran and exited: the next start is a revival
 }
 
 local notify = function(_, _) end
@@ -83,93 +86,179 @@ end
 -- Why the host could not start, or nil.
 function M.failure() return state.failed end
 
+-- Whether the host was given up (it kept exiting, or would not start): nothing is sent, and
+-- no call is made, until :LocalCopilot enable (retry()).
+function M.stopped() return state.gone end
+
 -- :LocalCopilot enable: a host that would not start, or kept exiting, is tried again.
 function M.retry()
-  state.failed, state.gone, state.revived = nil, false, 0
+  state.failed, state.gone, state.revived, state.lost = nil, false, 0, false
 end
 
--- Start the host with the first event (`LocalCopilotEvent` starts it); false when it failed.
-local function start(name, payload)
-  if state.failed then return false end
-  if vim.fn.has('python3') == 0 then
-    fail('no python3 with pynvim found')
-    return false
+-- The host process is started with jobstart, which returns at once: Neovim's own provider
+-- (remote#host#Require -> provider#Poll) waits in the main loop until the new host answers
+-- 'poll' (~250-300 ms at the first Insert, 0.2-1 s at each revival), and detecting a python
+-- first (provider#pythonx#Detect) runs it synchronously (~0.9 s for one that cannot run the
+-- host). Events sent meanwhile wait in the channel's pipe: pynvim loads the plugins before it
+-- reads them. The channel is registered as the python3 host, so the rplugin's functions
+-- (LocalCopilotCall) and every other python3 rplugin reach this process.
+local HOST_SCRIPT = 'import sys; sys.path = [p for p in sys.path if p != ""]; import neovim; neovim.start_host()'
+
+-- The python that runs the host: g:python3_host_prog, else python3 (then python) on PATH.
+local function python_prog()
+  local prog = vim.g.python3_host_prog
+  if type(prog) == 'string' and prog ~= '' then
+    local path = vim.fn.exepath(vim.fn.expand(prog))
+    if path == '' then return nil, 'g:python3_host_prog = ' .. prog .. ' cannot run' end
+    return path
   end
-  vim.g.local_copilot_start_args = { name, payload }
-  local ok = pcall(vim.cmd, 'silent! call call("LocalCopilotEvent", g:local_copilot_start_args)')
-  vim.g.local_copilot_start_args = nil
-  if not ok or vim.fn.exists('*LocalCopilotEvent') == 0 then
-    fail('')
-    return false
+  for _, name in ipairs({ 'python3', 'python' }) do
+    local path = vim.fn.exepath(name)
+    if path ~= '' then return path end
   end
-  return true
+  return nil, 'no python3 on PATH; set g:python3_host_prog'
 end
+
+-- Why a host that exited before it connected did not start, from its last stderr lines.
+local function start_failure(prog, stderr)
+  local text = table.concat(stderr, '\n')
+  local who = (vim.g.python3_host_prog and vim.g.python3_host_prog ~= '') and ('g:python3_host_prog = ' .. vim.g.python3_host_prog)
+    or ('python3 on PATH (' .. prog .. ')')
+  if text:find("No module named '?neovim") or text:find("No module named '?pynvim") then
+    return who .. ' has no pynvim'
+  end
+  local last = ''
+  for _, line in ipairs(stderr) do
+    if line:match('%S') then last = vim.trim(line) end
+  end
+  return who .. ' exited' .. (last ~= '' and (': ' .. last) or '')
+end
+
+-- Start a python3 host without waiting for it; its channel, or nil (the failure is told).
+local function spawn()
+  local prog, why = python_prog()
+  if not prog then
+    fail(why)
+    return nil
+  end
+  local args = { prog, '-c', HOST_SCRIPT }
+  for _, plugin in ipairs(vim.fn['remote#host#PluginsForHost']('python3')) do
+    args[#args + 1] = plugin.path
+  end
+  state.generation = state.generation + 1
+  local generation = state.generation
+  local stderr = {}
+  local ok, id = pcall(vim.fn.jobstart, args, {
+    rpc = true,
+    on_stderr = function(_, data)
+      for _, line in ipairs(data) do
+        if line ~= '' then stderr[#stderr + 1] = line end
+      end
+      while #stderr > 20 do table.remove(stderr, 1) end
+    end,
+    on_exit = function(chan)
+      if generation ~= state.generation then return end
+      if state.chan == chan then state.chan = nil end
+      -- Neovim's remote#host would hand out the dead channel: give it its own factory back
+      pcall(vim.cmd, "call remote#host#Register('python3', '*', function('provider#python3#Require'))")
+      -- a host that never described itself did not start; one that did exited (the next
+      -- event revives it)
+      if state.up then
+        state.lost = true
+      else
+        fail(start_failure(prog, stderr))
+      end
+    end,
+  })
+  if not ok or type(id) ~= 'number' or id <= 0 then
+    fail('g:python3_host_prog = ' .. prog .. ' cannot run')
+    return nil
+  end
+  state.up = false
+  -- pynvim describes itself (nvim_set_client_info, type 'host') once it runs: from then on
+  -- an exit is a host that died, not one that could not start
+  api.nvim_create_autocmd('ChanInfo', {
+    group = api.nvim_create_augroup('local_copilot_host', { clear = true }),
+    callback = function()
+      local info = vim.v.event.info
+      if generation == state.generation and info.id == id and info.client and info.client.type == 'host' then
+        state.up = true
+        return true
+      end
+    end,
+  })
+  vim.fn['remote#host#Register']('python3', '*', id)
+  -- rplugin functions already defined hold an earlier host's channel in them
+  pcall(api.nvim_exec2, ([[
+    for plugin in remote#host#PluginsForHost('python3')
+      for spec in plugin.specs
+        if spec.type ==# 'function' && exists('*' . spec.name)
+          call remote#define#FunctionOnChannel(%d, plugin.path.':function:'.spec.name, spec.sync, spec.name, spec.opts)
+        endif
+      endfor
+    endfor]]):format(id), {})
+  return id
+end
+
+local channel -- the python3 host's channel, found or started (below)
 
 -- A sync call to the host (commands, health): its answer, or nil and why not. A host not
--- started yet is started as an event starts it, so a broken one blocks nothing here either.
+-- started yet is started as an event starts it (without waiting), then the call waits for
+-- its answer as any sync call does.
 function M.call(...)
   if state.failed then return nil, 'the Python host did not start (' .. state.failed .. ')' end
-  if vim.fn.exists('*LocalCopilotCall') == 1 then
-    local ok, res = pcall(vim.fn.LocalCopilotCall, ...)
-    if ok then return res end
-    return nil, 'the Python host did not answer (' .. tostring(res):gsub('^.-Vim[^:]*:', ''):match('[^\n]*') .. ')'
+  if not channel() then
+    return nil, 'the Python host did not start' .. (state.failed and (' (' .. state.failed .. ')') or '')
   end
+  -- the function is defined on first call (FuncUndefined), onto the channel registered above
   vim.g.local_copilot_call = { ... }
-  pcall(vim.cmd, 'silent! let g:local_copilot_call = call("LocalCopilotCall", g:local_copilot_call)')
+  local ok, err = pcall(vim.cmd, 'let g:local_copilot_call = call("LocalCopilotCall", g:local_copilot_call)')
   local res = vim.g.local_copilot_call
   vim.g.local_copilot_call = nil
-  if vim.fn.exists('*LocalCopilotCall') == 0 then
-    fail('')
-    return nil, 'the Python host did not start'
-  end
-  return res
+  if ok then return res end
+  return nil, 'the Python host did not answer (' .. tostring(err):gsub('^.-Vim[^:]*:', ''):match('[^\n]*') .. ')'
 end
 
 local MAX_REVIVALS = 3
 
 -- The python3 host exited (a crash, the OOM killer): Neovim's remote#host keeps handing out
--- its dead channel and never starts another, so every event would fail. Registering the host
--- anew makes the next Require start a fresh one, with every registered plugin. Returns its
--- channel, or nil once the host has exited too often.
+-- its dead channel and never starts another, so every event would fail. A fresh host is
+-- started and registered in its place, with every registered plugin. Returns its channel, or
+-- nil once the host has exited too often.
 local function revive()
   if state.revived >= MAX_REVIVALS then
     state.gone = true
-    notify('local-copilot: the Python host keeps exiting; completion is off until Neovim restarts'
+    notify('local-copilot: the Python host keeps exiting; completion is off until :LocalCopilot enable'
       .. ' (:LocalCopilot log, :checkhealth local_copilot)', 'error')
     return nil
   end
-  state.revived = state.revived + 1
+  state.revived, state.lost = state.revived + 1, false
   notify('local-copilot: the Python host exited; starting a new one (:LocalCopilot log)', 'warn')
-  vim.cmd("call remote#host#Register('python3', '*', function('provider#python3#Require'))")
-  local ok, id = pcall(vim.fn['remote#host#Require'], 'python3')
-  if not ok or type(id) ~= 'number' or id <= 0 then return nil end
-  -- rplugin functions (LocalCopilotCall, ...) were defined with the dead channel in them
-  pcall(api.nvim_exec2, ([[
-    for plugin in remote#host#PluginsForHost('python3')
-      for spec in plugin.specs
-        if spec.type ==# 'function'
-          call remote#define#FunctionOnChannel(%d, plugin.path.':function:'.spec.name, spec.sync, spec.name, spec.opts)
-        endif
-      endfor
-    endfor]]):format(id), {})
   state.direct = nil
   state.sent_config_version = -1 -- the new host has no options yet
-  return id
+  return spawn()
 end
 
--- The python3 host's channel once it runs: events go to it with vim.rpcnotify. The rplugin
--- function LocalCopilotEvent (which also starts the host) converts its arguments to Vim values
--- first, which costs a snapshot about as much again.
-local function channel()
+-- The python3 host's channel: the one known, the one another plugin started, or a new one
+-- (started without waiting; a dead one is revived). Events go to it with vim.rpcnotify; the
+-- rplugin function LocalCopilotEvent would convert its arguments to Vim values first, which
+-- costs a snapshot about as much again.
+function channel()
   local chan = state.chan
   if chan and api.nvim_get_chan_info(chan).id == chan then return chan end
   state.chan = nil
-  if state.gone or not M.running() then return nil end
-  local ok, id = pcall(vim.fn['remote#host#Require'], 'python3')
-  if ok and type(id) == 'number' and id > 0 and api.nvim_get_chan_info(id).id ~= id then
+  if state.gone or state.failed then return nil end
+  local ok, running = pcall(vim.fn['remote#host#IsRunning'], 'python3')
+  local id
+  if ok and running == 1 then
+    id = vim.fn['remote#host#Require']('python3') -- registered: returns its channel at once
+    if api.nvim_get_chan_info(id).id ~= id then id = revive() end
+  elseif state.lost then
     id = revive()
+  else
+    id = spawn()
   end
-  if ok and type(id) == 'number' and id > 0 then
+  if type(id) == 'number' and id > 0 then
     state.chan = id
     on_new_host()
   end
@@ -185,7 +274,7 @@ end
 -- The host's worker connects to Neovim's server address on a channel of its own
 -- (python/local_copilot/nvim/channel.py): events sent there skip two thread hops in the host.
 function M.use_channel(chan)
-  state.direct = chan
+  state.direct, state.up = chan, true
   on_new_host() -- the next snapshot sends its window whole, on the new channel
 end
 
@@ -200,17 +289,13 @@ function M.emit(name, payload)
   end
   if state.chan and pcall(vim.rpcnotify, state.chan, 'local_copilot_event', name, payload) then return end
   local chan = channel()
-  if state.gone then return end
-  if chan then
-    if state.sent_config_version ~= config.version and name ~= 'config' then
-      -- a host started anew after the last one exited: it needs the options first
-      state.sent_config_version = config.version
-      pcall(vim.rpcnotify, chan, 'local_copilot_event', 'config', config.user)
-    end
-    pcall(vim.rpcnotify, chan, 'local_copilot_event', name, payload)
-  elseif not M.running() then
-    if start(name, payload) then channel() end
-  end -- else a host that exited could not be started anew now: the next event tries again
+  if not chan then return end
+  if state.sent_config_version ~= config.version and name ~= 'config' then
+    -- a host started anew after the last one exited: it needs the options first
+    state.sent_config_version = config.version
+    pcall(vim.rpcnotify, chan, 'local_copilot_event', 'config', config.user)
+  end
+  pcall(vim.rpcnotify, chan, 'local_copilot_event', name, payload)
 end
 
 -- An event, when the plugin is registered (starting the host if needed).
