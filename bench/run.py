@@ -28,6 +28,9 @@ What runs (see README, "Benchmarks"):
   Neovim while a burst runs. (c) times the plugin's own callbacks only; this also counts what
   they cause around them: each plan's RPC message, decode and nvim_exec_lua, the redraw of the
   ghost text, and cold caches for all of it (split by two more variants).
+* (k) the longest stall of Neovim's main loop while the Python host starts, at the first Insert
+  and at a revival after `kill -9` (bench/host_start.py: a callback queued every 2 ms, the
+  longest gap between two runs), beside the same wait with the host already running.
 * (j) next edits: Neovim's main-thread time per change the edit recorder records
   (bench/next_edit_recorder.lua, headless, no server): while typing, and with every change far
   from the last (its worst case).
@@ -52,6 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import harness as H  # noqa: E402
 import floor  # noqa: E402
+import host_start  # noqa: E402
 import wakeup  # noqa: E402
 
 from local_copilot import protocol  # noqa: E402
@@ -516,6 +520,14 @@ def budgets(doc: dict[str, Any]) -> list[dict[str, Any]]:
         st = doc["startup"]
         row("added to nvim --startuptime", "<= 2 ms", f"{st['added_ms']:.2f} ms (median of {st['runs']})",
             st["added_ms"] <= 2)
+    if "host_start" in doc:
+        hs = doc["host_start"]
+        floor_ms = hs["host_running_ms"]["max"]
+        for key, what in (("first_insert_ms", "first Insert"), ("revival_ms", "revival after kill -9")):
+            v = hs[key]
+            row(f"main loop stall: host start at {what}", "<= 20 ms",
+                f"{v['max']:.1f} ms worst of {hs['runs']} (median {v['median']:.1f}; host running: {floor_ms:.1f})",
+                v["max"] <= 20)
     if "recorder" in doc:
         r = doc["recorder"]
         typing, far = r["typing"]["per_change_us"], r["far"]["per_change_us"]
@@ -541,10 +553,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profiles", default=",".join(PROFILES), help="comma-separated, from: " + ", ".join(PROFILES))
     ap.add_argument("--reps", type=int, default=200, help="snapshot timings per buffer size")
     ap.add_argument("--startup-runs", type=int, default=15)
+    ap.add_argument("--host-start-runs", type=int, default=5)
     ap.add_argument("--wakeups", type=int, default=100, help="messages per wakeup yardstick (4 of them)")
     ap.add_argument("--floor-bursts", type=int, default=12, help="typing bursts of the floor yardstick")
     ap.add_argument("--skip", default="",
-                    help="comma-separated parts to skip: bursts,mainthread,snapshot,startup,wakeup,floor,recorder")
+                    help="comma-separated parts to skip: bursts,mainthread,snapshot,startup,hoststart,wakeup,floor,recorder")
     ap.add_argument("--out", type=Path, default=None, help="JSON file (default bench/results/bench-TIME.json)")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a budget is missed (default: report only)")
     args = ap.parse_args(argv)
@@ -563,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
         manifest = H.make_manifest(nvim_bin, workdir)
         env = H.nvim_env(workdir, manifest)
         # only these parts need the server
-        needs_server = bool({"bursts", "mainthread", "floor", "snapshot"} - skip)
+        needs_server = bool({"bursts", "mainthread", "floor", "snapshot", "hoststart"} - skip)
         if needs_server:
             log("starting the tiny llama-server ...")
         with H.tiny_server(workdir, extra=["--slots"]) if needs_server else contextlib.nullcontext() as server:
@@ -592,6 +605,14 @@ def main(argv: list[str] | None = None) -> int:
                 except Exception as exc:
                     doc.setdefault("errors", []).append(f"floor: {exc!r}")
                     log(f"  floor failed: {exc!r}")
+            if "hoststart" not in skip:
+                log("main loop stall while the Python host starts and revives ...")
+                try:
+                    doc["host_start"] = host_start.measure(nvim_bin, manifest, env, server.url, workdir,
+                                                           args.host_start_runs)
+                except Exception as exc:
+                    doc.setdefault("errors", []).append(f"host start: {exc!r}")
+                    log(f"  host start failed: {exc!r}")
             if "snapshot" not in skip:
                 log("snapshot + prompt cost, 1,000 vs 100,000 lines ...")
                 try:
