@@ -21,10 +21,17 @@ Rules, in the order they are asked (the first that matches is the reason):
 5. content rules on the text that would be sent: a private-key block or a high-confidence
    credential (CONTENT_RULES). Each line is judged once, when it is new (a cache keyed by
    the line's text): a keystroke costs the scan of the one line it changed.
+
+Rules 1-4 judge the path as named and, where it differs, the path it resolves to (its links
+followed: `notes.py -> ~/.ssh/config` is the secret file under an ordinary name). A path is
+judged once, and again when the editor says the file was written, read or renamed
+(`forget_path`). A binary file (`binary_reason`: git's rule) is no text to send either; Lua
+applies it to the buffer's file, whose encoding only it knows, and the CLI to the file it reads.
 """
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import subprocess
@@ -33,6 +40,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 __all__ = [
+    "BINARY_HEAD",
     "CONTENT_RULES",
     "IGNORE_FILE",
     "SECRET_DIRS",
@@ -40,6 +48,7 @@ __all__ = [
     "SECRET_PATHS",
     "Gate",
     "Policy",
+    "binary_reason",
     "glob_lua",
     "glob_regex",
 ]
@@ -69,6 +78,15 @@ SECRET_NAMES = (
     "*.jks", "*.keystore", "*.bks", "*.ppk", "*.gpg", "*.pgp", "*.asc", "*.kdbx", "*.ovpn", "*.mobileprovision",
 )
 
+# A URL's password that stands for one, as documentation and templates write it: a template
+# (`${DB_PASS}`, `$PASS`, `{password}`, `{{ pw }}`, `<password>`, `%s`, `%(pw)s`), a mask (`xxxx`,
+# `****`, `....`) or the word itself (`password`, `your_password`, `changeme`, `secret`, `token`).
+# Anything else is taken for a real one, `postgres://user:pass@host/db` and the `postgres:postgres`
+# of a local database included: the rule refuses what may be a credential, not what is a strong one.
+_URL_PLACEHOLDER = (r"[$<{]|%[s({]|(?:\*+|x+|X+|\.+|#+|•+)@"
+                    r"|(?i:(?:your|my|db|the|some)[_\-]?)?"
+                    r"(?i:password|passwd|pwd|secret|changeme|token|redacted|placeholder|example)@")
+
 # (reason, regex) on one line of text; each is specific enough that a hit is a credential, not code.
 CONTENT_RULES: tuple[tuple[str, str], ...] = (
     ("a private-key block", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"),
@@ -80,6 +98,16 @@ CONTENT_RULES: tuple[tuple[str, str], ...] = (
     ("an Anthropic key", r"\bsk-ant-[a-z]+\d\d-[A-Za-z0-9_\-]{40,}"),
     ("a Google API key", r"\bAIza[0-9A-Za-z_\-]{35}\b"),
     ("a Stripe secret key", r"\b[sr]k_live_[0-9A-Za-z]{20,}"),
+    # header and payload are base64url JSON objects (`{"` is `eyJ`), then a signature
+    ("a JSON Web Token", r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{16,}"),
+    ("a Hugging Face token", r"\bhf_[A-Za-z0-9]{34,}\b"),
+    # the docs' masked example (.../XXXXXXXXXXXXXXXXXXXXXXXX) is not one
+    ("a Slack webhook URL", r"\bhooks\.slack\.com/(?:services/T[A-Z0-9]{6,}/B[A-Z0-9]{6,}/(?!X+\b)[A-Za-z0-9]{16,}"
+                            r"|(?:workflows|triggers)/T[A-Z0-9]{6,}/[A-Za-z0-9/]{16,})"),
+    # scheme://user:password@host, any scheme (postgres, mysql, mongodb+srv, redis, amqp, https, ...),
+    # unless the password is a placeholder (see _URL_PLACEHOLDER)
+    ("a URL with a password", r"\b[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^\s:/?#@'\"`<>]*:"
+                              r"(?!" + _URL_PLACEHOLDER + r")[^\s/?#@'\"`]+@[^\s/?#@'\"`:]"),
 )
 _CONTENT = [(reason, re.compile(rx)) for reason, rx in CONTENT_RULES]
 # A cheap first look: most lines hold none of these, and are done after one search.
@@ -280,6 +308,19 @@ class Policy:
         return reason
 
     def _judge_path(self, path: str) -> str | None:
+        """The file's name, then where it resolves (a link, or a linked directory above it):
+        `notes.py -> ~/.ssh/config` holds the secret file's text under an ordinary name."""
+        reason = self._judge_name(path)
+        if reason is not None:
+            return reason
+        real = _resolved(path)
+        if real != path:
+            reason = self._judge_name(real)
+            if reason is not None:
+                return f"resolves to {real}: {reason}"
+        return None
+
+    def _judge_name(self, path: str) -> str | None:
         norm = _norm(path)
         if not norm.startswith("/"):
             norm = "/" + norm
@@ -316,6 +357,15 @@ class Policy:
         """An ignore file changed: judge paths anew."""
         self._paths.clear()
         self._ignore_files.clear()
+
+    def forget_path(self, path: str) -> None:
+        """The file at `path` was written, read or named anew: judge it (where it resolves, or
+        the ignore file it is) again. Paths are judged once, not per keystroke, so a link made
+        or changed meanwhile is seen here."""
+        if self.ignore_file and os.path.basename(path) == self.ignore_file:
+            self.forget_paths()
+        else:
+            self._paths.pop(path, None)
 
     # -- text --
 
@@ -410,6 +460,45 @@ class Gate:
     def forget(self, buf: int) -> None:
         self._reasons.pop(buf, None)
         self._files.pop(buf, None)
+
+    def forget_path(self, path: str) -> None:
+        """The editor wrote, read or renamed the file at `path`: judge it anew; chunks of it
+        leave the ring if it is refused now (e.g. it became a link to a secret file)."""
+        self.policy.forget_path(path)
+        if path and self.policy.path_reason(path) is not None:
+            self._ring.drop(path)
+
+
+BINARY_HEAD = 8000  # bytes of a file git reads to tell binary from text (buffer.c, FIRST_FEW_BYTES)
+# encodings whose text holds NUL bytes: for these only the decoding tells text from binary
+_WIDE = re.compile(r"(?:utf-?16|utf-?32|ucs-?2|ucs-?4)", re.IGNORECASE)
+
+
+def binary_reason(head: bytes, encoding: str = "utf-8", *, more: bool = False) -> str | None:
+    """Why a file whose first bytes are `head` (the first BINARY_HEAD, `more` when the file goes
+    on) is binary, or None, by git's rule: a NUL byte among them, or text that is not valid in
+    the file's `encoding` (a sequence cut at the end of `head` is not held against it)."""
+    head = head[:BINARY_HEAD]
+    if not _WIDE.match(encoding) and b"\0" in head:
+        return f"a binary file (a NUL byte in its first {BINARY_HEAD} bytes)"
+    try:
+        codecs.getincrementaldecoder(encoding)().decode(head, final=not more)
+    except LookupError:
+        return None  # an encoding Python does not know: the editor read it, leave it be
+    except UnicodeDecodeError:
+        return f"a binary file (not valid {encoding})"
+    return None
+
+
+def _resolved(path: str) -> str:
+    """The absolute `path` with its links resolved (a missing file below a linked directory,
+    or a link to a missing file, too); a relative one as it is (its directory is the editor's)."""
+    if not os.path.isabs(path):
+        return path
+    try:
+        return os.path.realpath(path)
+    except (OSError, ValueError):
+        return path
 
 
 def _line_reason(line: str) -> str | None:

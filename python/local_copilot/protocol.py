@@ -22,7 +22,7 @@ __all__ = [
     "LUA_NEXT_EDIT_SHOW", "LUA_EDIT_UPDATE", "NAMES", "Accepted",
     "EditRecord", "NextEditNote", "NextEditRequest", "EditCancel", "EditRequest", "EditWarm",
     "Alternatives", "Backend", "Cancel", "Chunk", "ConfigMsg", "Forget", "Message",
-    "ProtocolViolation", "SnapshotMsg", "TypedThrough", "Warm", "Yank", "decode", "to_snapshot",
+    "PathChanged", "ProtocolViolation", "SnapshotMsg", "TypedThrough", "Warm", "Yank", "decode", "to_snapshot",
 ]
 
 
@@ -118,6 +118,13 @@ class Forget(_Event, frozen=True, kw_only=True, tag="forget"):
     buf: int
 
 
+class PathChanged(_Event, frozen=True, kw_only=True, tag="path_changed"):
+    """The file at `path` was written, read or a buffer named so: where it resolves may have
+    changed (a link made or moved), so the privacy policy judges it anew."""
+
+    path: str
+
+
 class EditRecord(msgspec.Struct, frozen=True, kw_only=True):
     """One change the user made: rows `row`..`row+len(old)` of `path` were `old`, now `new`."""
 
@@ -179,7 +186,7 @@ class EditCancel(_Event, frozen=True, kw_only=True, tag="edit_cancel"):
 
 
 Message = (ConfigMsg | SnapshotMsg | Alternatives | TypedThrough | Warm | Backend | Chunk | Yank | Cancel | Accepted | Forget
-           | NextEditRequest | NextEditNote | EditRequest | EditWarm | EditCancel)
+           | PathChanged | NextEditRequest | NextEditNote | EditRequest | EditWarm | EditCancel)
 
 _TYPES: dict[str, type[_Event]] = {t.__struct_config__.tag: t for t in get_args(Message)}
 NAMES = frozenset(_TYPES)  # lua/local_copilot/protocol.lua lists the same (tests/integration/test_protocol.py)

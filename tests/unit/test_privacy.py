@@ -59,7 +59,23 @@ CREDENTIALS = {
     "a GitLab token": "glpat-" + "x" * 20,
     "a Slack token": "xoxb-" + "1234567890-" + "abcdefghijkl",
     "an OpenAI key": "sk-proj-" + "abcdefgh12" + "T3BlbkFJ" + "ijklmnop34",
+    "a JSON Web Token": "auth = 'Bearer " + "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9" + ".eyJzdWIiOiIxMjM0NTY3ODkwIn0"
+                        + ".dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U'",
+    "a Hugging Face token": "HF_TOKEN = 'hf_" + "aBcDeFgHiJ" * 3 + "kLmN" + "'",
+    "a Slack webhook URL": "url = 'https://hooks.slack.com/services/" + "T0A1B2C3D/" + "B4E5F6G7H/" + "q1w2E3r4T5y6U7i8O9p0AsDf'",
+    "a URL with a password": "DATABASE_URL = 'postgres://" + "user:pass" + "@host/db'",
 }
+
+# each kind of URL that carries a password, and what is only its placeholder
+URL_PASSWORDS = ["postgres://app:" + "hunter2x@db.internal:5432/prod", "mysql://root:" + "s3cr3t@localhost/app",
+                 "mongodb+srv://admin:" + "Zx9Qw8Er7@cluster0.example.net/db", "redis://:" + "r3d1spw@cache:6379/0",
+                 "amqp://guest:" + "rabbitPW1@mq:5672//", "https://deploy:" + "gHx72kq9@git.example.com/repo.git",
+                 "postgresql://postgres:" + "postgres@localhost/test"]
+URL_PLACEHOLDERS = ["postgres://user:" + "password@localhost:5432/mydb", "mysql://root:<password>@localhost/app",
+                    "postgres://u:${DB_PASSWORD}@db/app", "redis://:$REDIS_PASS@cache:6379", "amqp://u:{password}@mq",
+                    "https://user:****@example.com", "mongodb://me:xxxxxxxx@host/db", "postgres://%s:%s@%s/%s",
+                    "postgres://app:your_password@db/app", "https://x-access-token:{{ token }}@github.com/o/r",
+                    "http://localhost:8080/path?q=a:b@c", "http://[::1]:8012/infill", "git@github.com:o/r.git"]
 
 
 @pytest.mark.parametrize(("reason", "line"), list(CREDENTIALS.items()))
@@ -69,8 +85,21 @@ def test_a_credential_in_the_text_refuses_it(reason: str, line: str) -> None:
 
 def test_code_that_talks_about_keys_passes() -> None:
     lines = ["api_key = os.environ['OPENAI_API_KEY']", "sk = 'sk-testkey-0f3e9a7b51'", "# BEGIN PUBLIC KEY",
-             "-----BEGIN CERTIFICATE-----", "AKIA = 'prefix'", "token = get_token()"]
+             "-----BEGIN CERTIFICATE-----", "AKIA = 'prefix'", "token = get_token()",
+             "from huggingface_hub import hf_hub_download_with_a_long_name", "jwt = 'eyJ' + header + '.eyJ'",
+             "SLACK = 'https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX'"]
     assert Policy().refusal("/p/a.py", lines) is None
+
+
+@pytest.mark.parametrize("url", URL_PASSWORDS)
+def test_a_url_with_a_password_refuses_the_text_whatever_its_scheme(url: str) -> None:
+    assert Policy().text_reason([f"url = {url!r}"]) == "a URL with a password"
+
+
+@pytest.mark.parametrize("url", URL_PLACEHOLDERS)
+def test_a_url_whose_password_is_a_placeholder_or_absent_passes(url: str) -> None:
+    # README and template examples: refusing them would turn completion off in every such file
+    assert Policy().text_reason([f"url = {url!r}"]) is None
 
 
 def test_each_line_is_judged_once_so_a_keystroke_scans_the_line_it_changed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -128,6 +157,106 @@ def test_options_reach_the_policy() -> None:
     cfg = load_config({"exclude": ["*.sql"], "privacy": {"ignore_file": ".nope", "git_ignored": True}})
     policy = Policy.from_config(cfg)
     assert policy.exclude == ("*.sql",) and policy.ignore_file == ".nope" and policy.git_ignored
+
+
+# -- links: the policy judges the file a path resolves to, and its name -----------------------
+
+def secret_home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text("Host prod\n  IdentityFile ~/.ssh/prod\n")
+    (home / ".aws").mkdir()
+    (home / ".aws" / "credentials").write_text("[default]\n")
+    return home
+
+
+def test_a_link_with_an_ordinary_name_to_a_secret_file_is_refused(tmp_path: Path) -> None:
+    home = secret_home(tmp_path)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "notes.py").symlink_to(home / ".ssh" / "config")
+    (project / "settings.py").symlink_to(home / ".aws" / "credentials")
+    (project / "conf").symlink_to(home / ".ssh", target_is_directory=True)  # a linked directory
+    (project / "later.py").symlink_to(home / ".ssh" / "not_yet")  # dangling: :write creates the secret file
+    policy = Policy()
+    assert policy.path_reason(str(project / "notes.py")) == \
+        f"resolves to {home / '.ssh' / 'config'}: a secret directory (.ssh/)"
+    assert policy.path_reason(str(project / "settings.py")) == \
+        f"resolves to {home / '.aws' / 'credentials'}: a secret directory (.aws/)"
+    assert policy.path_reason(str(project / "conf" / "config"))
+    assert policy.path_reason(str(project / "conf" / "new_file.py"))  # a new file in it
+    assert policy.path_reason(str(project / "later.py"))
+    # and every path that asks the policy: the typed window's refusal, the ring's chunks
+    assert policy.refusal(str(project / "notes.py"), ["Host prod"])
+    ring = ContextRing()
+    ring.use_policy(policy)
+    assert not ring.add(str(project / "notes.py"), code("a"))
+    assert ring.add(str(project / "main.py"), code("b"))
+
+
+async def test_next_edit_history_and_instruction_edits_refuse_a_link_to_a_secret_file(tmp_path: Path) -> None:
+    from local_copilot.instruct.prompt import EditSpec
+
+    home = secret_home(tmp_path)
+    link = tmp_path / "notes.py"
+    link.symlink_to(home / ".ssh" / "config")
+    engine = Engine(PrivacyEditor())
+    engine.configure(load_config({}))
+    engine.next_edits.record(str(link), 0, ["Host a"], ["Host b"])
+    engine.next_edits.record(str(tmp_path / "main.py"), 0, ["x = 1"], ["x = 2"])
+    assert [e.path for e in engine.next_edits.history.events()] == [str(tmp_path / "main.py")]
+    spec = EditSpec(path=str(link), ft="", lines=["Host a"], before=[], after=[], instruction="rename")
+    assert engine.edits._refused(spec) == f"resolves to {home / '.ssh' / 'config'}: a secret directory (.ssh/)"
+    await engine.close()
+
+
+def test_a_link_with_a_secret_name_to_an_ordinary_file_is_refused_by_its_name(tmp_path: Path) -> None:
+    (tmp_path / "values.txt").write_text("A=1\n")
+    (tmp_path / ".env").symlink_to(tmp_path / "values.txt")
+    assert Policy().path_reason(str(tmp_path / ".env")) == "a secret file (.env)"
+    assert Policy().path_reason(str(tmp_path / "values.txt")) is None
+
+
+def test_a_link_made_after_the_path_was_judged_counts_once_the_editor_says_the_file_changed(tmp_path: Path) -> None:
+    home = secret_home(tmp_path)
+    path = tmp_path / "notes.py"
+    path.write_text("x = 1\n")
+    ring = ContextRing()
+    gate = privacy.Gate(PrivacyEditor(), ring)
+    assert gate.policy.path_reason(str(path)) is None
+    assert ring.add(str(path), code("a"))
+    path.unlink()
+    path.symlink_to(home / ".ssh" / "config")
+    assert gate.policy.path_reason(str(path)) is None  # judged once per path, not per keystroke
+    gate.forget_path(str(path))  # BufWritePost / BufReadPost / BufFilePost
+    assert gate.policy.path_reason(str(path))
+    assert not ring.chunks  # its chunk taken before left the ring
+
+
+def test_an_ignore_file_written_is_read_anew(tmp_path: Path) -> None:
+    policy = Policy()
+    path = str(tmp_path / "data.csv")
+    assert policy.path_reason(path) is None
+    (tmp_path / privacy.IGNORE_FILE).write_text("*.csv\n")
+    policy.forget_path(str(tmp_path / privacy.IGNORE_FILE))
+    assert policy.path_reason(path) == f"listed in {tmp_path / privacy.IGNORE_FILE}"
+
+
+# -- binary files: git's rule -------------------------------------------------------------------
+
+def test_binary_files_by_gits_rule() -> None:
+    nul = "a binary file (a NUL byte in its first 8000 bytes)"
+    assert privacy.binary_reason(b"\x7fELF\x02\x01\x01\x00\x00") == nul
+    assert privacy.binary_reason(b"x" * 7999 + b"\x00") == nul
+    assert privacy.binary_reason(b"x" * 8000 + b"\x00", more=True) is None  # past the first 8000 bytes
+    assert privacy.binary_reason(b"caf\xc3\xa9 = 1\n") is None
+    assert privacy.binary_reason(b"abc\xff\xfedef\n") == "a binary file (not valid utf-8)"
+    assert privacy.binary_reason(b"abc\xff\xfedef\n", "latin1") is None  # valid in the file's encoding
+    assert privacy.binary_reason(b"x" * 7999 + b"\xc3", more=True) is None  # a character cut by the 8000
+    assert privacy.binary_reason(b"x" * 7999 + b"\xc3") == "a binary file (not valid utf-8)"
+    assert privacy.binary_reason("héllo".encode("utf-16-le"), "utf-16le") is None  # its NULs are text
+    assert privacy.binary_reason(b"\x00\x00", "no-such-encoding") == nul
+    assert privacy.binary_reason(b"abc", "no-such-encoding") is None
 
 
 # -- the ring -------------------------------------------------------------------------------
@@ -229,6 +358,37 @@ def test_local_copilot_complete_refuses_a_secret_file(tmp_path: Path, monkeypatc
     leaky.write_text(CREDENTIALS["an AWS access key"] + "\nx = 1\n")
     assert cli.main(["complete", str(leaky), "--url", server.url]) == 1
     assert "is private: the text holds an AWS access key" in capsys.readouterr().err
+    assert not [r for r in server.requests if r[0] in ("/infill", "/completion")]
+
+
+def test_local_copilot_complete_judges_a_link_by_its_name_and_its_target(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], fake: Any) -> None:
+    monkeypatch.setenv("LOCAL_COPILOT_LOG_DIR", str(tmp_path / "log"))
+    server = fake(llama(infill_stream(["ok"])))
+    home = secret_home(tmp_path)
+    (home / ".ssh" / "config").write_text("Host sshmarker\n")
+    notes = tmp_path / "notes.py"
+    notes.symlink_to(home / ".ssh" / "config")
+    assert cli.main(["complete", str(notes), "--url", server.url]) == 1
+    assert capsys.readouterr().err == (f"local-copilot: not sent: {notes} is private: resolves to "
+                                       f"{home / '.ssh' / 'config'}: a secret directory (.ssh/)\n")
+    (tmp_path / "plain.txt").write_text("TOKEN=envmarker\n")
+    env = tmp_path / ".env"
+    env.symlink_to(tmp_path / "plain.txt")
+    assert cli.main(["complete", str(env), "--url", server.url]) == 1
+    assert "is private: a secret file (.env)" in capsys.readouterr().err
+    assert not [r for r in server.requests if r[0] in ("/infill", "/completion")]
+
+
+def test_local_copilot_complete_sends_no_byte_of_a_binary_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], fake: Any) -> None:
+    monkeypatch.setenv("LOCAL_COPILOT_LOG_DIR", str(tmp_path / "log"))
+    server = fake(llama(infill_stream(["ok"])))
+    tool = tmp_path / "tool"
+    shutil.copyfile(shutil.which("ls") or "/bin/ls", tool)  # an ELF executable
+    assert cli.main(["complete", str(tool), "--url", server.url]) == 1
+    err = capsys.readouterr().err
+    assert err == f"local-copilot: not sent: {tool} is a binary file (a NUL byte in its first 8000 bytes)\n", err
     assert not [r for r in server.requests if r[0] in ("/infill", "/completion")]
 
 

@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 
 from ..config import BackendConfig, load_config
-from ..errors import BackendError, ConfigError, LocalCopilotError, ServerUnavailable
+from ..errors import BackendError, ConfigError, LocalCopilotError, PrivateText, ServerUnavailable
 from ..limits import clip_message
 from ..servers.options import ServerOptions, server_options
 from .config_file import config_file, read_config_file
@@ -251,6 +251,7 @@ def _position(spec: str) -> tuple[str, int | None, int | None]:
 
 
 def _cmd_complete(args: argparse.Namespace) -> int:
+    from ..privacy import BINARY_HEAD, binary_reason
     from .oneshot import complete_text
 
     path, line, col = _position(args.file)
@@ -258,9 +259,14 @@ def _cmd_complete(args: argparse.Namespace) -> int:
         text, path = sys.stdin.read(), ""
     else:
         try:
-            text = Path(path).read_text(encoding="utf-8", errors="surrogateescape")
+            data = Path(path).read_bytes()
         except OSError as exc:
             raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+        # a binary file (git's rule) is no text to complete: its bytes are not sent either
+        binary = binary_reason(data[:BINARY_HEAD], "utf-8", more=len(data) > BINARY_HEAD)
+        if binary is not None:
+            raise PrivateText(f"not sent: {path} is {binary}")
+        text = data.decode("utf-8", errors="surrogateescape")
     raw = read_config_file(config_file(args.config))
     name, _ = _flagged_backend(args, raw)
     raw["backend"] = name

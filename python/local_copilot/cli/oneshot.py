@@ -8,8 +8,8 @@ suggestion it would draw is the answer. Nothing is started: the backend must be 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
-from pathlib import Path
 from typing import Any
 
 from ..config import load_config
@@ -127,5 +127,7 @@ def complete_text(raw: dict[str, Any], text: str, *, path: str = "", line: int |
         lines.pop()  # the file's final newline ends its last line, as in Neovim
     row, byte = cursor_at(lines, line, col)
     snap = Snapshot(buf=1, tick=1, row=row, col=byte, first=0, lines=lines, nlines=len(lines),
-                    path=str(Path(path).resolve()) if path else "", seq=1)  # no filetype: the engine reads none
+                    # absolute, its links not followed: the privacy policy judges the name given and
+                    # where it resolves (a link named notes.py may be ~/.ssh/config, or .env an ordinary file)
+                    path=os.path.abspath(path) if path else "", seq=1)  # no filetype: the engine reads none
     return asyncio.run(_complete(raw, snap))

@@ -257,6 +257,8 @@ class LocalCopilotPlugin:
                     run(engine.edits.warm, buf, spec)
             case protocol.EditCancel(buf=buf, id=edit_id):
                 run(engine.edits.cancel, buf, edit_id)
+            case protocol.PathChanged(path=path):
+                run(engine.privacy.forget_path, path)
             case protocol.Forget(buf=buf):  # the buffer was wiped: its window and seq are of no use
                 self._windows.pop(buf, None)
                 self._seqs.pop(buf, None)
