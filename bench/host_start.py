@@ -5,7 +5,8 @@ A uv timer inside Neovim queues a callback on the main loop every 2 ms, which ke
 longest gap between two runs; any work that holds the main loop (a synchronous start waiting
 for the host to answer) shows as a gap that long. Measured from the first key until the host has connected (a suggestion shows
 from the tiny llama-server), and from the key after a `kill -9` of the host until the new one
-has connected. The gap includes the timer's own period (2 ms) and the test driver's RPC calls;
+has connected; and from the first key until the message when g:python3_host_prog names a
+python without pynvim. The gap includes the timer's own period (2 ms) and the test driver's RPC calls;
 `host_running_ms`, the same wait for a suggestion with the host already running, is the floor
 to read the two against (on a busy machine the scheduler's own delays show there too).
 
@@ -22,6 +23,7 @@ import json
 import os
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -112,11 +114,37 @@ def one_run(nvim_bin: str, manifest: Path, env: dict[str, str], rtp: Path, url: 
         nvim.close()
 
 
+def broken_run(nvim_bin: str, manifest: Path, env: dict[str, str], rtp: Path, url: str, workdir: Path,
+               python: Path) -> float:
+    """The longest stall from the first key until the message that a python without pynvim
+    cannot run the host."""
+    nvim = _start(nvim_bin, manifest, env, rtp, url)
+    try:
+        nvim.command(f"let g:python3_host_prog = '{python}'")
+        nvim.command(f"edit {workdir / 'broken.py'}")
+        nvim.exec_lua("BENCH_GAP_RESET()")
+        nvim.input("ix")
+        _wait(lambda: "did not start" in nvim.exec_lua("return vim.fn.execute('messages')"), 60, "the message")
+        return float(nvim.exec_lua("return BENCH_GAP.max"))
+    finally:
+        nvim.close()
+
+
+def _python_without_pynvim(workdir: Path) -> Path:
+    venv = workdir / "nopynvim"
+    if not (venv / "bin" / "python").exists():
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    return venv / "bin" / "python"
+
+
 def measure(nvim_bin: str, manifest: Path, env: dict[str, str], url: str, workdir: Path, runs: int,
             rtp: Path = H.REPO) -> dict[str, Any]:
     samples = [one_run(nvim_bin, manifest, env, rtp, url, workdir) for _ in range(runs)]
+    python = _python_without_pynvim(workdir)
+    for s in samples:
+        s["python_without_pynvim_ms"] = broken_run(nvim_bin, manifest, env, rtp, url, workdir, python)
     out: dict[str, Any] = {"runs": runs, "tick_ms": TICK_MS, "rtp": str(rtp)}
-    for key in ("first_insert_ms", "revival_ms", "host_running_ms"):
+    for key in ("first_insert_ms", "revival_ms", "host_running_ms", "python_without_pynvim_ms"):
         vals = [s[key] for s in samples]
         out[key] = {"median": statistics.median(vals), "max": max(vals), "all": vals}
     return out

@@ -53,6 +53,14 @@ function M.show(msg, level, in_log)
       if #kept > MAX_KEPT then table.remove(kept, 1) end
     end
   end
+  if level >= vim.log.levels.ERROR and M.builtin() then
+    -- Neovim's own vim.notify gives an error as an error message, and an error message still
+    -- on screen when the mode message is drawn holds the editor ~1 s (emsg_on_display): a
+    -- failure told while the user types in Insert mode would stop the typing. The same text
+    -- in the error highlight, kept in :messages, is not an error message.
+    vim.api.nvim_echo({ { msg, 'ErrorMsg' } }, true, {})
+    return
+  end
   vim.notify(msg, level, { title = 'local-copilot' })
 end
 
