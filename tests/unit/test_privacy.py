@@ -63,7 +63,7 @@ CREDENTIALS = {
                         + ".dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U'",
     "a Hugging Face token": "HF_TOKEN = 'hf_" + "aBcDeFgHiJ" * 3 + "kLmN" + "'",
     "a Slack webhook URL": "url = 'https://hooks.slack.com/services/" + "T0A1B2C3D/" + "B4E5F6G7H/" + "q1w2E3r4T5y6U7i8O9p0AsDf'",
-    "a URL with a password": "DATABASE_URL = 'postgres://" + "user:pass" + "@host/db'",
+    "a URL with a password": "DATABASE_URL = 'postgres://" + "app:Kq7vR2zt" + "@db.internal/prod'",
 }
 
 # each kind of URL that carries a password, and what is only its placeholder
@@ -71,7 +71,7 @@ URL_PASSWORDS = ["postgres://app:" + "hunter2x@db.internal:5432/prod", "mysql://
                  "mongodb+srv://admin:" + "Zx9Qw8Er7@cluster0.example.net/db", "redis://:" + "r3d1spw@cache:6379/0",
                  "amqp://guest:" + "rabbitPW1@mq:5672//", "https://deploy:" + "gHx72kq9@git.example.com/repo.git",
                  "postgresql://postgres:" + "postgres@localhost/test"]
-URL_PLACEHOLDERS = ["postgres://user:" + "password@localhost:5432/mydb", "mysql://root:<password>@localhost/app",
+URL_PLACEHOLDERS = ["postgres://user:" + "password@localhost:5432/mydb", "postgres://user:pass@host/db", "mysql://root:<password>@localhost/app",
                     "postgres://u:${DB_PASSWORD}@db/app", "redis://:$REDIS_PASS@cache:6379", "amqp://u:{password}@mq",
                     "https://user:****@example.com", "mongodb://me:xxxxxxxx@host/db", "postgres://%s:%s@%s/%s",
                     "postgres://app:your_password@db/app", "https://x-access-token:{{ token }}@github.com/o/r",
