@@ -10,7 +10,8 @@ final call makes too.
 
 Stages (each a small function below, composed by :func:`process`):
 
-1. :func:`cut_stop_strings` - cut at the first stop string (FIM special tokens).
+1. :func:`cut_stop_strings` - cut at the first stop string (the served model's FIM
+   special tokens), and at another family's special token (foreign_tokens.py).
 2. :func:`keep_first_line` - mid-line completions (text after the cursor) stay on
    one line.
 3. :func:`drop_suffix_repeat` / :func:`existing_line_cut` - drop the part that
@@ -27,6 +28,8 @@ Stages (each a small function below, composed by :func:`process`):
 8. whitespace-only completions become ``''`` (also in :func:`finish`), and so do
    completions that only repeat the line above (:func:`only_repeats`) or the text
    after the cursor (:func:`drop_suffix_repeat` cuts all of it): nothing to show.
+9. a suggestion holding an invisible or format character that the text around the
+   cursor does not use is not shown (invisible_chars.py).
 
 Everything works on Python ``str`` (code points): tabs, CJK and emoji need no
 special casing, and no byte offsets are used anywhere.
@@ -42,6 +45,8 @@ from typing import NamedTuple
 
 import msgspec
 
+from .foreign_tokens import cut_foreign_tokens
+from .invisible_chars import hidden_char
 from .limits import MAX_SUGGESTION_CHARS, unsafe_char
 
 __all__ = [
@@ -72,6 +77,7 @@ class PostContext(msgspec.Struct, frozen=True):
     tabstop: int = 8
     max_lines: int = 16  # cap on suggestion lines (the cursor line counts as one)
     stop_strings: tuple[str, ...] = ()  # cut the output at the first one
+    filetype: str = ""  # the buffer's ('</s>' is a tag in markup, another family's token elsewhere)
 
 
 class Result(msgspec.Struct, frozen=True):
@@ -1053,9 +1059,27 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
     return Result(finish(kept, max_lines), False)
 
 
+def _around(ctx: PostContext) -> tuple[Sequence[str], ...]:
+    """The lines around the cursor, where a token or an invisible character is text already."""
+    return ctx.prev_lines, (ctx.line_prefix + ctx.line_suffix,), ctx.next_lines
+
+
 def process(raw: str, ctx: PostContext, *, final: bool) -> Result:
     """Post-process the accumulated raw completion `raw` for the cursor in `ctx`."""
+    res = _process(raw, ctx, final)
+    # stage 9: what Tab would insert is what the user reads
+    if res.text and hidden_char(res.text, around=_around(ctx), before=ctx.line_prefix, after=ctx.line_suffix):
+        return Result("", True)
+    return res
+
+
+def _process(raw: str, ctx: PostContext, final: bool) -> Result:
     text, stopped = cut_stop_strings(raw, ctx.stop_strings, final=final)
+    # another family's end or FIM token ends the answer as the model's own does (the served
+    # model's are cut above whatever the buffer holds; another's only where it is no text)
+    text, foreign = cut_foreign_tokens(text, before=ctx.line_prefix, around=_around(ctx),
+                                       filetype=ctx.filetype, final=final or stopped)
+    stopped = stopped or foreign
     final = final or stopped
     if "\r" in text:
         text = text.replace("\r\n", "\n")

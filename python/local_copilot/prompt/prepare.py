@@ -140,6 +140,7 @@ def post_context(snap: Snapshot, ctx: FimContext, cfg: Config, stop_strings: tup
         tabstop=snap.ts,
         max_lines=cfg.max_lines,
         stop_strings=stop_strings,
+        filetype=ctx.filetype,
     )
 
 

@@ -1,0 +1,238 @@
+"""Another model family's special tokens and invisible characters in an answer (issue 38):
+the answer ends at a foreign token, and a suggestion holding an invisible or format character
+is not shown, unless the text around the cursor already uses it."""
+
+from __future__ import annotations
+
+import re
+import time
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from local_copilot.foreign_tokens import FAMILIES, cut_foreign_tokens, is_markup
+from local_copilot.invisible_chars import hidden_char
+from local_copilot.config import load_config
+from local_copilot.postprocess import PostContext, Result, process
+from local_copilot.prompt.context import build_context
+from local_copilot.prompt.prepare import post_context
+from local_copilot.snapshot import Snapshot
+
+TOKENS = sorted({t for ts in FAMILIES.values() for t in ts})
+
+
+def ctx(prefix: str = "", suffix: str = "", *, prev: tuple[str, ...] = (), nxt: tuple[str, ...] = (),
+        **kw: Any) -> PostContext:
+    return PostContext(line_prefix=prefix, line_suffix=suffix, next_lines=nxt, prev_lines=prev, **kw)
+
+
+def streamed(raw: str, c: PostContext, size: int) -> tuple[list[str], Result]:
+    """The texts shown while `raw` streams in chunks of `size`, and the final result."""
+    shown = []
+    for end in range(size, len(raw) + size, size):
+        r = process(raw[:end], c, final=False)
+        shown.append(r.text)
+        if r.done:
+            return shown, r
+    return shown, process(raw, c, final=True)
+
+
+# --------------------------------------------------------------------------- foreign tokens
+
+
+def test_the_families_named_in_the_issue_are_covered() -> None:
+    for tok in ("<|endoftext|>", "<fim_suffix>", "<fim_middle>", "<EOT>", "<MID>", "<PRE>", "<SUF>", "</s>",
+                "<|file_sep|>", "<|fim_pad|>", "<|im_end|>", "<end_of_turn>", "<|eot_id|>", "[SUFFIX]",
+                "[PREFIX]", "[MIDDLE]", "<|fim_prefix|>", "<｜fim▁hole｜>", "<｜fim▁begin｜>", "<｜fim▁end｜>",
+                "<|end_of_text|>", "<|end_of_role|>"):
+        assert tok in TOKENS
+
+
+@pytest.mark.parametrize("tok", TOKENS)
+def test_an_answer_ends_at_another_familys_token(tok: str) -> None:
+    c = ctx("    ", prev=("def f():",))
+    raw = f"return 1\n    {tok}\nimport os\n"
+    assert process(raw, c, final=True) == Result("return 1", True)
+    for size in (1, 2, 5):
+        shown, last = streamed(raw, c, size)
+        assert last.text == "return 1" and last.done
+        assert all("return 1".startswith(s) for s in shown), shown  # no part of the token, ever
+
+
+@pytest.mark.parametrize("tok", ["<|endoftext|>", "<EOT>", "</s>", "<｜fim▁hole｜>", "<|eot_id|>"])
+def test_on_the_cursor_line_the_text_before_the_token_stays(tok: str) -> None:
+    c = ctx("x = ", ")", filetype="python")
+    assert process(f"len(a{tok}junk", c, final=True).text == "len(a"
+    # the token split over chunks anywhere: never a piece of it on screen
+    raw = f"len(a{tok}junk"
+    for size in (1, 3):
+        shown, last = streamed(raw, c, size)
+        assert last.text == "len(a"
+        assert all("len(a".startswith(s) for s in shown), shown
+
+
+def test_a_token_already_in_the_text_around_the_cursor_is_text() -> None:
+    # a file about tokens (a prompt template, these very tests): writing about them still works
+    c = ctx("    ", prev=("STOP = (", '    "<|endoftext|>",', '    "<|fim_pad|>",'))
+    assert process('"<|endoftext|>",', c, final=True).text == '"<|endoftext|>",'
+    # ... but one it does not hold yet still ends the answer
+    assert process('"<|im_end|>",', c, final=True).text == '"'
+    below = ctx("x = ", nxt=("# <EOT> ends CodeLlama's answers",))
+    assert process("'<EOT>'", below, final=True).text == "'<EOT>'"
+
+
+def test_the_served_models_own_tokens_are_cut_wherever_they_are() -> None:
+    c = ctx("", prev=("# <|fim_middle|> marks the middle",), stop_strings=("<|fim_middle|>",))
+    assert process("a<|fim_middle|>b", c, final=True).text == "a"
+
+
+@pytest.mark.parametrize("ft", ["html", "xml", "markdown", "vue", "svg", "html.handlebars", "typescriptreact"])
+def test_in_markup_strikethrough_and_pre_are_tags(ft: str) -> None:
+    assert is_markup(ft)
+    assert process("<s>old</s> new", ctx("", filetype=ft), final=True).text == "<s>old</s> new"
+    assert process("price</s>", ctx("<s>old ", filetype=ft), final=True).text == "price</s>"
+    assert process("<PRE>code", ctx("", filetype=ft), final=True).text == "<PRE>code"
+    # another family's token is no tag, in markup or not
+    assert process("text<|endoftext|>x", ctx("", filetype=ft), final=True).text == "text"
+
+
+@pytest.mark.parametrize("ft", ["python", "c", "lua", "", "javascript"])
+def test_outside_markup_the_end_of_sentence_token_ends_the_answer(ft: str) -> None:
+    assert not is_markup(ft)
+    assert process("return x</s>", ctx("    ", filetype=ft), final=True).text == "return x"
+    assert process("<PRE>x", ctx("", filetype=ft), final=True).text == ""
+    # an <s> the answer (or the line) opened makes </s> its closing tag (JSX in a .js file)
+    assert process("<s>old</s>", ctx("return ", filetype=ft), final=True).text == "<s>old</s>"
+    assert process("old</s>;", ctx("return <s>", filetype=ft), final=True).text == "old</s>;"
+
+
+def test_a_bracketed_name_after_a_name_is_a_subscript() -> None:
+    assert process("config[PREFIX] + x", ctx("y = "), final=True).text == "config[PREFIX] + x"
+    assert process("f()[SUFFIX]", ctx("y = "), final=True).text == "f()[SUFFIX]"
+    assert process("[PREFIX]x", ctx("y = "), final=True).text == ""
+    assert process("1\n[SUFFIX]\nz", ctx("y = "), final=True).text == "1"
+    # while streaming, a subscript's bracket is not held back
+    assert cut_foreign_tokens("d[PRE", final=False) == ("d[PRE", False)
+    assert cut_foreign_tokens("d = [PRE", final=False) == ("d = ", False)
+
+
+def test_a_partial_token_at_the_end_is_held_then_released() -> None:
+    assert cut_foreign_tokens("a <|eot", final=False) == ("a ", False)
+    assert cut_foreign_tokens("a <|eot", final=True) == ("a <|eot", False)
+    assert cut_foreign_tokens("a <= b", final=False) == ("a <= b", False)
+    assert cut_foreign_tokens("<｜fim▁", final=False) == ("", False)
+
+
+# --------------------------------------------------------------------------- invisible characters
+
+
+INVISIBLE = {
+    "zero_width_space": "\u200b",
+    "left_to_right_mark": "\u200e",
+    "right_to_left_mark": "\u200f",
+    "arabic_letter_mark": "\u061c",
+    "line_separator": "\u2028",
+    "paragraph_separator": "\u2029",
+    "byte_order_mark": "\ufeff",
+    "tag_latin_a": "\U000e0041",
+    "tag_cancel": "\U000e007f",
+    "interlinear_anchor": "\ufff9",
+    "interlinear_separator": "\ufffa",
+    "interlinear_terminator": "\ufffb",
+    "soft_hyphen": "\u00ad",
+    "word_joiner": "\u2060",
+    "zero_width_joiner": "\u200d",
+    "hangul_filler": "\u3164",
+}
+
+
+@pytest.mark.parametrize("name", list(INVISIBLE))
+def test_a_suggestion_with_an_invisible_character_is_not_shown(name: str) -> None:
+    ch = INVISIBLE[name]
+    for c in (ctx("x = "), ctx("x = ", ")"), ctx("    ", prev=("def f():",))):
+        assert process(f"ok{ch}ay", c, final=True) == Result("", True)
+        _, last = streamed(f"ok{ch}ay", c, 2)
+        assert last.text == "" and last.done
+    # on a later line too: the whole suggestion, not the lines before it
+    assert process(f"a = 1\n    b{ch} = 2", ctx("    ", prev=("def f():",)), final=True).text == ""
+
+
+@pytest.mark.parametrize("name", list(INVISIBLE))
+def test_an_invisible_character_the_text_around_already_uses_is_shown(name: str) -> None:
+    ch = INVISIBLE[name]
+    c = ctx("x = ", prev=(f"y = 'a{ch}b'",))
+    assert process(f"ok{ch}ay", c, final=True).text == f"ok{ch}ay"
+
+
+def test_right_to_left_text_keeps_its_marks() -> None:
+    c = ctx("msg = '", "'", prev=("# שלום עולם",))
+    assert process("שלום\u200f!", c, final=True).text == "שלום\u200f!"
+    assert process("مرحبا\u061c!", ctx("s = '", prev=("t = 'سلام'",)), final=True).text == "مرحبا\u061c!"
+    # without right-to-left text around, a mark is hidden text
+    assert process("ok\u200f!", ctx("msg = '", "'", prev=("# hello",)), final=True).text == ""
+
+
+def test_joiners_inside_emoji_and_joining_scripts_are_shown() -> None:
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"
+    assert process(f"'{family}'", ctx("x = "), final=True).text == f"'{family}'"
+    heart = "\u2764\ufe0f\u200d\U0001f525"
+    assert process(f"'{heart}'", ctx("x = "), final=True).text == f"'{heart}'"
+    persian = "می\u200cخواهم"  # a half-space inside a Persian word
+    assert process(f"'{persian}'", ctx("x = "), final=True).text == f"'{persian}'"
+    assert process("a\u200db", ctx("x = "), final=True).text == ""
+    assert process("中\u200d文", ctx("x = "), final=True).text == ""
+
+
+def test_visible_non_ascii_stays() -> None:
+    for text in ("'漢字\u3000かな'", "icon = '\ue0a0'", "a\u00a0b", "'é🙂'", "\t'ok'"):
+        assert process(text, ctx("x = "), final=True).text == text
+
+
+def test_only_what_would_be_inserted_counts() -> None:
+    # the answer goes on past the cursor's block; the hidden character is in the part cut off
+    c = ctx("    ", prev=("def f():",))
+    assert process("return 1\ndef g():\n    s = '\u200b'\n", c, final=True).text == "return 1"
+
+
+def test_every_format_and_separator_character_is_hidden() -> None:
+    # the categories decide, not a list: whatever this Python's Unicode tables say
+    for cp in range(0x110000):
+        ch = chr(cp)
+        if unicodedata.category(ch) in ("Cf", "Zl", "Zp"):
+            assert hidden_char(f"a{ch}b") == ch, hex(cp)
+
+
+def test_the_checks_cost_little_on_an_ordinary_answer() -> None:
+    answer = "\n".join(f"    v{i} = call(x, [1, 2], d[KEY] < 3, '漢字')" for i in range(40))
+    around = (tuple(f"line {i} with <tags> and [brackets]" for i in range(200)), ("    ",), ())
+    for fn in (lambda: cut_foreign_tokens(answer, around=around, final=False),
+               lambda: hidden_char(answer, around=around)):
+        fn()
+        t0 = time.perf_counter()
+        for _ in range(200):
+            fn()
+        per_call_ms = (time.perf_counter() - t0) / 200 * 1000
+        assert per_call_ms < 0.5, per_call_ms
+
+
+def test_the_readme_and_the_help_list_every_token() -> None:
+    root = Path(__file__).resolve().parents[2]
+    readme = root.joinpath("README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("| family | tokens |"):].split("\n\n", 1)[0].splitlines()[2:]
+    listed = {}
+    for row in table:
+        family, tokens = row.strip("|").split(" | ", 1)
+        listed[family.strip()] = tuple(t.replace("\\|", "|") for t in re.findall(r"`([^`]+)`", tokens))
+    assert listed == FAMILIES
+    help_text = root.joinpath("doc", "local_copilot.txt").read_text(encoding="utf-8")
+    for tok in TOKENS:
+        assert f"`{tok}`" in help_text, tok
+
+
+def test_the_buffers_filetype_reaches_the_post_processor() -> None:
+    snap = Snapshot(buf=1, tick=1, row=1, col=4, first=0, lines=["<p>", "old "], ft="html", path="a.html")
+    pctx = post_context(snap, build_context(snap, lines_before=5, lines_after=5), load_config(), ())
+    assert pctx.filetype == "html"
+    assert process("new</s> text", pctx, final=True).text == "new</s> text"
