@@ -80,14 +80,13 @@ SECRET_NAMES = (
 
 # A URL's password that stands for one, as documentation and templates write it: a template
 # (`${DB_PASS}`, `$PASS`, `{password}`, `{{ pw }}`, `<password>`, `%s`, `%(pw)s`), a mask (`xxxx`,
-# `****`, `....`) or the word itself (`password`, `pass`, `pw`, `your_password`, `changeme`,
-# `secret`, `token`): `postgres://user:pass@host/db` is how READMEs write the form, and refusing it
-# would turn completion off around every such example. Anything else is taken for a real one, the
-# `postgres:postgres` of a local database included: the rule refuses what may be a working
-# credential, not only a strong one.
+# `****`, `....`) or the word itself (`password`, `your_password`, `changeme`, `secret`,
+# `token`), so completion stays on around such examples. Anything else is taken for a real one,
+# `user:pass@` and the `postgres:postgres` of a local database included: the rule refuses what
+# may be a working credential, not only a strong one.
 _URL_PLACEHOLDER = (r"[$<{]|%[s({]|(?:\*+|x+|X+|\.+|#+|•+)@"
                     r"|(?i:(?:your|my|db|the|some)[_\-]?)?"
-                    r"(?i:password|passwd|pass|pwd|pw|secret|changeme|token|redacted|placeholder|example)@")
+                    r"(?i:password|passwd|secret|changeme|token|redacted|placeholder|example)@")
 
 # (reason, regex) on one line of text; each is specific enough that a hit is a credential, not code.
 CONTENT_RULES: tuple[tuple[str, str], ...] = (

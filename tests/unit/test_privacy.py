@@ -70,8 +70,10 @@ CREDENTIALS = {
 URL_PASSWORDS = ["postgres://app:" + "hunter2x@db.internal:5432/prod", "mysql://root:" + "s3cr3t@localhost/app",
                  "mongodb+srv://admin:" + "Zx9Qw8Er7@cluster0.example.net/db", "redis://:" + "r3d1spw@cache:6379/0",
                  "amqp://guest:" + "rabbitPW1@mq:5672//", "https://deploy:" + "gHx72kq9@git.example.com/repo.git",
-                 "postgresql://postgres:" + "postgres@localhost/test"]
-URL_PLACEHOLDERS = ["postgres://user:" + "password@localhost:5432/mydb", "postgres://user:pass@host/db", "mysql://root:<password>@localhost/app",
+                 "postgresql://postgres:" + "postgres@localhost/test",
+                 # the issue's own example: short, but a password (a real one may be as short)
+                 "postgres://user:" + "pass@host/db"]
+URL_PLACEHOLDERS = ["postgres://user:" + "password@localhost:5432/mydb", "mysql://root:<password>@localhost/app",
                     "postgres://u:${DB_PASSWORD}@db/app", "redis://:$REDIS_PASS@cache:6379", "amqp://u:{password}@mq",
                     "https://user:****@example.com", "mongodb://me:xxxxxxxx@host/db", "postgres://%s:%s@%s/%s",
                     "postgres://app:your_password@db/app", "https://x-access-token:{{ token }}@github.com/o/r",
