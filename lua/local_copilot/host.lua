@@ -93,6 +93,8 @@ function M.stopped() return state.gone end
 -- :LocalCopilot enable: a host that would not start, or kept exiting, is tried again.
 function M.retry()
   state.failed, state.gone, state.revived, state.lost = nil, false, 0, false
+  -- the host started next has no options yet (one still running gets them again: harmless)
+  state.sent_config_version = -1
 end
 
 -- The host process is started with jobstart, which returns at once: Neovim's own provider
@@ -207,6 +209,8 @@ local channel -- the python3 host's channel, found or started (below)
 -- its answer as any sync call does.
 function M.call(...)
   if state.failed then return nil, 'the Python host did not start (' .. state.failed .. ')' end
+  -- given up (it kept exiting): no call starts another until :LocalCopilot enable
+  if state.gone then return nil, 'host stopped: it kept exiting; :LocalCopilot enable starts it again' end
   if not channel() then
     return nil, 'the Python host did not start' .. (state.failed and (' (' .. state.failed .. ')') or '')
   end

@@ -24,15 +24,23 @@ host.setup({
   notify = function(msg, level) vim.schedule(function() message.show(msg, level, false) end) end,
   on_new_host = trigger.forget_windows,
 })
-trigger.setup({ answering = function() return state.backend ~= 'bad option' end })
+trigger.setup({ answering = function() return state.backend ~= 'bad option' and not host.stopped() end })
 ghost.setup({ on_answered = trigger.answered })
 
 M.registered = host.registered
 M.buf_enabled = trigger.buf_enabled
 
--- Options: see :help local-copilot-config. Stores them; nothing starts here.
+-- Options: see :help local-copilot-config. Stores them; nothing starts here. Options of a
+-- type Lua cannot use are one message naming the option (never a stack trace); they are not
+-- taken, and nothing is asked for until setup() gets good ones.
 function M.setup(opts)
-  vim.validate('opts', opts, 'table', true)
+  local wrong = config.check(opts)
+  if wrong then
+    state.backend, state.backend_message = 'bad option', wrong
+    trigger.nothing_waiting()
+    message.show('local-copilot: bad option: ' .. wrong, 'error', false)
+    return
+  end
   config.set(opts or {})
   -- the host judges the new options (a host started later too): it says again if they are bad
   if state.backend == 'bad option' then state.backend, state.backend_message = nil, '' end
@@ -152,15 +160,32 @@ function M.edit_retry() return require('local_copilot.edit').retry() end
 function M.edit_follow_up(instruction) return require('local_copilot.edit').follow_up(instruction) end
 function M.edit_visible() return require('local_copilot.edit').visible() end
 
+local function now()
+  local sec, usec = vim.uv.gettimeofday()
+  return sec + usec / 1e6
+end
+
+-- The end of a wait the server asked for (its Retry-After), in seconds since the epoch; nil
+-- when there is none or it is over.
+local function held()
+  local untl = state.backend == 'held' and tonumber(state.backend_message)
+  if untl and now() < untl then return untl end
+  return nil
+end
+
 -- For statuslines: 'disabled: <why>' (the privacy policy refuses the buffer), 'disabled',
--- 'bad option', 'backend down', 'showing i/n', 'waiting' or 'idle'.
+-- 'host stopped', 'bad option', 'backend down', 'waiting for the server until HH:MM:SS',
+-- 'showing i/n', 'waiting' or 'idle'.
 function M.status()
   local buf = api.nvim_get_current_buf()
   local why = require('local_copilot.privacy').reason(buf, api.nvim_buf_get_name(buf))
   if why then return 'disabled: ' .. why end
   if not trigger.buf_enabled(buf) then return 'disabled' end
+  if host.stopped() then return 'host stopped' end
   if state.backend == 'bad option' then return 'bad option' end
   if state.backend == 'down' then return 'backend down' end
+  local untl = held()
+  if untl then return 'waiting for the server until ' .. os.date('%H:%M:%S', math.floor(untl)) end
   if ghost.is_visible() then
     local cur = ghost.current
     return ('showing %d/%d'):format(cur.index, #cur.items)
@@ -170,10 +195,21 @@ function M.status()
 end
 
 -- Called by the Python host when a request fails or succeeds after failures ('down', 'ok'),
--- and when it rejects the options ('bad option', until the next setup()).
-function M._backend_state(s, message)
+-- when the server asked it to wait ('held', the time.time() it ends as a string), and when
+-- it rejects the options ('bad option', until the next setup()).
+function M._backend_state(s, msg)
   if s ~= 'ok' then trigger.nothing_waiting() end -- nothing is in flight now
-  state.backend, state.backend_message = s, message or ''
+  state.backend, state.backend_message = s, msg or ''
+  local untl = s == 'held' and tonumber(msg)
+  if untl then
+    -- resumes by itself: once the wait is over, the place the cursor is at is asked for
+    -- again (the keys typed meanwhile sent nothing to the server)
+    vim.defer_fn(function()
+      if state.backend ~= 'held' or state.backend_message ~= msg then return end
+      state.backend, state.backend_message = 'unknown', ''
+      if api.nvim_get_mode().mode:sub(1, 1) == 'i' and not ghost.is_visible() then trigger.trigger() end
+    end, math.max(0, math.ceil((untl - now()) * 1000)) + 50)
+  end
 end
 
 return M

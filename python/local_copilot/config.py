@@ -8,6 +8,7 @@ message names the path, e.g. "Expected `int`, got `str` - at `$.n_predict`".
 from __future__ import annotations
 
 import copy
+import typing
 from urllib.parse import urlsplit
 from typing import Annotated, Any, Literal
 
@@ -18,7 +19,7 @@ from .errors import ConfigError
 from .servers.options import ServerOptions
 
 __all__ = ["BackendConfig", "Config", "ContextConfig", "EditConfig", "NextEditConfig", "PrivacyConfig", "BUILTIN_BACKENDS",
-           "load_config"]
+           "load_config", "url_problem"]
 
 PositiveInt = Annotated[int, Meta(gt=0)]
 NonNegInt = Annotated[int, Meta(ge=0)]
@@ -188,12 +189,66 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 def _convert(value: Any, typ: type[Any], path: str) -> Any:
     if value == []:
         value = {}
+    _convert_dict_values(value, typ, path)
     try:
         return msgspec.convert(value, typ, strict=False)
     except msgspec.ValidationError as exc:
         msg = str(exc)
         msg = msg.replace("`$", f"`{path}") if " - at `$" in msg else f"{msg} - at `{path}`"
         raise ConfigError(msg) from None
+
+
+def _convert_dict_values(value: Any, typ: Any, path: str) -> None:
+    """msgspec names a bad value in a dict field `$.keymaps[...]`, without its key: the
+    values of a Struct's dict fields (and of its Structs' ones) are converted one by one
+    first, so the error names the key: `$.keymaps.accept`."""
+    if not isinstance(value, dict) or not (isinstance(typ, type) and issubclass(typ, msgspec.Struct)):
+        return
+    for field in msgspec.structs.fields(typ):
+        item = value.get(field.encode_name)
+        if not isinstance(item, dict):
+            continue
+        if typing.get_origin(field.type) is dict:
+            item_type = typing.get_args(field.type)[1]
+            for key, each in item.items():
+                if not isinstance(each, msgspec.Struct):  # (backends: converted already)
+                    _convert(each, item_type, f"{path}.{field.name}.{key}")
+        else:
+            _convert_dict_values(item, field.type, f"{path}.{field.name}")
+
+
+def url_problem(url: str) -> str | None:
+    """What makes `url` no server address the plugin can use, or None.
+
+    >>> url_problem("http://127.0.0.1:8012"), url_problem("127.0.0.1:8012")
+    (None, 'has no http:// or https:// in front')
+    """
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:  # urlsplit's own words name neither the URL nor the fix
+        tail = url.rsplit(":", 1)[-1].split("/", 1)[0]
+        return f"has port {tail!r}, not a number from 1 to 65535"
+    if parts.scheme not in ("http", "https"):
+        return f"has {parts.scheme}://, not http:// or https://" if "://" in url else "has no http:// or https:// in front"
+    host = parts.hostname or ""
+    if not host:
+        return "names no host"
+    if any(c.isspace() for c in url) or not all(c.isalnum() or c in ".-_:%[]" for c in host):
+        return f"has a host name that is not one ({host!r})"
+    if port == 0:
+        return "has port 0, not a number from 1 to 65535"
+    return None
+
+
+def _check_url(name: str, url: str, default: str) -> None:
+    """The message says what is wrong and shows a right one: the user's own address with the
+    scheme in front where that is all it lacks, else the kind's default."""
+    problem = url_problem(url)
+    if problem is None:
+        return
+    example = f"http://{url}" if "://" not in url and url_problem(f"http://{url}") is None else default
+    raise ConfigError(f"`$.backends.{name}.url` = {url!r} {problem}; e.g. {example!r}")
 
 
 def load_config(raw: Any = None) -> Config:
@@ -208,7 +263,8 @@ def load_config(raw: Any = None) -> Config:
         raise ConfigError(f"options must be a table, got {type(raw).__name__}")
     user_backends = raw.get("backends") or {}
     if not isinstance(user_backends, dict):
-        raise ConfigError("Expected `object`, got `array` - at `$.backends`")
+        got = "array" if isinstance(user_backends, list) else type(user_backends).__name__
+        raise ConfigError(f"Expected `object`, got `{got}` - at `$.backends`")
     from .backends import registry  # the dialects import this module
 
     merged = dict(raw)
@@ -224,6 +280,10 @@ def load_config(raw: Any = None) -> Config:
             value["url"] = registry.get(kind).default_url
     # converted one by one so an error names the backend: `$.backends.vllm.url`, not `$.backends[...]`
     merged["backends"] = {name: _convert(value, BackendConfig, f"$.backends.{name}") for name, value in backends.items()}
+    for name, bcfg in merged["backends"].items():
+        # an address no request can go to would fail on every key without a word (requests
+        # to it raise before any connection): said once, here, like any bad option
+        _check_url(name, bcfg.url, registry.get(bcfg.kind).default_url)
     # empty Lua tables arrive as lists; they mean "no entries"
     for key in ("filetypes", "keymaps", "context", "privacy", "next_edit", "edit"):
         if merged.get(key) == []:

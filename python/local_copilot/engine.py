@@ -521,7 +521,7 @@ class Engine:
                 try:
                     prep = await self._prepare(snap)
                 except (BackendError, ConfigError) as exc:
-                    self.reader.failed(exc)
+                    self.reader.failed(exc, counted=False)
                     return
             if exchange is None and self._shown_from_cache(state, snap, prep):
                 return
@@ -593,7 +593,7 @@ class Engine:
         try:
             prep = await self._prepare(snap)
         except (BackendError, ConfigError) as exc:
-            self.reader.failed(exc)
+            self.reader.failed(exc, counted=False)
             return
         texts: list[str] = []
         last = state.last

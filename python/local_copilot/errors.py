@@ -4,6 +4,7 @@
     ├── ConfigError          bad option; the message names the field path (`$.backends.vllm.url`)
     └── BackendError         anything between us and the model server
         ├── ServerUnavailable   connection refused, timeouts, 503 while loading
+        │   └── ServerHeld      no request sent: the server asked to wait (Retry-After)
         ├── ServerError         an HTTP error answer (status and the server's message)
         └── ProtocolError       a stream that does not follow the server's schema
 
@@ -17,6 +18,7 @@ __all__ = [
     "ConfigError",
     "BackendError",
     "ServerUnavailable",
+    "ServerHeld",
     "ServerError",
     "ProtocolError",
     "PrivateText",
@@ -37,11 +39,22 @@ class BackendError(LocalCopilotError):
 
 
 class ServerUnavailable(BackendError):
-    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+    def __init__(self, message: str, *, unreachable: bool = False, retry_after: float | None = None) -> None:
         super().__init__(message)
         # no connection at all (refused, no route): the server is likely not running, as
         # opposed to one that is loading (503) or too slow to answer
         self.unreachable = unreachable
+        # seconds the server asked us to wait before the next request (its Retry-After)
+        self.retry_after = retry_after
+
+
+class ServerHeld(ServerUnavailable):
+    """Nothing was sent: the server asked for no requests until `until` (time.time()), by
+    its Retry-After on a 429 or 503; the backend holds them back until then."""
+
+    def __init__(self, message: str, *, until: float) -> None:
+        super().__init__(message)
+        self.until = until
 
 
 class ForeignServer(ServerUnavailable):
@@ -49,9 +62,11 @@ class ForeignServer(ServerUnavailable):
 
 
 class ServerError(BackendError):
-    def __init__(self, message: str, *, status: int = 0, prompt_tokens: int | None = None) -> None:
+    def __init__(self, message: str, *, status: int = 0, prompt_tokens: int | None = None,
+                 retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.retry_after = retry_after  # as ServerUnavailable's (a 429's Retry-After)
         # llama.cpp's "exceeds the available context size" error says how long the prompt was
         self.prompt_tokens = prompt_tokens
 

@@ -216,7 +216,7 @@ def to_snapshot(msg: SnapshotMsg, lines: list[str]) -> Snapshot:
 
 LUA_SHOW = "require('local_copilot.ghost').show(...)"  # (plan: render.RenderPlan)
 LUA_NOTIFY = "require('local_copilot').notify(...)"  # (message, level)
-LUA_BACKEND_STATE = "require('local_copilot')._backend_state(...)"  # ('ok'|'down'|'bad option', message)
+LUA_BACKEND_STATE = "require('local_copilot')._backend_state(...)"  # ('ok'|'down'|'held'|'bad option', message)
 LUA_USE_CHANNEL = "require('local_copilot.host').use_channel(...)"  # (channel id)
 LUA_RESYNC = "require('local_copilot.trigger').resync(...)"  # (buf): send the window whole next time
 LUA_BACKEND_READY = ("vim.api.nvim_exec_autocmds('User', { pattern = 'LocalCopilotBackendReady', "

@@ -19,7 +19,7 @@ from typing import Protocol
 from .backends import Backend, Chunk, FimRequest
 from .backends.exchange import Exchange
 from .buffer_state import BufferState
-from .errors import BackendError, ConfigError, ServerError
+from .errors import BackendError, ConfigError, ServerError, ServerHeld
 from .log import log
 from .notify import EpisodeNotifier
 from .postprocess import Result, process
@@ -233,15 +233,33 @@ class Reader:
 
     # -- what an answer says about the server ----------------------------------------------
 
-    def failed(self, exc: Exception) -> None:
+    def failed(self, exc: Exception, *, counted: bool = True) -> None:
+        """A request failed. `counted`: it was counted in the stats' requests already (False:
+        it failed before its completion request went out, e.g. probing the server; it counts
+        as a request here, so the errors are never more than the requests)."""
         self.last_failure = exc
+        if isinstance(exc, ServerHeld):
+            # nothing was sent: the server asked to wait, and the failure that said so was
+            # counted and told already; the status says until when
+            self.editor.backend_state("held", repr(exc.until))
+            return
+        if not counted:
+            self.stats.count("requests")
         self.stats.count("errors")
         if isinstance(exc, ServerError) and exc.context_overflow:
             # the prompt did not fit even after fitting it again: count more pessimistically
             self.prompts.overflowed(None, None)
-        log.warning("%s", exc)
-        self.notifier.failure(type(exc).__name__, f"local-copilot: {exc}")
-        self.editor.backend_state("down", str(exc))
+        wait = getattr(exc, "retry_after", None)
+        until = time.time() + wait if wait else None
+        message = str(exc)
+        if until is not None:
+            message += f"; no requests to it until {time.strftime('%H:%M:%S', time.localtime(until))} (its Retry-After)"
+        log.warning("%s", message)
+        self.notifier.failure(type(exc).__name__, f"local-copilot: {message}")
+        if until is not None:
+            self.editor.backend_state("held", repr(until))
+        else:
+            self.editor.backend_state("down", str(exc))
 
     def succeeded(self) -> None:
         if self.notifier.in_episode:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from .errors import ProtocolError
 from .limits import MAX_EVENT_BYTES, MAX_STREAM_BYTES
 
-__all__ = ["MAX_EVENT_BYTES", "MAX_STREAM_BYTES", "NDJSONParser", "SSEParser", "StreamLineTooLong"]
+__all__ = ["MAX_EVENT_BYTES", "MAX_STREAM_BYTES", "ErrorEvent", "NDJSONParser", "NotAStream", "SSEParser", "StreamLineTooLong"]
 
 # An event larger than MAX_EVENT_BYTES (one line, or all the `data:` lines of one event) is
 # not a completion chunk, nor is a stream of more than MAX_STREAM_BYTES: refused instead of
@@ -20,6 +20,24 @@ class StreamLineTooLong(ProtocolError, ValueError):
     """A ProtocolError, so the engine reports it like any bad stream (one notification, the
     backend marked down); a plain ValueError went the "internal error" way instead
     (tests/integration/test_faults.py, one 10 MB chunk)."""
+
+
+class NotAStream(ProtocolError, ValueError):
+    """A line that is no event-stream field: the server answered something else (an HTML
+    page, plain text). `sample` holds the line's start; exchange.py names the server."""
+
+    def __init__(self, sample: bytes) -> None:
+        super().__init__(f"not a completion stream: {sample[:60]!r}")
+        self.sample = sample[:60]
+
+
+class ErrorEvent(ProtocolError, ValueError):
+    """The server's `error:` field in the stream (llama-server's way of failing mid-answer)."""
+
+
+# the event-stream fields (https://html.spec.whatwg.org/#event-stream-interpretation);
+# llama-server writes its errors as an `error:` field
+_FIELDS = (b"data", b"event", b"id", b"retry")
 
 
 class _LineBuffer:
@@ -62,7 +80,13 @@ class SSEParser:
                 if self._size > MAX_EVENT_BYTES:
                     raise StreamLineTooLong(f"the server sent a stream event longer than {MAX_EVENT_BYTES} bytes")
                 self._data.append(value[1:] if value.startswith(b" ") else value)
-            # lines starting with ':' are comments/pings; 'event:'/'id:' carry nothing we use
+            elif not line.startswith(b":"):  # ':' starts a comment (a ping)
+                name, _, value = line.partition(b":")
+                if name == b"error":
+                    text = value.strip().decode("utf-8", "replace")[:300]
+                    raise ErrorEvent(f"the server sent an error in the stream: {text}")
+                if name not in _FIELDS:  # 'event:', 'id:', 'retry:' carry nothing we use
+                    raise NotAStream(line)
         return out
 
     def close(self) -> list[bytes]:

@@ -25,7 +25,9 @@ RESET = "reset"
 CLOSE = "close"
 
 Step = bytes | float | str
-Script = Callable[[str, dict[str, Any]], tuple[int, list[Step]]]
+# (status, steps), or (status, steps, headers): headers sent with the answer, over the
+# defaults of the same name (content-type: text/html, location: for a redirect, retry-after)
+Script = Callable[[str, dict[str, Any]], tuple[int, list[Step]] | tuple[int, list[Step], dict[str, str]]]
 
 
 def sse(obj: Any) -> bytes:
@@ -111,25 +113,30 @@ class FakeServer(LoopbackServer):
                 body = json.loads(raw) if raw else {}
                 body["_headers"] = headers
                 self.requests.append((path, body))
+                headers_out: dict[str, str] = {}
                 if path == "/tokenize" and body.get("with_pieces"):
                     status, steps = 200, [self._pieces(body.get("content", ""))]
                 else:
-                    status, steps = self.script(path, body)
+                    answer = self.script(path, body)
+                    status, steps = answer[0], answer[1]
+                    headers_out = dict(answer[2]) if len(answer) > 2 else {}  # type: ignore[misc]
                 if self.first_byte_delay:
                     await asyncio.sleep(self.first_byte_delay)
-                ctype = "application/x-ndjson" if path.startswith("/api/") else "text/event-stream"
+                given = headers_out.pop("content-type", None)
+                ctype = given or ("application/x-ndjson" if path.startswith("/api/") else "text/event-stream")
+                more = "".join(f"{k}: {v}\r\n" for k, v in headers_out.items())
                 if (body.get("stream") is False and path in ("/completion", "/infill") and status == 200
                         and isinstance(steps, list)):  # an endless generator streams anyway
-                    steps, ctype = one_answer(steps), "application/json"  # as llama-server does
+                    steps, ctype = one_answer(steps), given or "application/json"  # as llama-server does
                     if len(steps) == 2 and isinstance(steps[0], float) and isinstance(steps[1], bytes):
                         # a whole answer goes out with its length, as llama-server sends it
                         await asyncio.sleep(steps[0])
-                        writer.write(f"HTTP/1.1 {status} X\r\ncontent-type: {ctype}\r\n"
+                        writer.write(f"HTTP/1.1 {status} X\r\ncontent-type: {ctype}\r\n{more}"
                                      f"content-length: {len(steps[1])}\r\n\r\n".encode() + steps[1])
                         await writer.drain()
                         continue
                 writer.write(
-                    f"HTTP/1.1 {status} X\r\ncontent-type: {ctype}\r\ntransfer-encoding: chunked\r\n\r\n".encode()
+                    f"HTTP/1.1 {status} X\r\ncontent-type: {ctype}\r\n{more}transfer-encoding: chunked\r\n\r\n".encode()
                 )
                 for step in steps:
                     if isinstance(step, float):

@@ -386,8 +386,20 @@ def test_a_host_that_keeps_dying_is_given_up_with_one_error(session: Callable[..
     for bad in ("Traceback", "Error executing", "E5108", "stack traceback", "Invalid channel"):
         assert bad not in text, text
     assert ours(text) == 3 * ["local-copilot: the Python host exited; starting a new one (:LocalCopilot log)"] + [
-        "local-copilot: the Python host keeps exiting; completion is off until Neovim restarts "
+        "local-copilot: the Python host keeps exiting; completion is off until :LocalCopilot enable "
         "(:LocalCopilot log, :checkhealth local_copilot)"], text
+    # the status says so (not 'waiting' for an answer no host will give), and :LocalCopilot
+    # status makes no call to the dead host's channel
+    assert lua(s.nvim, "require('local_copilot').status()") == "host stopped"
+    shown = s.nvim.exec_lua("return vim.fn.execute('LocalCopilot status')").strip().splitlines()
+    assert shown[:2] == ["local-copilot: host stopped", "host stopped: it kept exiting; :LocalCopilot enable starts it"
+                         " again; see :checkhealth local_copilot"], shown
+    assert "Error invoking" not in messages(s.nvim)
+    # what the message names revives it
+    s.nvim.command("LocalCopilot enable")
+    s.type("e")
+    wait_ghost(s.nvim, lambda t: t.startswith("xxxx"), timeout=30)
+    assert lua(s.nvim, "require('local_copilot').status()") == "showing 1/1"
 
 
 # Suggestions holding a control character (but tab and newline) or a bidirectional override:

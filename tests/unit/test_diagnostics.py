@@ -168,7 +168,7 @@ async def test_latency_and_log_sections(tmp_path: Path) -> None:
     log.write_text("x" * 2048)
     report = await collect({"backends": {"llama.cpp": {"url": "http://127.0.0.1:9"}}}, stats=stats, log_file=log)
     assert find(report, "recent completions", "first token p50/p95/p99 12/30/41 ms")[0] == "ok"
-    assert find(report, "recent completions", "2 failed requests")[0] == "warn"
+    assert find(report, "recent completions", "2 of 10 requests failed")[0] == "warn"
     assert find(report, "log", str(log))[1].endswith("(2.0 KB); level warn")
 
 

@@ -2,24 +2,29 @@
 
 from __future__ import annotations
 
+import email.utils
+import math
 import os
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator
 from contextlib import aclosing
+from datetime import UTC
 from typing import Any, Protocol, TypeVar
+from urllib.parse import urljoin
 
 import httpx
 import msgspec
 
 from ..config import BackendConfig
-from ..errors import ProtocolError, ServerError, ServerUnavailable
+from ..errors import ProtocolError, ServerError, ServerHeld, ServerUnavailable
 from ..http_stream import StreamClient, StreamResponse
 from ..httpx_streams import HttpxStreams
 from ..limits import MAX_SERVER_MESSAGE_CHARS, clip_message, read_error_body
 from ..prompt.templates import ExtraChunk
 from .exchange import Exchange, Wire
 
-__all__ = ["Backend", "Chunk", "Exchange", "FimRequest", "HttpBackend", "Wire", "auth_headers", "connect_errors",
-           "raise_for_status"]
+__all__ = ["Backend", "Chunk", "Exchange", "FimRequest", "HttpBackend", "MAX_RETRY_AFTER_S", "Wire", "auth_headers",
+           "connect_errors", "raise_for_status", "retry_after"]
 
 
 class FimRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -162,7 +167,39 @@ def error_message(body: bytes) -> str:
     return clip_message(body[:200].decode("utf-8", "replace").strip(), MAX_SERVER_MESSAGE_CHARS)
 
 
-async def raise_for_status(name: str, response: httpx.Response | StreamResponse) -> None:
+# the longest wait a server's Retry-After is honoured for: a longer one (or a date far ahead)
+# would leave completion off for longer than a user would wait without looking why
+MAX_RETRY_AFTER_S = 60.0
+
+
+def retry_after(value: str | None, now: float | None = None) -> float | None:
+    """The seconds a Retry-After header asks to wait (delay-seconds or an HTTP-date), at most
+    MAX_RETRY_AFTER_S; None when there is none, it cannot be read, or it is past.
+
+    >>> retry_after("5"), retry_after("600"), retry_after("soon")
+    (5.0, 60.0, None)
+    """
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    if not math.isfinite(seconds) or seconds <= 0:
+        return None
+    return min(seconds, MAX_RETRY_AFTER_S)
+
+
+async def raise_for_status(name: str, response: httpx.Response | StreamResponse, url: str = "") -> None:
+    """Raises the BackendError a status other than 200 means. `url`: the server's address as
+    configured (a redirect's relative Location is read against it, and the message names it)."""
     if isinstance(response, httpx.Response):
         status = response.status_code
         if status == 200:
@@ -171,13 +208,24 @@ async def raise_for_status(name: str, response: httpx.Response | StreamResponse)
         status = response.status
         if status == 200:
             return
+    headers = response.headers
+    if 300 <= status < 400:
+        # followed nowhere: a completion request must not be sent on (a POST turned into a GET,
+        # the prompt sent to another host); the user sets the address the server wants
+        location = headers.get("location") or ""
+        where = f"to {urljoin(url + '/', location)}" if location else "without saying where (no Location)"
+        raise ServerError(f"{name}: the server at {url or '?'} redirected {where} (HTTP {status}); "
+                          f"set backends.{name}.url to the final address (redirects are not followed)", status=status)
     body = await read_error_body(response)  # a bounded part (limits.py)
     message = error_message(body)
+    wait = retry_after(headers.get("retry-after")) if status in (429, 503) else None
     if status == 503:
-        raise ServerUnavailable(f"{name}: server not ready (503: {message or 'loading'})")
+        raise ServerUnavailable(f"{name}: server not ready (503: {message or 'loading'})", retry_after=wait)
     err = _error_object(body)
     counted = err.get("n_prompt_tokens") if isinstance(err, dict) else None
-    raise ServerError(f"{name}: HTTP {status}: {message}", status=status,
+    if status == 429 and not message:
+        message = "too many requests"
+    raise ServerError(f"{name}: HTTP {status}: {message or 'no reason given'}", status=status, retry_after=wait,
                       prompt_tokens=counted if isinstance(counted, int) and counted > 0 else None)
 
 
@@ -201,6 +249,8 @@ class HttpBackend:
         if self.via_httpx:
             self.streams = HttpxStreams(client)  # type: ignore[assignment]
         self.base = cfg.url.rstrip("/")
+        # time.monotonic() before which nothing is sent: the server's Retry-After (hold())
+        self._held_until = 0.0
 
     def close(self) -> None:
         self.streams.close()
@@ -269,7 +319,28 @@ class HttpBackend:
         return auth_headers(self.cfg)
 
     async def raise_for_status(self, response: httpx.Response | StreamResponse) -> None:
-        await raise_for_status(self.name, response)
+        try:
+            await raise_for_status(self.name, response, self.cfg.url)
+        except (ServerError, ServerUnavailable) as exc:
+            if exc.retry_after:
+                self.hold(exc.retry_after)
+            raise
+
+    def hold(self, seconds: float) -> None:
+        """Send nothing to this server for `seconds` (it asked so: Retry-After)."""
+        self._held_until = max(self._held_until, time.monotonic() + seconds)
+
+    def check_held(self) -> None:
+        """Raises ServerHeld while the server asked for no requests; called before each one."""
+        if not self._held_until:
+            return
+        left = self._held_until - time.monotonic()
+        if left <= 0:
+            self._held_until = 0.0
+            return
+        until = time.time() + left
+        raise ServerHeld(f"{self.name}: waiting for the server until {time.strftime('%H:%M:%S', time.localtime(until))}"
+                         " (it asked to wait: Retry-After)", until=until)
 
     def _message(self, decoder: msgspec.json.Decoder[T], payload: bytes) -> T:
         """One stream payload decoded strictly; a malformed one, or one that carries the
@@ -292,11 +363,12 @@ class HttpBackend:
 
     async def fetch(self, method: str, path: str, decoder: msgspec.json.Decoder[T], *, json: Any = None) -> T:
         """One small JSON request (a probe), decoded strictly."""
+        self.check_held()
         try:
             resp = await self.client.request(method, self.base + path, json=json, headers=self.headers())
         except (*connect_errors, httpx.TimeoutException) as exc:
             raise self.unreachable(exc) from exc
-        await raise_for_status(self.name, resp)
+        await self.raise_for_status(resp)
         try:
             return decoder.decode(resp.content)
         except msgspec.DecodeError as exc:

@@ -21,6 +21,7 @@ import msgspec
 from ..errors import ProtocolError
 from ..http_stream import Sent, StreamResponse, TransportError
 from ..limits import MAX_ANSWER_BYTES
+from ..streaming import NotAStream
 
 if TYPE_CHECKING:
     from .base import Chunk, FimRequest, HttpBackend
@@ -69,6 +70,7 @@ class Exchange:
         if self.sent or not (self.req.quick and self.unstreamed):
             return None
         b = self.backend
+        b.check_held()
         try:
             got = b.streams.post_now(self._url, self._body, b.headers(), self.QUICK_ANSWER_S, whole=True)
         except TransportError as exc:
@@ -81,6 +83,7 @@ class Exchange:
             return None
         if len(got) > MAX_ANSWER_BYTES:
             raise ProtocolError(f"{b.name}: answer longer than {MAX_ANSWER_BYTES // 1024} KB")
+        self._judge(got, "")
         chunk = b.decode(got)
         return chunk if chunk.done else msgspec.structs.replace(chunk, done=True)
 
@@ -114,6 +117,7 @@ class Exchange:
             return inflight
         if isinstance(inflight, Sent):
             return await b.streams.finish(inflight)
+        b.check_held()
         self.sent = True
         wait_s = self.QUICK_ANSWER_S if self.unstreamed and self.req.quick else 0.0
         return await b.streams.post(self._url, self._body, b.headers(), wait_s=wait_s)
@@ -134,8 +138,12 @@ class Exchange:
             response = await self._respond()
             async with response:
                 await b.raise_for_status(response)
+                ctype = response.headers.get("content-type", "").lower()
+                if "html" in ctype:
+                    raise ProtocolError(self._foreign("HTML"))
                 if self.unstreamed and _whole_json(response):
                     final = [await self._whole(response)]
+                    self._judge(final[0], ctype)
                 else:
                     body_left = response.iter_raw()
                     async for data in body_left:
@@ -157,10 +165,25 @@ class Exchange:
                         final = parser.close()
         except TransportError as exc:
             raise b.unreachable(exc) from exc
+        except NotAStream as exc:
+            raise ProtocolError(self._foreign("HTML" if exc.sample.lstrip().startswith(b"<") else "text")) from None
         except ValueError as exc:  # a line too long for the parser
             raise ProtocolError(f"{b.name}: {exc}") from None
         if final:
             yield final
+
+    def _foreign(self, what: str) -> str:
+        b = self.backend
+        return (f"{b.name}: the server at {b.cfg.url} answered {what}, not a completion stream"
+                " (is that address the model server's, not a proxy's or a web page's?)")
+
+    def _judge(self, body: bytes, ctype: str) -> None:
+        """A whole answer must be one JSON document: an HTML page or plain text (a proxy's
+        error page, a login page) is said as such, not as a malformed chunk."""
+        start = body[:64].lstrip()
+        if start.startswith((b"{", b"[")) or not start:
+            return
+        raise ProtocolError(self._foreign("HTML" if start.startswith(b"<") or "html" in ctype else "text"))
 
     async def _whole(self, response: StreamResponse) -> bytes:
         data = response.read_now()  # usually all there already

@@ -79,7 +79,7 @@ class _Collector:
         pass  # nor instruction edits
 
     def backend_state(self, state: str, message: str) -> None:
-        if state == "down":
+        if state in ("down", "held"):  # held: the server asked to wait (its Retry-After), said in a notify
             self.failure = self.failure or message
             self.done.set()
 

@@ -233,9 +233,11 @@ def latency_section(stats: Mapping[str, Any]) -> Section:
                         f" sized for latency_target_ms {sizing.get('latency_target_ms')}",
                 "a faster server (a GPU) gets more context; latency_target_ms trades context for speed")
     errors = int(counters.get("errors", 0))
-    requests = int(counters.get("requests", 0))
+    # every request an error can come from: a suggestion's first (a failed probe counts as
+    # one: reading.py), the continuations after a pause, the speculative ones
+    requests = sum(int(counters.get(k, 0)) for k in ("requests", "continuations", "speculative"))
     if errors:
-        sec.add("warn", f"{errors} failed requests (of {requests}) since the host started",
+        sec.add("warn", f"{errors} of {requests} requests failed since the host started",
                 ":LocalCopilot log shows each error; the backend sections above say whether it is up now")
     elif requests:
         sec.add("ok", f"{requests} requests, no errors")
