@@ -221,32 +221,26 @@ function M.typed_through(accepted)
 end
 
 -- Insert `n` bytes of the shown suggestion (all when nil) as one undo step, cursor at the end.
+-- The text is typed as the next input (literal.lua): right where the accept key was read,
+-- repeated by `.` with what was typed before it, and allowed inside an <expr> mapping (which
+-- may not change the buffer itself). The suggestion is cleared, or trimmed to the rest after
+-- a partial accept, once the text is in.
 local function insert(n)
   local cur = M.current
   if not cur or not still_valid(cur) or cur.hidden then return false end
   local text = M.text(cur)
   if text == '' then return false end
   local piece = n and text:sub(1, n) or text
-  local lines = vim.split(piece, '\n', { plain = true })
-  local function apply()
-    if M.current ~= cur or not still_valid(cur) then return end
-    -- break the undo sequence so undo removes exactly the accepted text
-    vim.o.undolevels = vim.o.undolevels
-    api.nvim_buf_set_text(cur.buf, cur.row, cur.col, cur.row, cur.col, lines)
-    local last = lines[#lines]
-    local row = cur.row + #lines - 1
-    local col = (#lines == 1) and (cur.col + #last) or #last
-    api.nvim_win_set_cursor(0, { row + 1, col })
-    if #piece == #text then
-      M.clear(cur.buf)
-    else
-      M.typed_through(true) -- a partial accept keeps the rest shown, trimmed, at the new cursor
+  return require('local_copilot.literal').type(piece, function()
+    if M.current == cur then
+      if #piece == #text then
+        M.clear(cur.buf)
+      else
+        M.typed_through(true) -- a partial accept keeps the rest shown, trimmed, at the new cursor
+      end
     end
     api.nvim_exec_autocmds('User', { pattern = 'LocalCopilotAccept', modeline = false, data = { text = piece } })
-  end
-  -- inside an <expr> mapping the buffer is locked (E565): do the edit right after it
-  if not pcall(apply) then vim.schedule(apply) end
-  return true
+  end)
 end
 
 function M.accept() return insert(nil) end
