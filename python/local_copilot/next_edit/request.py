@@ -24,7 +24,7 @@ from ..backends.base import FimRequest, HttpBackend
 from ..backends.exchange import Exchange
 from ..buffer_state import BufferState
 from ..config import Config, NextEditConfig
-from ..errors import BackendError, ConfigError
+from ..errors import BackendError, ConfigError, ServerHeld
 from ..log import log
 from ..notify import Episodes
 from ..privacy import Gate
@@ -125,6 +125,9 @@ class NextEdits:
         started = time.monotonic()
         try:
             outcome = await self.ask(snap, cwd)
+        except ServerHeld as exc:  # nothing sent: the server asked to wait, which was said once
+            log.debug("next edit: %s", exc)
+            return
         except (BackendError, ConfigError) as exc:
             self.stats.count("next_edit_failed")
             self.notifier.failure(type(exc).__name__, f"local-copilot: next edit: {exc}")
