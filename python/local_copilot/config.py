@@ -226,7 +226,9 @@ def url_problem(url: str) -> str | None:
     try:
         parts = urlsplit(url)
         port = parts.port
-    except ValueError:  # urlsplit's own words name neither the URL nor the fix
+    except ValueError as exc:  # urlsplit's own words name neither the URL nor the fix
+        if "Port" not in str(exc):
+            return "is not a URL (a bracketed IPv6 address left open?)"
         tail = url.rsplit(":", 1)[-1].split("/", 1)[0]
         return f"has port {tail!r}, not a number from 1 to 65535"
     if parts.scheme not in ("http", "https"):

@@ -476,6 +476,8 @@ class Engine:
             await self._suggest(state, snap, drawer, prep, exchange)
         except Superseded:
             pass
+        except Exception:  # a bug (e.g. probing the server) must be said: a task's own is never read
+            self.reader.internal_error()
         finally:
             self._settle(state, drawer)
 

@@ -69,6 +69,7 @@ def test_speculative_prefetch_is_on_for_local_servers_only_by_default() -> None:
     ("http://127.0.0.1:0", "has port 0, not a number from 1 to 65535", "http://127.0.0.1:8012"),
     ("http://:8012", "names no host", "http://127.0.0.1:8012"),
     ("http://my server:8012", "has a host name that is not one ('my server')", "http://127.0.0.1:8012"),
+    ("http://[::1:8012", "is not a URL (a bracketed IPv6 address left open?)", "http://127.0.0.1:8012"),
 ])
 def test_a_url_no_request_can_go_to_names_the_option_the_fault_and_a_right_one(url: str, problem: str,
                                                                                 example: str) -> None:

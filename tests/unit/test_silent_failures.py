@@ -196,3 +196,22 @@ def test_the_cli_says_the_server_asked_to_wait_at_once(fake: Any) -> None:
         complete_text({"backends": {"llama.cpp": {"url": server.url}}}, "x = ")
     assert time.monotonic() - started < 5
     assert "waiting for the server until" in str(err.value) and "Retry-After" in str(err.value), str(err.value)
+
+
+async def test_an_unexpected_error_while_probing_the_server_is_said_and_counted(fake: Any) -> None:
+    # it ended the request's task, whose exception nobody reads: no message, no count, no log
+    server = fake(Switch())
+    editor = RecordingEditor()
+    engine = Engine(editor)
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "speculative": False}))
+
+    async def broken() -> int:
+        raise RuntimeError("a bug in a probe")
+
+    assert engine.backend is not None
+    engine.backend.context_limit = broken  # type: ignore[method-assign]
+    engine.submit(snap(1))
+    await wait_until(lambda: editor.notes)
+    assert editor.notes == [("local-copilot: internal error, see the log (:LocalCopilot log)", "error")]
+    assert engine.stats["errors"] == 1
+    await engine.close()

@@ -366,7 +366,7 @@ class HttpBackend:
         self.check_held()
         try:
             resp = await self.client.request(method, self.base + path, json=json, headers=self.headers())
-        except (*connect_errors, httpx.TimeoutException) as exc:
+        except (httpx.TransportError, httpx.InvalidURL) as exc:  # every way a request fails below HTTP
             raise self.unreachable(exc) from exc
         await self.raise_for_status(resp)
         try:
