@@ -190,13 +190,14 @@ end
 function M.request(kind)
   local buf = api.nvim_get_current_buf()
   local facts = buf_facts(buf)
-  if not facts.on or not host.ready() then return false end
+  -- with options rejected, or a host given up, nothing answers (status() says which); the
+  -- host would answer with the options before the rejected ones, so nothing is sent
+  if not facts.on or not answering() or not host.ready() then return false end
   local snap = snapshot(buf, facts)
   ghost.expect(buf, snap.seq)
   snap.config = host.take_config()
   if state.shown > 0 then snap.shown, state.shown = state.shown, 0 end
-  -- with options the host rejected nothing answers (status() says 'bad option')
-  if answering() then state.waiting[buf] = true end
+  state.waiting[buf] = true
   host.send(kind, snap)
   return true
 end

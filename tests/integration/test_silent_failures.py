@@ -219,3 +219,20 @@ def test_a_wrong_type_given_to_setup_is_one_message_naming_it_never_a_traceback(
     # good options again: the status says so no more
     nvim.exec_lua("require('local_copilot').setup({ backends = { ['llama.cpp'] = { url = 'http://127.0.0.1:9' } } })")
     assert status(nvim) != "bad option"
+
+
+def test_after_options_setup_rejects_nothing_is_asked_with_the_old_ones(healthy: Callable[..., Any]) -> None:
+    nvim, typist, script, fake = healthy()
+    before = completions(fake)
+    assert nvim.exec_lua("return (pcall(require('local_copilot').setup, { debounce_ms = '20' }))") is True
+    typist.type("bcd")
+    nvim.command("redraw")
+    assert status(nvim) == "bad option"
+    assert suggestion(nvim) in (None, "")  # no suggestion under the status that says the options are bad
+    assert completions(fake) == before
+    assert ours(nvim) == ['local-copilot: bad option: debounce_ms must be a number, not "20"']
+    # good options again: suggestions come back
+    nvim.exec_lua("require('local_copilot').setup(...)", {"backends": {"llama.cpp": {"url": fake.url}},
+                                                         "debounce_ms": 0, "speculative": False})
+    typist.type("e")
+    wait_ghost(nvim, lambda t: t == "okay")
