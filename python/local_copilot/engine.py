@@ -209,9 +209,12 @@ class Engine:
             state.cancel_speculative()
             self.stats.count("deferred")
             return
-        self.cancel(snap.buf)
-        if not self._first_now(state, snap):
-            state.start(self._run(state, snap))
+        # A request cancelled here closes its stream as its task winds down, at the loop's next
+        # turn: the new one goes in a task behind it, so the server sees the old stream closed
+        # before the new request, whose slot it frees (prompt/slots.py)
+        if not self.cancel(snap.buf) and self._first_now(state, snap):
+            return
+        state.start(self._run(state, snap))
 
     def warm(self, snap: Snapshot) -> asyncio.Task[None] | None:
         """The cursor rests at a new place (Normal mode): have the server evaluate the prompt
@@ -241,6 +244,8 @@ class Engine:
             async for chunk in exchange.chunks():
                 if chunk.timings:
                     self.prompts.speed.observe(chunk.timings)
+                if chunk.slot is not None:
+                    self.prompts.slots.learn(snap.buf, chunk.slot)
                 if chunk.done:
                     break
         except asyncio.CancelledError:
@@ -269,10 +274,13 @@ class Engine:
             state = self.buffers[buf] = BufferState()
         return state
 
-    def cancel(self, buf: int) -> None:
+    def cancel(self, buf: int) -> bool:
+        """Stop what is in flight for `buf`; True when a live request was cancelled."""
         state = self.buffers.get(buf)
         if state is not None and state.cancel():
             self.stats.count("cancels")
+            return True
+        return False
 
     def forget(self, buf: int) -> None:
         """The buffer is gone: drop what is kept for it (its last suggestion's snapshot holds

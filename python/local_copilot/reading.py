@@ -122,8 +122,8 @@ class Reader:
                         text = "".join(chunk.parts[:max_chunks - chunks])
                         count = max_chunks - chunks
                     chunks += count
-                if chunk.timings or chunk.prompt_tokens:
-                    said = self._account(req, chunk)
+                if chunk.timings or chunk.prompt_tokens or chunk.slot is not None:
+                    said = self._account(req, chunk, prep.snap.buf)
                     if said is not None:
                         generated = said
                 if text and first_token is None:
@@ -149,6 +149,8 @@ class Reader:
                 self.prompts.overflowed(req, exc.prompt_tokens)
                 log.info("prompt too long for the server (%s); fitting it again", exc)
                 raise PromptTooLong() from None
+            if req.slot is not None:
+                self.prompts.slots.forget(prep.snap.buf)  # the server may have fewer slots now
             self.failed(exc)
             return None
         except Exception:  # a bug must not reach :messages as a stack trace
@@ -182,7 +184,7 @@ class Reader:
         if got is None:
             return None
         self.succeeded()
-        generated = self._account(req, got)
+        generated = self._account(req, got, prep.snap.buf)
         result = process(got.text, prep.pctx, final=True)
         done = time.perf_counter()
         self.stats.latency(backend.name, done - started, done - started, len(got.text))
@@ -211,11 +213,14 @@ class Reader:
         self.succeeded()
         return [process(raw, prep.pctx, final=True).text for raw in raws]
 
-    def _account(self, req: FimRequest, chunk: Chunk) -> float | None:
-        """The server's counters on a chunk: its speed, the prompt's size in tokens (for the
-        estimator). Returns the tokens it generated, when it says."""
+    def _account(self, req: FimRequest, chunk: Chunk, buf: int) -> float | None:
+        """The server's counters on a chunk of `buf`'s request: its speed, the prompt's size in
+        tokens (for the estimator), the slot that ran it. Returns the tokens it generated, when
+        it says."""
         assert self.backend is not None
         generated = None
+        if chunk.slot is not None:
+            self.prompts.slots.learn(buf, chunk.slot)
         if chunk.timings:
             self.prompts.speed.observe(chunk.timings)
         if chunk.timings and "predicted_n" in chunk.timings:

@@ -224,7 +224,7 @@ async def test_llama_cpp_renders_the_prompt_when_the_vocab_has_a_known_fim_form(
     assert body["prompt"] == "<|fim_prefix|>def f():\n<|fim_suffix|>\nprint(f())<|fim_middle|>    return "
     assert body["n_predict"] == 16 and body["cache_prompt"] is True and body["stream"] is True
     # the answer carries only what is read (no echo of the prompt)
-    assert body["response_fields"] == ["content", "stop", "timings", "tokens_evaluated", "error"]
+    assert body["response_fields"] == ["content", "stop", "timings", "tokens_evaluated", "id_slot", "error"]
     # the vocabulary is read once per server, not per request
     assert [p for p, _ in srv.requests].count("/tokenize") == 1
 

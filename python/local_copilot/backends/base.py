@@ -47,6 +47,9 @@ class FimRequest(msgspec.Struct, frozen=True, kw_only=True):
     # an unstreamed answer expected within a frame: awaited in poll() before the event loop
     # (Exchange.QUICK_ANSWER_S)
     quick: bool = False
+    # the server slot to run in (llama-server's `id_slot`): the one that holds this buffer's
+    # prompt in its cache (prompt/slots.py); None lets the server choose
+    slot: int | None = None
 
 
 class Chunk(msgspec.Struct, frozen=True, kw_only=True):
@@ -57,6 +60,8 @@ class Chunk(msgspec.Struct, frozen=True, kw_only=True):
     # prompt tokens the server counted (to calibrate the token estimator)
     prompt_tokens: int | None = None
     # which candidate this text belongs to when n > 1
+    # the server slot that ran the request, on the last chunk, where the server says (llama.cpp)
+    slot: int | None = None
     index: int = 0
     # more chunks from the same network read follow at once (post-process after the last)
     more: bool = False

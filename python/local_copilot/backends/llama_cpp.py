@@ -42,6 +42,8 @@ class _InfillChunk(msgspec.Struct):
     stop: bool = False
     timings: dict[str, float] | None = None
     tokens_evaluated: int | None = None
+    # the slot that ran the request: -1 (as asked) on partial chunks, the slot on the last
+    id_slot: int = -1
     error: Any = None
 
 
@@ -197,6 +199,11 @@ class LlamaCppBackend(HttpBackend):
         })
         if req.seed is not None:
             body["seed"] = req.seed
+        if req.slot is not None:
+            # the buffer's own slot, which holds its prompt: a request sent while the previous
+            # one still runs there waits for it (it stops as its closed stream is noticed)
+            # instead of being given another slot, whose cache holds another prompt
+            body["id_slot"] = req.slot
         return body
 
     def wire(self, req: FimRequest) -> Wire:
@@ -251,7 +258,8 @@ class LlamaCppBackend(HttpBackend):
     def _chunk(msg: _InfillChunk) -> Chunk:
         if not msg.stop:
             return Chunk(text=msg.content)
-        return Chunk(text=msg.content, done=True, timings=msg.timings, prompt_tokens=msg.tokens_evaluated)
+        return Chunk(text=msg.content, done=True, timings=msg.timings, prompt_tokens=msg.tokens_evaluated,
+                     slot=msg.id_slot if msg.id_slot >= 0 else None)
 
 
 registry.register(registry.Kind(

@@ -17,6 +17,7 @@ from ..snapshot import Snapshot
 from .budget import MIN_PROMPT_BUDGET, PROMPT_OVERHEAD, TokenEstimator, utf8_len
 from .context import FimContext
 from .ring import ContextRing
+from .slots import Slots
 from .speed import MIN_CONTEXT_CHARS, ServerSpeed
 from .templates import ExtraChunk
 from .window import WindowFitter
@@ -40,6 +41,7 @@ class Preparer:
     def __init__(self) -> None:
         self.estimator = TokenEstimator()
         self.speed = ServerSpeed()  # the server's measured speeds size the window (prompt/speed.py)
+        self.slots = Slots()  # the server slot holding each buffer's prompt (prompt/slots.py)
         self.in_use: dict[str, int | None] = {}  # the last prompt's context, for stats and health
         self.ring = ContextRing()
         starts: dict[int, int] = {}  # where each buffer's prompt starts, shared (window.py)
@@ -52,11 +54,13 @@ class Preparer:
         """Another server (or model): bytes per token and the fitted windows start over."""
         self.estimator = TokenEstimator()
         self.speed = ServerSpeed()
+        self.slots.clear()
         self.in_use = {}
         starts: dict[int, int] = {}
         self._window, self._spec_window = WindowFitter(starts), WindowFitter(starts)
 
     def forget_buffer(self, buf: int) -> None:
+        self.slots.forget(buf)
         self._window.forget_buffer(buf)
         self._spec_window.forget_buffer(buf)
 
@@ -103,6 +107,7 @@ class Preparer:
             t_max_predict_ms=cfg.t_max_predict_ms,
             path=ctx.path,
             extra=extra,
+            slot=self.slots.of(snap.buf),
         )
         return Prepared(snap, ctx, req, post_context(snap, ctx, cfg, stop_strings), key)
 

@@ -1,0 +1,105 @@
+"""A buffer's requests stay in the llama-server slot that holds its prompt, on a real
+llama-server started as users start it (its default slots) and with 1, 2 and 4 slots, with and
+without a unified KV cache.
+
+A key typed while the previous request still streams supersedes it. The server notices the
+closed stream only at its next token, so the new request arrives while the old one holds its
+slot: unpinned, the server gives it another slot by LRU, whose cache holds nothing of this
+prompt, and the whole window is evaluated again. The server's log says which slot ran each
+task and how many prompt tokens it evaluated; that is what the test reads.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from local_copilot.servers.llama_cpp import LlamaServer, free_port
+
+from ..helpers import wait_for
+from .nvim_session import start_nvim, wait_ghost
+
+pytestmark = pytest.mark.integration
+
+TEXT = [line for i in range(40) for line in (f"def scale_{i}(value, factor):", f"    return value * {i} + factor")]
+
+# what users run: llama-server's defaults (in this llama.cpp: 4 slots, a unified KV cache)
+SERVERS = {
+    "defaults": [],
+    "np1": ["-np", "1"],
+    "np2": ["-np", "2"],
+    "np4-unified": ["-np", "4", "--kv-unified"],
+    "np4-split": ["-np", "4", "--no-kv-unified", "-c", "16384"],
+}
+
+N_PREDICT = 600
+FINAL = ("local g = require('local_copilot.ghost').current\n"
+         "return g ~= nil and g.final and vim.api.nvim_get_current_line() == '%s'")
+STREAMING = ("local g = require('local_copilot.ghost').current\n"
+             "return g ~= nil and not g.final and vim.api.nvim_get_current_line() == '%s'")
+
+LAUNCH = re.compile(r"launch_slot_: id +(\d+) \| task (\d+) \|")
+PROMPT = re.compile(r"print_timing: id +\d+ \| task (\d+) \| prompt eval time = +[\d.]+ ms / +(\d+) tokens")
+GENERATED = re.compile(r"print_timing: id +\d+ \| task (\d+) \|        eval time = +[\d.]+ ms / +(\d+) tokens")
+
+
+@pytest.fixture(params=list(SERVERS))
+def server(request: pytest.FixtureRequest, models: dict[str, Path], llama_bin: str,
+           tmp_path: Path) -> Iterator[tuple[LlamaServer, Path]]:
+    log = tmp_path / "server.log"
+    port = free_port()
+    argv = [llama_bin, "-m", str(models["x"]), "--host", "127.0.0.1", "--port", str(port), "-c", "8192",
+            "--cache-reuse", "256", "--metrics", "--no-webui", *SERVERS[request.param]]
+    with LlamaServer(argv, port=port, log_file=log) as srv:
+        yield srv, log
+
+
+def tasks(log: Path) -> dict[int, dict[str, int]]:
+    """task id -> the slot that ran it, prompt tokens evaluated, tokens generated."""
+    out: dict[int, dict[str, int]] = {}
+    text = log.read_text(errors="replace")
+    for rx, key in ((LAUNCH, "slot"), (PROMPT, "prompt"), (GENERATED, "generated")):
+        for m in rx.finditer(text):
+            if key == "slot":
+                out.setdefault(int(m.group(2)), {})["slot"] = int(m.group(1))
+            else:
+                out.setdefault(int(m.group(1)), {})[key] = int(m.group(2))
+    return out
+
+
+def test_a_superseded_request_leaves_the_buffers_slot_to_the_next(server: tuple[LlamaServer, Path], nvim_bin: str,
+                                                                  manifest: Path, nvim_env: dict[str, str],
+                                                                  tmp_path: Path) -> None:
+    srv, log = server
+    # long answers (no short first part) keep a request streaming when the next key comes
+    nv = start_nvim(nvim_bin, manifest, nvim_env, setup={
+        "backends": {"llama.cpp": {"url": srv.url}}, "n_predict": N_PREDICT, "n_predict_first": 0, "debounce_ms": 0})
+    try:
+        path = tmp_path / "scale.py"
+        path.write_text("\n".join(TEXT) + "\n")
+        nv.command(f"edit {path}")
+        nv.command("normal! G")
+        # a first suggestion, whole: the server has placed the buffer's prompt in a slot
+        nv.input("oa")
+        wait_for(lambda: nv.exec_lua(FINAL % "a"), timeout=60, what="the first whole suggestion")
+        nv.input("b")  # the next one streams ...
+        wait_for(lambda: nv.exec_lua(STREAMING % "ab"), what="the second suggestion streaming")
+        before = set(tasks(log))
+        nv.input("c")  # ... and is superseded
+        wait_for(lambda: nv.exec_lua(FINAL % "abc"), timeout=60, what="the whole suggestion after the third key")
+        seen = tasks(log)
+        newer = min(k for k in seen if k not in before and "slot" in seen[k])  # the request after "c"
+        wait_for(lambda: "prompt" in tasks(log)[newer], what="the server's account of it")
+        seen = tasks(log)
+        # (a cancelled task's timings are not printed)
+        assert seen[max(before)].get("generated", 0) < N_PREDICT, f"nothing was superseded: {seen}"
+        # every request of the buffer ran in one slot, and the one after the superseded request
+        # found the window cached: it evaluated the typed character and little else
+        assert len({t["slot"] for t in seen.values() if "slot" in t}) == 1, seen
+        assert seen[newer]["prompt"] <= 8, seen
+    finally:
+        nv.close()
