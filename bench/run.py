@@ -396,7 +396,7 @@ def snapshot_cost(server: Any, env: dict[str, str], nvim_bin: str, manifest: Pat
         nvim.command(f"buffer {bufs[1_000]}")
         nvim.input("A")  # insert mode; starts the host on the first trigger below
         nvim.exec_lua("LCB.time_trigger(1)")
-        H.wait_for(lambda: nvim.exec_lua("return vim.fn.exists('*LocalCopilotEvent') == 1"), timeout=60)
+        H.wait_for(lambda: nvim.exec_lua(host_start.HOST_PID) > 0, timeout=60)  # the host runs
         est = TokenEstimator()
         share = load_config({}).context.prefix_share
         budget = 4096 - N_PREDICT - 48 - 1024 // 3  # n_ctx - n_predict - overhead - extra share

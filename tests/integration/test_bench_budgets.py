@@ -22,6 +22,8 @@ ROWS = [
     "Neovim main thread CPU added / key",
     "snapshot + prompt, 100k vs 1k lines", "added to nvim --startuptime",
     "next edits: main thread / recorded change (p50)",
+    "main loop stall: host start at first Insert", "main loop stall: host start at revival after kill -9",
+    "main loop stall: first keys, python without pynvim",
 ]
 
 
@@ -29,6 +31,7 @@ def test_bench_measures_every_budget(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     res = subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), "--profiles", "defaults", "--bursts", "2",
                           "--warmup", "0", "--reps", "20", "--startup-runs", "2", "--wakeups", "8", "--floor-bursts", "2",
+                          "--host-start-runs", "1",
                           "--out", str(out)],
                          capture_output=True, text=True, timeout=300, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -44,6 +47,8 @@ def test_bench_measures_every_budget(tmp_path: Path) -> None:
     assert p["main_thread_cpu_ms_per_key"]["p50"] >= 0 and p["main_thread_ms_per_key"]["p50"] > 0
     assert p["host_state_after"]["tasks"] == 0
     assert doc["snapshot"]["ratio"] > 0 and doc["startup"]["runs"] == 2
+    hs = doc["host_start"]
+    assert hs["runs"] == 1 and all(hs[k]["max"] > 0 for k in ("first_insert_ms", "revival_ms", "python_without_pynvim_ms"))
     # the main thread's whole CPU, plugin on vs off (two bursts each at --bursts 2)
     assert len(doc["main_thread"]["on"]) == len(doc["main_thread"]["off"]) == 2, doc["main_thread"]
     assert doc["main_thread"]["on_ms"] > 0 and doc["main_thread"]["off_ms"] > 0
@@ -87,7 +92,7 @@ def test_scripted_session_counts_what_reuse_saves() -> None:
 def test_the_recorder_row_runs_alone_without_a_server(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     res = subprocess.run([sys.executable, str(REPO / "bench" / "run.py"),
-                          "--skip", "bursts,mainthread,snapshot,startup,wakeup,floor", "--out", str(out)],
+                          "--skip", "bursts,mainthread,snapshot,startup,hoststart,wakeup,floor", "--out", str(out)],
                          capture_output=True, text=True, timeout=120, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "llama-server" not in res.stderr + res.stdout
