@@ -43,6 +43,10 @@ class BackendConfig(_Base):
     # from the model's own FIM tokens; 'auto' = completion when the template is configured or
     # the model's vocabulary has a known FIM form (one /tokenize call), else infill
     endpoint: Literal["auto", "completion", "infill"] = "auto"
+    # how a request asks for the text at the cursor (prompt/styles.py): 'fim' (the model's FIM
+    # tokens), 'continue' (a base model continues the text before the cursor), 'chat' (an
+    # instruct model fills a marked hole); '' = decided from what the server tells of its model
+    prompt: Literal["", "fim", "continue", "chat"] = ""
     # name of an environment variable holding a Bearer token; the key itself never sits in config
     api_key_env: str = ""
     # launch command as an argv list (server management); empty = the built-in recipe

@@ -349,7 +349,8 @@ class Engine:
     def _prepare_for(self, snap: Snapshot, limit: int | None, *, speculative: bool = False) -> Prepared:
         """_prepare() for a server whose context per request is `limit` tokens."""
         assert self.config is not None and self.backend is not None
-        return self.prompts.prepare(snap, self.config, limit, self.backend.stop_strings, speculative=speculative)
+        return self.prompts.prepare(snap, self.config, limit, self.backend.stop_strings, speculative=speculative,
+                                    style=self.backend.style)
 
     @staticmethod
     def _plan(snap: Snapshot, texts: list[str], *, final: bool, cached: bool = False, index: int = 0) -> RenderPlan:

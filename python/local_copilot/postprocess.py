@@ -45,6 +45,7 @@ from typing import NamedTuple
 
 import msgspec
 
+from .chat_answer import chat_code
 from .foreign_tokens import cut_foreign_tokens
 from .invisible_chars import hidden_char
 from .limits import MAX_SUGGESTION_CHARS, unsafe_char
@@ -78,6 +79,8 @@ class PostContext(msgspec.Struct, frozen=True):
     max_lines: int = 16  # cap on suggestion lines (the cursor line counts as one)
     stop_strings: tuple[str, ...] = ()  # cut the output at the first one
     filetype: str = ""  # the buffer's ('</s>' is a tag in markup, another family's token elsewhere)
+    # the answer is a chat model's (prompt style 'chat'): its wrappers go first (chat_answer.py)
+    chat: bool = False
 
 
 class Result(msgspec.Struct, frozen=True):
@@ -1066,6 +1069,11 @@ def _around(ctx: PostContext) -> tuple[Sequence[str], ...]:
 
 def process(raw: str, ctx: PostContext, *, final: bool) -> Result:
     """Post-process the accumulated raw completion `raw` for the cursor in `ctx`."""
+    if ctx.chat:
+        code = chat_code(raw, line_prefix=ctx.line_prefix, prev_lines=ctx.prev_lines, final=final)
+        if code.text is None:
+            return Result("", False)  # a wrapper (a think block, a fence line) still arriving
+        raw, final = code.text, final or code.ended
     res = _process(raw, ctx, final)
     # stage 9: what Tab would insert is what the user reads
     if res.text and hidden_char(res.text, around=_around(ctx), before=ctx.line_prefix, after=ctx.line_suffix):

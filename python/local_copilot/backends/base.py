@@ -35,6 +35,7 @@ class FimRequest(msgspec.Struct, frozen=True, kw_only=True):
     n_indent: int = 0
     t_max_predict_ms: int = 0
     path: str = ""
+    filetype: str = ""  # the buffer's (the chat prompt names the language)
     # chunks of other files, oldest first (stable prompt start), for repo-level FIM
     extra: tuple[ExtraChunk, ...] = ()
     # alternatives: sample more freely, and ask for n candidates where the server can (OpenAI `n`)
@@ -85,6 +86,12 @@ class Backend(Protocol):
     @property
     def stop_strings(self) -> tuple[str, ...]:
         """Strings that end a completion (the FIM template's special tokens), cut client-side too."""
+        ...
+
+    @property
+    def style(self) -> str:
+        """The prompt style in use: 'fim', 'continue' or 'chat' (prompt/styles.py); known once
+        the server was probed (context_limit() probes it)."""
         ...
 
     @property
@@ -244,6 +251,9 @@ class HttpBackend:
     # llama.cpp's n_predict 0 evaluates the prompt only; OpenAI's max_tokens 0 is refused by vLLM
     # and Ollama's num_predict 0 means its default: no warm-up there
     warms = False
+    # the prompt style (prompt/styles.py) and why, as decided when the server was probed
+    style = "fim"
+    style_reason = ""
 
     def __init__(self, name: str, cfg: BackendConfig, client: httpx.AsyncClient) -> None:
         self.name = name

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -43,6 +43,9 @@ class Wire(NamedTuple):
     parser: Parser  # SSE data or NDJSON lines
     # recognises the server's final payload (None: only the end of the body says so)
     last: Callable[[bytes], bool] | None
+    # one network read's payloads as chunks, where this request's answer reads otherwise than
+    # the backend's completions (a chat-style request's chat events); None: the backend's
+    read: Callable[[list[bytes]], Iterable[Chunk]] | None = None
 
 
 class Exchange:
@@ -84,7 +87,7 @@ class Exchange:
         if len(got) > MAX_ANSWER_BYTES:
             raise ProtocolError(f"{b.name}: answer longer than {MAX_ANSWER_BYTES // 1024} KB")
         self._judge(got, "")
-        chunk = b.decode(got)
+        chunk = next(iter(self.wire.read([got]))) if self.wire.read is not None else b.decode(got)
         return chunk if chunk.done else msgspec.structs.replace(chunk, done=True)
 
     def abort(self) -> None:
@@ -101,9 +104,10 @@ class Exchange:
         # closed here when the last chunk returns, not by the garbage collector (whose
         # finalizer wakes the event loop through its self-pipe: two syscalls per request)
         try:
+            read = self.wire.read or self.backend.chunks
             async with aclosing(self._payloads()) as batches:
                 async for batch in batches:
-                    for chunk in self.backend.chunks(batch):
+                    for chunk in read(batch):
                         yield chunk
                         if chunk.done:
                             return

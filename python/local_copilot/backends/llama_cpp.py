@@ -6,7 +6,11 @@ wins; `endpoint` can force either way). The rendered prompt puts the cursor line
 the middle marker, so typing only appends to the prompt and llama-server's prompt cache keeps
 everything before it; `/infill` puts that text before the suffix, so the server re-evaluates
 the whole suffix on every keystroke. A vocabulary with no known markers gets `/infill`, which
-builds the prompt from the model's own FIM tokens.
+builds the prompt from the model's own FIM tokens, where the server does not say more. A model
+without FIM tokens gets another prompt style (prompt/styles.py): `chat` through the
+OpenAI-compatible chat endpoint when `/props` reports a chat template of its own (its turn
+markers are single tokens: llama-server reports a ChatML fallback for a model that has none),
+else `continue`; the `prompt` option forces one.
 
 SSE without `[DONE]`; the final chunk has `stop: true` and `timings`.
 """
@@ -21,15 +25,22 @@ import msgspec
 
 from ..config import BackendConfig
 from ..errors import ConfigError, ProtocolError, ServerError
+from ..prompt.styles import CHAT_TURN_TOKENS, CONTINUE, Decision, name_says, no_fim_family, template_markers
 from ..prompt.templates import FimTemplate, detect_family, get_template, names
 from ..streaming import SSEParser
 from . import registry
 from .base import Chunk, FimRequest, HttpBackend, Wire
+from .chat_style import chat_body, read_openai_chat
 
 
 def _final(payload: bytes) -> bool:
     # the final SSE event has "stop": true (quotes inside content are escaped, so no false match)
     return b'"stop":true' in payload or b'"stop": true' in payload
+
+
+def _chat_final(payload: bytes) -> bool:
+    # the chat endpoint's stream ends with a [DONE] event
+    return payload == b"[DONE]"
 
 
 __all__ = ["LlamaCppBackend", "CACHE_REUSE_TOKENS", "server_props"]
@@ -56,6 +67,9 @@ class _Props(msgspec.Struct):
     total_slots: int = 1
     model_path: str = ""
     model_alias: str = ""
+    # the model's chat template, or llama-server's fallback for a model without one; None: the
+    # server does not say (an old llama-server)
+    chat_template: str | None = None
 
 
 class _Piece(msgspec.Struct):
@@ -75,6 +89,13 @@ _pieces_decoder = msgspec.json.Decoder(_Pieces)
 # Which template to try first when several fit a vocabulary: a StarCoder2 vocab also has
 # StarCoder's <fim_*> markers, and the PSM form of CodeLlama is the one it was mostly trained on.
 _PREFERENCE = ("qwen", "deepseek", "starcoder2", "starcoder", "codegemma", "codellama", "codestral")
+# FIM prefix tokens llama.cpp finds by their text beside the templates' (llama-vocab.cpp): one
+# of them as a single token lets /infill build the prompt for a family without a template here
+_INFILL_ONLY = ("<fim-prefix>", "<|code_prefix|>")
+# what the chat style's turn markers are checked against (prompt/styles.py)
+_CHAT_MARKERS = ("<|im_start|>", "<|im_end|>", "<start_of_turn>", "<end_of_turn>", "<|start_header_id|>",
+                 "<|eot_id|>", "<|user|>", "<|end|>", "<|start_of_role|>", "<|end_of_role|>", "<｜User｜>",
+                 "<｜Assistant｜>", "[INST]", "[/INST]")
 
 
 async def server_props(backend: HttpBackend) -> _Props:
@@ -88,12 +109,13 @@ class LlamaCppBackend(HttpBackend):
         super().__init__(name, cfg, client)
         self.props: _Props | None = None
         self.template: FimTemplate | None = None
-        self._resolved = False  # template looked up (None after that = /infill)
+        self._resolved = False  # template looked up (None after that = /infill, or the chat style)
 
     def forget(self) -> None:
         self.props = None  # a restarted server may have other slots, or another model
         self.template = None
         self._resolved = False
+        self.style, self.style_reason = "fim", ""
 
     async def probe(self) -> _Props:
         return await server_props(self)
@@ -104,17 +126,21 @@ class LlamaCppBackend(HttpBackend):
 
     @property
     def continues(self) -> bool:
-        # /infill puts the text so far before the suffix: the model would start the middle anew
+        # /infill puts the text so far before the suffix: the model would start the middle anew;
+        # a chat answer is one turn
         return self.template is not None
 
     @property
     def counts_full_prompt(self) -> bool:
-        # /completion counts the prompt we rendered; /infill counts what is left after its cuts
+        # /completion counts the prompt we rendered; /infill counts what is left after its cuts;
+        # a chat prompt holds the conversation around the code
         return self.template is not None
 
     @property
     def stop_strings(self) -> tuple[str, ...]:
         # /infill renders the prompt server-side and ends at the model's own EOG tokens
+        if self.style == "chat":
+            return CHAT_TURN_TOKENS
         return self.template.special_tokens if self.template else ()
 
     @property
@@ -124,6 +150,8 @@ class LlamaCppBackend(HttpBackend):
 
     @property
     def endpoint(self) -> str:
+        if self.style == "chat":
+            return "/v1/chat/completions"
         return "/completion" if self.template is not None else "/infill"
 
     async def context_limit(self) -> int | None:
@@ -134,9 +162,44 @@ class LlamaCppBackend(HttpBackend):
         if self.props is None:
             self.props = await self.probe()
         if not self._resolved:
-            self.template = await self._resolve_template(self.props)
+            self.template, decision = await self._resolve(self.props)
+            self.style, self.style_reason = decision.style, decision.reason
             self._resolved = True
         return self.template
+
+    async def _resolve(self, props: _Props) -> tuple[FimTemplate | None, Decision]:
+        """The template to render prompts with (None: /infill, or the chat style), and the
+        prompt style with the reason for it."""
+        cfg = self.cfg
+        if cfg.prompt == "continue":
+            return CONTINUE, Decision("continue", "configured (prompt = 'continue')")
+        if cfg.prompt == "chat":
+            return None, Decision("chat", "configured (prompt = 'chat')")
+        if cfg.prompt == "fim" or cfg.fim_template or cfg.endpoint != "auto":
+            what = ("prompt = 'fim'" if cfg.prompt == "fim" else
+                    f"fim_template = {cfg.fim_template!r}" if cfg.fim_template else f"endpoint = {cfg.endpoint!r}")
+            return await self._resolve_template(props), Decision("fim", f"configured ({what})")
+        single = await self._single_pieces(props)
+        name = props.model_alias or props.model_path
+        found = self._template_in(single, props)
+        untrained = no_fim_family(name)
+        if found is not None and not untrained:
+            return found, Decision("fim", f"the vocabulary has {found.name}'s FIM tokens")
+        if any(m in single for m in _INFILL_ONLY) and not untrained:
+            return None, Decision("fim", "the vocabulary has FIM tokens llama-server knows (/infill builds the prompt)")
+        base = name.replace("\\", "/").rsplit("/", 1)[-1] or "the model"
+        fim_looking = f"{found.name}'s FIM-looking tokens are in the vocabulary, but {base}'s family has no FIM " \
+                      "training; " if found is not None else ""
+        if props.chat_template is None and found is None:
+            # the server tells nothing of a chat template (an old llama-server): /infill, which
+            # builds the prompt from FIM tokens the model may still declare
+            return None, Decision("fim", "no FIM tokens known here and no chat template reported: "
+                                         "/infill builds the prompt from the model's own")
+        own = template_markers(props.chat_template or "")
+        if own is not None and all(m in single for m in own[1]) and name_says(name) != "base":
+            return None, Decision("chat", f"{fim_looking or 'no FIM tokens; '}its own chat template ({own[0]})")
+        why = "the name says a base model" if own is not None and name_says(name) == "base" else "no chat template of its own"
+        return CONTINUE, Decision("continue", f"{fim_looking or 'no FIM tokens; '}{why}: a base model")
 
     async def _resolve_template(self, props: _Props) -> FimTemplate | None:
         """The template to render prompts with (/completion), or None for /infill."""
@@ -144,24 +207,30 @@ class LlamaCppBackend(HttpBackend):
             return None
         if self.cfg.fim_template:
             return get_template(self.cfg.fim_template)
-        found = await self._template_from_vocab(props)
+        found = self._template_in(await self._single_pieces(props), props)
         if found is None and self.cfg.endpoint == "completion":
             raise ConfigError(f"{self.name}: cannot tell the served model's FIM format for endpoint='completion'; "
                               f"set fim_template to one of: {', '.join(names())}")
         return found
 
-    async def _template_from_vocab(self, props: _Props) -> FimTemplate | None:
-        """The first template whose markers are single tokens in the served model's vocabulary
-        (the model's name decides the order among several)."""
+    async def _single_pieces(self, props: _Props) -> set[str]:
+        """Which FIM and chat-turn markers are single tokens in the served model's vocabulary
+        (one /tokenize call)."""
         candidates = [get_template(n) for n in dict.fromkeys(_PREFERENCE + tuple(names()))]
-        wanted = sorted({m for t in candidates for m in t.markers})
+        wanted = sorted({m for t in candidates for m in t.markers} | {*_INFILL_ONLY, *_CHAT_MARKERS})
         try:
             found = await self.fetch("POST", "/tokenize", _pieces_decoder,
                                      json={"content": "\n".join(wanted), "with_pieces": True})
         except (ServerError, ProtocolError):
-            return None  # an old or proxied server without /tokenize: /infill still works
+            return set()  # an old or proxied server without /tokenize: /infill still works
         # sentencepiece vocabs spell CodeLlama's markers "▁<PRE>"
-        single = {p.piece.strip().lstrip("\u2581") for p in found.tokens if isinstance(p.piece, str)}
+        return {p.piece.strip().lstrip("\u2581") for p in found.tokens if isinstance(p.piece, str)}
+
+    @staticmethod
+    def _template_in(single: set[str], props: _Props) -> FimTemplate | None:
+        """The first template whose markers are all in `single` (the model's name decides the
+        order among several)."""
+        candidates = [get_template(n) for n in dict.fromkeys(_PREFERENCE + tuple(names()))]
         named = [detect_family(n) for n in (props.model_alias, props.model_path.rsplit("/", 1)[-1]) if n]
         order = [get_template(n) for n in dict.fromkeys([n for n in named if n] + [t.name for t in candidates])]
         return next((t for t in order if all(m in single for m in t.markers)), None)
@@ -207,6 +276,10 @@ class LlamaCppBackend(HttpBackend):
         return body
 
     def wire(self, req: FimRequest) -> Wire:
+        if self.style == "chat":
+            body = chat_body(req, model="", temperature=self.cfg.temperature if req.temperature is None else req.temperature,
+                             top_p=self.cfg.top_p, thinking_switch=True, llama=True)
+            return Wire("/v1/chat/completions", body, SSEParser(), _chat_final, read_openai_chat(self.name))
         return Wire(self.endpoint, self.body(req), SSEParser(), _final)
 
     async def raw_wire(self, prompt: str, n_predict: int, stop: tuple[str, ...]) -> Wire:

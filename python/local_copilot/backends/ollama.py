@@ -2,8 +2,10 @@
 
 The prompt is rendered here and sent with `raw: true` (no server template). Only when the
 model's family is unknown but its template supports insert (`.Suffix`) is `suffix` sent and
-Ollama builds the prompt. temperature and top_p are always sent: the server would otherwise
-use its own defaults.
+Ollama builds the prompt. A model of no FIM family gets another prompt style (prompt/styles.py):
+`chat` on `/api/chat` when its template holds a conversation (most pulled models are instruct
+models), else `continue` (a template that passes the prompt as it is: a base model).
+temperature and top_p are always sent: the server would otherwise use its own defaults.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ import msgspec
 
 from ..config import BackendConfig
 from ..errors import ConfigError, ProtocolError, ServerError
-from ..prompt.templates import FimTemplate
+from ..prompt.styles import CHAT_TURN_TOKENS, CONTINUE, Decision, name_says, no_fim_family, template_markers
+from ..prompt.templates import FimTemplate, detect_family
 from ..streaming import NDJSONParser
 from . import registry
 from .base import Chunk, FimRequest, HttpBackend, Wire
-from .probe import ModelInfo, resolve_template
+from .chat_style import ollama_chat_body, read_ollama_chat
+from .probe import ModelInfo, configured_style, resolve_template
 
 
 def final_line(payload: bytes) -> bool:
@@ -67,6 +71,8 @@ class OllamaBackend(HttpBackend):
         self.template: FimTemplate | None = None
         self.use_suffix = False
         self._insert = False
+        self._template = ""  # the model's Ollama template (Go template text)
+        self._thinks = False  # the model can think (capabilities): the chat style says not to
 
     async def probe(self) -> ModelInfo:
         if not self.cfg.model:
@@ -80,18 +86,23 @@ class OllamaBackend(HttpBackend):
             raise
         n_ctx = next((int(v) for k, v in show.model_info.items() if k.endswith(".context_length")), None)
         self._insert = "insert" in show.capabilities or ".Suffix" in show.template
+        self._template = show.template
+        self._thinks = "thinking" in show.capabilities
         return ModelInfo(id=self.cfg.model, owned_by="ollama", n_ctx=n_ctx, family=show.details.family)
 
     @property
     def continues(self) -> bool:
-        # a raw prompt ends with the typed text; with `suffix` Ollama's template places it
-        return not self.use_suffix
+        # a raw prompt ends with the typed text; with `suffix` Ollama's template places it; a
+        # chat answer is one turn
+        return not self.use_suffix and self.style != "chat"
 
     counts_full_prompt = False
     supports_n = False
 
     @property
     def stop_strings(self) -> tuple[str, ...]:
+        if self.style == "chat":
+            return CHAT_TURN_TOKENS
         return self.template.special_tokens if self.template else ()
 
     async def context_limit(self) -> int | None:
@@ -101,14 +112,36 @@ class OllamaBackend(HttpBackend):
 
     async def ensure_ready(self) -> FimTemplate | None:
         if self.model is None:
-            self.model = await self.probe()
+            model = await self.probe()
+            self.use_suffix = False
+            self.template, decision = self._decide(model)
+            self.style, self.style_reason = decision.style, decision.reason
+            self.model = model
+        return self.template
+
+    def _decide(self, model: ModelInfo) -> tuple[FimTemplate | None, Decision]:
+        """The template (CONTINUE: the continue style; None: Ollama's suffix slot, or the chat
+        style) and the style, from the options, the model's names and its template."""
+        forced = configured_style(self.cfg)
+        if forced is not None and forced.style != "fim":
+            return (CONTINUE if forced.style == "continue" else None), forced
+        names = [n for n in (model.id, model.family or "") if n]
+        family = next((f for f in map(detect_family, names) if f), None)
+        if forced is not None or (family and not any(no_fim_family(n) for n in names)):
             try:
-                self.template = resolve_template(self.name, self.cfg, self.model)
+                template = resolve_template(self.name, self.cfg, model)
+                return template, forced or Decision("fim", f"the model's name says {family}, a FIM family")
             except ConfigError:
                 if not self._insert:
                     raise
-                self.use_suffix = True  # Ollama's own template knows the FIM format
-        return self.template
+        if self._insert:
+            self.use_suffix = True  # Ollama's own template knows the FIM format
+            return None, forced or Decision("fim", "the model's template has a suffix slot (Ollama builds the prompt)")
+        chat = template_markers(self._template)
+        if (chat is not None or ".Messages" in self._template) and not any(name_says(n) == "base" for n in names):
+            what = f"a chat template ({chat[0]})" if chat is not None else "a chat template"
+            return None, Decision("chat", f"no FIM family; the model's template is {what}")
+        return CONTINUE, Decision("continue", "no FIM family; the model's template passes the prompt as it is: a base model")
 
     def body(self, req: FimRequest, template: FimTemplate | None) -> dict[str, Any]:
         options: dict[str, Any] = {
@@ -130,6 +163,7 @@ class OllamaBackend(HttpBackend):
 
     def forget(self) -> None:
         self.model = None
+        self.style, self.style_reason = "fim", ""
 
     async def raw_wire(self, prompt: str, n_predict: int, stop: tuple[str, ...]) -> Wire:
         if self.model is None:
@@ -140,6 +174,11 @@ class OllamaBackend(HttpBackend):
         return Wire("/api/generate", body, NDJSONParser(), final_line)
 
     def wire(self, req: FimRequest) -> Wire:
+        if self.style == "chat":
+            body = ollama_chat_body(req, model=self.cfg.model, top_p=self.cfg.top_p, thinks=self._thinks,
+                                    temperature=self.cfg.temperature if req.temperature is None else req.temperature,
+                                    keep_alive=KEEP_ALIVE)
+            return Wire("/api/chat", body, NDJSONParser(), final_line, read_ollama_chat(self.name))
         return Wire("/api/generate", self.body(req, self.template), NDJSONParser(), final_line)
 
     def decode(self, line: bytes) -> Chunk:

@@ -2,7 +2,9 @@
 
 The FIM prompt is rendered here from the template registry: vLLM rejects `suffix` for
 nearly every model and llama.cpp ignores it. Streams end with `data: [DONE]`; the usage
-chunk has an empty `choices` list.
+chunk has an empty `choices` list. A model whose name names no FIM family gets the prompt
+style its name says (prompt/styles.py): `chat` on `/v1/chat/completions` for an instruct
+model, `continue` for a base one.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ import msgspec
 
 from ..config import BackendConfig
 from ..errors import ProtocolError
+from ..prompt.styles import CHAT_TURN_TOKENS
 from ..prompt.templates import FimTemplate
 from ..streaming import SSEParser
 from . import registry
 from .base import Chunk, FimRequest, HttpBackend, Wire, auth_headers
-from .probe import ModelInfo, resolve_template
+from .chat_style import chat_body, read_openai_chat
+from .probe import ModelInfo, resolve_style
 
 
 def final_event(payload: bytes) -> bool:
@@ -90,24 +94,38 @@ class OpenAIBackend(HttpBackend):
         self.model: ModelInfo | None = None
         self.template: FimTemplate | None = None
         self.stop_token_ids: list[int] = []
+        self._resolved = False  # the template and style decided (template None: the chat style)
 
     async def probe(self) -> ModelInfo:
         return await listed_model(self)
 
     @property
     def stop_strings(self) -> tuple[str, ...]:
+        if self.style == "chat":
+            return CHAT_TURN_TOKENS
         return self.template.special_tokens if self.template else ()
+
+    @property
+    def continues(self) -> bool:
+        # the prompt ends with the typed text (prompt.templates.render); a chat answer is one turn
+        return self.style != "chat"
+
+    @property
+    def counts_full_prompt(self) -> bool:
+        return self.style != "chat"  # a chat prompt holds the conversation around the code
 
     async def context_limit(self) -> int | None:
         await self.ensure_ready()
         return self.model.n_ctx if self.model else None
 
-    async def ensure_ready(self) -> FimTemplate:
-        if self.template is None:
+    async def ensure_ready(self) -> FimTemplate | None:
+        if not self._resolved:
             self.model = await self.probe()
-            self.template = resolve_template(self.name, self.cfg, self.model)
-            if self.model.owned_by == "vllm":
+            self.template, decision = resolve_style(self.name, self.cfg, self.model)
+            self.style, self.style_reason = decision.style, decision.reason
+            if self.model.owned_by == "vllm" and self.template is not None and self.template.stop:
                 self.stop_token_ids = await self._special_token_ids(self.template)
+            self._resolved = True
         return self.template
 
     async def _special_token_ids(self, template: FimTemplate) -> list[int]:
@@ -160,6 +178,7 @@ class OpenAIBackend(HttpBackend):
 
     def forget(self) -> None:
         self.template = None  # the server may come back with another model
+        self._resolved = False
 
     async def raw_wire(self, prompt: str, n_predict: int, stop: tuple[str, ...]) -> Wire:
         if self.model is None:
@@ -178,12 +197,21 @@ class OpenAIBackend(HttpBackend):
         return self.model.id
 
     def wire(self, req: FimRequest) -> Wire:
-        assert self.template is not None, "ensure_ready() first"
+        assert self._resolved and self.model is not None, "ensure_ready() first"
+        if self.style == "chat":
+            # chat_template_kwargs switches thinking off on the servers that take it; OpenAI's
+            # own API and others may refuse a field they do not know
+            owner = self.model.owned_by
+            body = chat_body(req, model=self.model.id, top_p=self.cfg.top_p,
+                             temperature=self.cfg.temperature if req.temperature is None else req.temperature,
+                             thinking_switch=owner in ("vllm", "llamacpp", "sglang"), llama=owner == "llamacpp")
+            if req.n != 1:
+                body["n"] = req.n
+            return Wire("/v1/chat/completions", body, SSEParser(), final_event, read_openai_chat(self.name))
+        assert self.template is not None
         return Wire("/v1/completions", self.body(req, self.template), SSEParser(), final_event)
 
     # one request with `n` candidates; llama.cpp and Ollama get one request per candidate
-    continues = True  # the prompt ends with the typed text (prompt.templates.render)
-    counts_full_prompt = True
     supports_n = True
 
     def decode(self, payload: bytes) -> Chunk:

@@ -1,4 +1,5 @@
-"""What a server tells us about its model, and which FIM template follows from it."""
+"""What a server tells us about its model, and which FIM template and prompt style follow
+from it (prompt/styles.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import msgspec
 
 from ..config import BackendConfig
 from ..errors import ConfigError
+from ..prompt.styles import CONTINUE, Decision, name_says, no_fim_family
 from ..prompt.templates import FimTemplate, detect_family, get_template, names
 
-__all__ = ["ModelInfo", "resolve_template"]
+__all__ = ["ModelInfo", "resolve_style", "resolve_template"]
 
 
 class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -29,5 +31,37 @@ def resolve_template(backend: str, cfg: BackendConfig, model: ModelInfo) -> FimT
             return get_template(family)
     raise ConfigError(
         f"cannot tell the FIM format of model {model.id!r} on {backend}; set "
-        f"backends[{backend!r}].fim_template to one of: {', '.join(names())}"
+        f"backends[{backend!r}].fim_template to one of: {', '.join(names())} "
+        f"(or prompt = 'chat' for an instruct model, 'continue' for a base model)"
     )
+
+
+def configured_style(cfg: BackendConfig) -> Decision | None:
+    """The style the options force, if they do: `prompt`, or a FIM template named."""
+    if cfg.prompt:
+        return Decision(cfg.prompt, f"configured (prompt = {cfg.prompt!r})")
+    if cfg.fim_template:
+        return Decision("fim", f"configured (fim_template = {cfg.fim_template!r})")
+    return None
+
+
+def resolve_style(backend: str, cfg: BackendConfig, model: ModelInfo) -> tuple[FimTemplate | None, Decision]:
+    """The FIM template (CONTINUE for the continue style, None for chat) and the style, from
+    the options or the model's names; ConfigError when the names say nothing known."""
+    forced = configured_style(cfg)
+    if forced is not None:
+        if forced.style == "chat":
+            return None, forced
+        return (CONTINUE if forced.style == "continue" else resolve_template(backend, cfg, model)), forced
+    names_ = [n for n in (model.id, model.path, model.family or "") if n]
+    for name in names_:
+        family = detect_family(name)
+        if family and not no_fim_family(name):
+            return get_template(family), Decision("fim", f"the model's name says {family}, a FIM family")
+    for name in names_:
+        says = name_says(name)
+        if says == "instruct":
+            return None, Decision("chat", f"no FIM family; the name {name!r} says an instruct model")
+        if says == "base" or no_fim_family(name):
+            return CONTINUE, Decision("continue", f"no FIM family; the name {name!r} says a base model")
+    return resolve_template(backend, cfg, model), Decision("fim", "")  # raises: nothing known

@@ -82,7 +82,9 @@ def judge_fim_answer(answer: str, suffix: str, *, elapsed_ms: float, ttft_ms: fl
     timing = f"in {elapsed_ms:.0f} ms (first token {ttft_ms:.0f} ms)"
     fix_template = (f"set backends[{backend!r}].fim_template to the model's family; see :help local-copilot-config"
                     if backend else "set fim_template to the model's family")
-    base_model = "use a base/coder model with FIM tokens (e.g. Qwen2.5-Coder-1.5B, not -Instruct)"
+    where = f"backends[{backend!r}]." if backend else ""
+    base_model = ("use a base/coder model with FIM tokens (e.g. Qwen2.5-Coder-1.5B, not -Instruct), or set "
+                  f"{where}prompt = 'chat' for an instruct model")
     if _CHAT_OPENERS.search(answer) or any(m in answer for m in _CHAT_MARKERS):
         return Item(level="error", message=f"FIM probe: the answer reads like a chat reply: {shown!r}",
                     advice=[base_model, fix_template])

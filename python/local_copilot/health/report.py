@@ -33,6 +33,7 @@ from ..prompt.templates import detect_family
 from ..servers.options import ServerOptions, server_options
 from . import checks as hc
 from . import probes as hp
+from .styles import probe_shown, style_item
 from .checks import Item, Level
 from .edits import edit_items
 
@@ -487,7 +488,8 @@ async def _fim_probe(name: str, backend: Any, timeout: float, *, vllm: bool = Fa
             return Item(level="error", message=f"FIM probe failed: {msg[:300]}", advice=[_fastapi_advice()])
         if "infill" in msg.lower() and ("not supported" in msg.lower() or "501" in msg):
             return Item(level="error", message=f"FIM probe failed: {msg[:300]}",
-                        advice=["the model has no FIM tokens: use a coder model with fill-in-the-middle "
+                        advice=[f"the model has no FIM tokens: set backends[{name!r}].prompt = 'continue' (a base "
+                                "model) or 'chat' (an instruct model), or use a coder model with fill-in-the-middle "
                                 "(e.g. Qwen2.5-Coder)"])
         advice = ["see the server's own log; :LocalCopilot log for the plugin's side"]
         if vllm and getattr(exc, "status", 0) == 500:
@@ -501,8 +503,12 @@ async def _fim_probe(name: str, backend: Any, timeout: float, *, vllm: bool = Fa
     now = time.perf_counter()
     template = getattr(backend, "template", None)
     hint = f" (the {template.name} template is in use)" if template is not None else ""
-    return hc.judge_fim_answer(text, PROBE.suffix, elapsed_ms=(now - started) * 1000,
+    style = getattr(backend, "style", "fim")
+    item = hc.judge_fim_answer(probe_shown(backend, PROBE, text), PROBE.suffix, elapsed_ms=(now - started) * 1000,
                                ttft_ms=((first or now) - started) * 1000, template_hint=hint, backend=name)
+    if style != "fim":  # judged on what the editor shows in that style
+        item.message = item.message.replace("FIM probe", f"{style} probe", 1)
+    return item
 
 
 def _server_items(name: str, url: str, env: Mapping[str, str]) -> list[Item]:
@@ -594,7 +600,10 @@ async def _model_items(sec: Section, name: str, bcfg: BackendConfig, opts: Serve
             props = backend.props  # type: ignore[attr-defined]
             model_hint = props.model_path or props.model_alias
             sec.add("ok", f"model: {props.model_alias or props.model_path or '(unnamed)'}")
-            if template is not None:
+            sec.items.append(style_item(name, bcfg, backend))
+            if backend.style != "fim":
+                pass  # no FIM prompt to tell of
+            elif template is not None:
                 how = "configured" if bcfg.fim_template else "read from the served vocabulary"
                 sec.add("ok", f"FIM prompt: {template.name} ({how}), rendered here and sent to /completion "
                               "(the typed text last: a request can be continued)")
@@ -612,7 +621,10 @@ async def _model_items(sec: Section, name: str, bcfg: BackendConfig, opts: Serve
             model = backend.model  # type: ignore[attr-defined]
             model_hint = model.path or model.id
             sec.add("ok", f"model: {model.id}" + (f" ({model.owned_by})" if model.owned_by else ""))
-            if template is not None:
+            sec.items.append(style_item(name, bcfg, backend))
+            if backend.style != "fim":
+                pass  # no FIM template to tell of
+            elif template is not None:
                 how = "configured" if bcfg.fim_template else "detected from the model name"
                 sec.add("ok", f"FIM template: {template.name} ({how})")
             else:
@@ -623,7 +635,8 @@ async def _model_items(sec: Section, name: str, bcfg: BackendConfig, opts: Serve
                 sec.items.append(hc.judge_context(limit, n_predict, kind=kind, backend=name))
                 _room(sec, limit, ctx.cfg)
     except ConfigError as exc:
-        sec.add("error", str(exc), f"set backends[{name!r}].fim_template (or .model); see :help local-copilot-config")
+        sec.add("error", str(exc), f"set backends[{name!r}].fim_template, or .prompt = 'chat' (an instruct model) "
+                                   "or 'continue' (a base model), or .model; see :help local-copilot-config")
         return model_hint
     except BackendError as exc:
         sec.add("error", str(exc), "check the model the server runs and backends[...].model")

@@ -65,9 +65,10 @@ class Preparer:
         self._spec_window.forget_buffer(buf)
 
     def prepare(self, snap: Snapshot, cfg: Config, limit: int | None, stop_strings: tuple[str, ...], *,
-                speculative: bool = False) -> Prepared:
-        """For a server whose context per request is `limit` tokens (None: unknown) and whose
-        answers end at `stop_strings`. Raises ConfigError when `limit` leaves no room."""
+                speculative: bool = False, style: str = "fim") -> Prepared:
+        """For a server whose context per request is `limit` tokens (None: unknown), whose
+        answers end at `stop_strings`, asked in prompt `style` (prompt/styles.py). Raises
+        ConfigError when `limit` leaves no room."""
         budget, extra_budget = self.budget(limit, cfg)
         window = self._spec_window if speculative else self._window
         window_budget = None if budget is None else budget - extra_budget
@@ -98,18 +99,23 @@ class Preparer:
             local = ctx.prefix + ctx.middle + ctx.suffix
             chunks = self.ring.extra_for(local, extra_budget, lambda t: self.estimator.tokens(t) + self.CHUNK_OVERHEAD)
             extra = tuple(ExtraChunk(c.filename, c.text) for c in chunks)
+        if style == "continue":
+            # a base model reads no text after the cursor: none is sent (the post-processor
+            # still knows it) and no other files, which would read as this one's start
+            extra = ()
         req = FimRequest(
             prefix=ctx.prefix,
             middle=ctx.middle,
-            suffix=ctx.suffix,
+            suffix="" if style == "continue" else ctx.suffix,
             n_predict=cfg.n_predict,
             n_indent=ctx.indent_chars,
             t_max_predict_ms=cfg.t_max_predict_ms,
             path=ctx.path,
+            filetype=ctx.filetype,
             extra=extra,
             slot=self.slots.of(snap.buf),
         )
-        return Prepared(snap, ctx, req, post_context(snap, ctx, cfg, stop_strings), key)
+        return Prepared(snap, ctx, req, post_context(snap, ctx, cfg, stop_strings, chat=style == "chat"), key)
 
     def budget(self, limit: int | None, cfg: Config) -> tuple[int | None, int]:
         """The prompt's tokens for the local window and cross-file chunks together (None: the
@@ -135,8 +141,10 @@ class Preparer:
         self.estimator.overflowed(0 if req is None else prompt_bytes(req), prompt_tokens)
 
 
-def post_context(snap: Snapshot, ctx: FimContext, cfg: Config, stop_strings: tuple[str, ...]) -> PostContext:
-    """What the post-processor needs to know of the buffer around the cursor."""
+def post_context(snap: Snapshot, ctx: FimContext, cfg: Config, stop_strings: tuple[str, ...], *,
+                 chat: bool = False) -> PostContext:
+    """What the post-processor needs to know of the buffer around the cursor (`chat`: the
+    answer is a chat model's, wrapped as chat models wrap code)."""
     return PostContext(
         line_prefix=ctx.middle,
         line_suffix=ctx.line_suffix,
@@ -146,6 +154,7 @@ def post_context(snap: Snapshot, ctx: FimContext, cfg: Config, stop_strings: tup
         max_lines=cfg.max_lines,
         stop_strings=stop_strings,
         filetype=ctx.filetype,
+        chat=chat,
     )
 
 
