@@ -57,7 +57,7 @@ function M.names() return vim.tbl_keys(subs) end
 -- :LocalCopilotBackend [name|auto|start|stop|restart]
 function M.backend_names()
   local config = require('local_copilot.config')
-  local names = { 'auto', 'start', 'stop', 'restart', 'llama.cpp', 'vllm', 'ollama', 'openai' }
+  local names = { 'auto', 'start', 'stop', 'restart', 'llama.cpp', 'vllm', 'ollama', 'openai', 'sglang', 'lmstudio' }
   for name in pairs(config.user.backends or {}) do
     if not vim.tbl_contains(names, name) then names[#names + 1] = name end
   end

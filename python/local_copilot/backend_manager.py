@@ -15,7 +15,8 @@ from typing import Any
 import httpx
 import msgspec
 
-from .config import Config
+from .access import async_client, auth_headers
+from .config import BackendConfig, Config
 from .errors import LocalCopilotError
 from .log import log
 from .servers.auto import detect_backend
@@ -76,7 +77,7 @@ class BackendManager:
                 sup = Supervisor(name, backend, opts, on_event=self._on_event)
             except LocalCopilotError:
                 sup = None  # a remote URL: not ours to start or share
-        if await _healthy(backend.url, backend.kind):
+        if await _healthy(backend.url, backend.kind, backend):
             if sup is not None:
                 # a server another Neovim started: count us as a user so it outlives them
                 status = await asyncio.to_thread(sup.attach)
@@ -186,12 +187,15 @@ class BackendManager:
             self._notify(f"local-copilot: {event.message}", "error" if event.kind == "failed" else "warn")
 
 
-async def _healthy(url: str, kind: str) -> bool:
+async def _healthy(url: str, kind: str, entry: BackendConfig | None = None) -> bool:
+    """Whether the server at `url` answers its kind's ready path, asked with `entry`'s trust
+    and token (vLLM started with --api-key refuses /v1/models without it)."""
     from .backends import registry
 
     path = registry.get(kind).ready_path
     try:
-        async with httpx.AsyncClient(timeout=1.0, trust_env=False) as client:
-            return (await client.get(url.rstrip("/") + path)).status_code == 200
+        async with async_client([entry] if entry else [], timeout=1.0, capped=False) as client:
+            return (await client.get(url.rstrip("/") + path, headers=auth_headers(entry) if entry else None)
+                    ).status_code == 200
     except httpx.HTTPError:
         return False

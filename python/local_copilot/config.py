@@ -15,11 +15,12 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
+from .access import ca_file_problem
 from .errors import ConfigError
 from .servers.options import ServerOptions
 
 __all__ = ["BackendConfig", "Config", "ContextConfig", "EditConfig", "NextEditConfig", "PrivacyConfig", "BUILTIN_BACKENDS",
-           "load_config", "url_problem"]
+           "builtin_backends", "load_config", "url_problem"]
 
 PositiveInt = Annotated[int, Meta(gt=0)]
 NonNegInt = Annotated[int, Meta(ge=0)]
@@ -49,6 +50,10 @@ class BackendConfig(_Base):
     prompt: Literal["", "fim", "continue", "chat"] = ""
     # name of an environment variable holding a Bearer token; the key itself never sits in config
     api_key_env: str = ""
+    # https: a PEM bundle of CAs trusted beside the system's (a team server's own CA)
+    ca_file: str = ""
+    # https: false checks no certificate at all (checkhealth and doctor warn on every run)
+    tls_verify: bool = True
     # launch command as an argv list (server management); empty = the built-in recipe
     cmd: list[str] = []
     timeout_ms: PositiveInt = 10_000
@@ -180,6 +185,16 @@ BUILTIN_BACKENDS: dict[str, dict[str, Any]] = {
 }
 
 
+def builtin_backends() -> dict[str, dict[str, Any]]:
+    """BUILTIN_BACKENDS and an entry for each kind that brings its own (`Kind.builtin`:
+    `sglang`, `lmstudio`), named as the kind, at the kind's default URL."""
+    from .backends import registry  # the dialects import this module
+
+    found = {name: {"kind": name, "url": registry.get(name).default_url}
+             for name in registry.names() if registry.get(name).builtin}
+    return {**found, **BUILTIN_BACKENDS}
+
+
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(base)
     for key, value in over.items():
@@ -257,6 +272,15 @@ def _check_url(name: str, url: str, default: str) -> None:
     raise ConfigError(f"`$.backends.{name}.url` = {url!r} {problem}; e.g. {example!r}")
 
 
+def _check_tls(name: str, bcfg: BackendConfig) -> None:
+    """A CA file no handshake could use fails every request alike: said once, here."""
+    if bcfg.ca_file and bcfg.tls_verify:
+        problem = ca_file_problem(bcfg.ca_file)
+        if problem is not None:
+            raise ConfigError(f"`$.backends.{name}.ca_file` = {bcfg.ca_file!r} {problem}; give the path of the "
+                              "CA's certificate in PEM form (-----BEGIN CERTIFICATE-----)")
+
+
 def load_config(raw: Any = None) -> Config:
     """Merge the user's options over the defaults and validate them.
 
@@ -274,7 +298,7 @@ def load_config(raw: Any = None) -> Config:
     from .backends import registry  # the dialects import this module
 
     merged = dict(raw)
-    backends = _merge(BUILTIN_BACKENDS, {k: v or {} for k, v in user_backends.items()})
+    backends = _merge(builtin_backends(), {k: v or {} for k, v in user_backends.items()})
     kinds = registry.names()
     for name, value in backends.items():
         if not isinstance(value, dict):
@@ -290,6 +314,8 @@ def load_config(raw: Any = None) -> Config:
         # an address no request can go to would fail on every key without a word (requests
         # to it raise before any connection): said once, here, like any bad option
         _check_url(name, bcfg.url, registry.get(bcfg.kind).default_url)
+        _check_tls(name, bcfg)
+        registry.check_recipe(bcfg.server.recipe, f"$.backends.{name}.server.recipe")
     # empty Lua tables arrive as lists; they mean "no entries"
     for key in ("filetypes", "keymaps", "context", "privacy", "next_edit", "edit"):
         if merged.get(key) == []:

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import httpx
 import msgspec
 
+from .access import async_client
 from .backends import Backend, FimRequest, make_backend
 from .backends.exchange import Exchange
 from .buffer_state import BufferState
@@ -38,7 +39,6 @@ from .log import log
 from .notify import Episodes
 from .postprocess import process
 from .render import RenderPlan, candidate
-from .limits import CappedTransport
 from .next_edit.request import NextEdits
 from .privacy import Gate
 from .reading import Outcome, PromptTooLong, Reader, Superseded
@@ -172,7 +172,8 @@ class Engine:
         if self.backend is not None:
             self.backend.close()
         # one long-lived client: keep-alive to the server, closed streams cancel generation
-        self._client = httpx.AsyncClient(timeout=timeout, transport=CappedTransport(), trust_env=False)
+        # (every entry's trust: next edits may ask another entry's server through it; access.py)
+        self._client = async_client(cfg.backends.values(), timeout=timeout)
         self.backend = make_backend(cfg.backend, active, self._client)
         self.prompts.new_server()  # bytes per token differ between models
         self.reader.configure(self.backend, self.episodes.of(cfg.backend))

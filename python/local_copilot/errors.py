@@ -4,8 +4,10 @@
     ├── ConfigError          bad option; the message names the field path (`$.backends.vllm.url`)
     └── BackendError         anything between us and the model server
         ├── ServerUnavailable   connection refused, timeouts, 503 while loading
-        │   └── ServerHeld      no request sent: the server asked to wait (Retry-After)
+        │   ├── ServerHeld      no request sent: the server asked to wait (Retry-After)
+        │   └── CertificateRejected  the server's TLS certificate did not pass the check
         ├── ServerError         an HTTP error answer (status and the server's message)
+        │   └── TokenRefused    401/403: the token was refused, or none was sent
         └── ProtocolError       a stream that does not follow the server's schema
 
 Expected errors become one concise, rate-limited notification; details go to the log.
@@ -21,6 +23,8 @@ __all__ = [
     "ServerHeld",
     "ServerError",
     "ProtocolError",
+    "CertificateRejected",
+    "TokenRefused",
     "PrivateText",
     "ForeignServer",
 ]
@@ -57,6 +61,12 @@ class ServerHeld(ServerUnavailable):
         self.until = until
 
 
+class CertificateRejected(ServerUnavailable):
+    """The TLS handshake failed on the server's certificate (an issuer not trusted, another
+    name, expired), or https met a plain-http server: nothing was sent; the message names the fix
+    (access.py)."""
+
+
 class ForeignServer(ServerUnavailable):
     """The server on this machine is another user's (owner.py): nothing is sent to it."""
 
@@ -73,6 +83,10 @@ class ServerError(BackendError):
     @property
     def context_overflow(self) -> bool:
         return self.status == 400 and ("context" in str(self) or self.prompt_tokens is not None)
+
+
+class TokenRefused(ServerError):
+    """A 401 or 403: the server refused the entry's token, or wanted one and none was sent."""
 
 
 class ProtocolError(BackendError):

@@ -360,11 +360,13 @@ class StreamClient:
     # _send, which post() answers with a fresh connection.
     TRUSTED_IDLE_S = 1.0
 
-    def __init__(self, *, timeout: float, connect_timeout: float = 2.0) -> None:
+    def __init__(self, *, timeout: float, connect_timeout: float = 2.0, tls: ssl.SSLContext | None = None) -> None:
+        """`tls`: the context that checks an https server's certificate (access.tls_context:
+        the entry's ca_file and tls_verify); None: the default trust."""
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self._idle: dict[tuple[str, int, bool], list[_Conn]] = {}
-        self._ssl: ssl.SSLContext | None = None
+        self._ssl: ssl.SSLContext | None = tls
         self._addrs: dict[tuple[str, int], tuple[int, tuple[object, ...]]] = {}
         self._routes: dict[str, tuple[tuple[str, int, bool], str]] = {}
 
@@ -388,7 +390,9 @@ class StreamClient:
     async def _connect(self, key: tuple[str, int, bool]) -> _Conn:
         host, port, tls = key
         if tls and self._ssl is None:
-            self._ssl = ssl.create_default_context()
+            from .access import tls_context
+
+            self._ssl = tls_context()
         try:
             async with asyncio.timeout(self.connect_timeout):
                 if tls:
@@ -406,7 +410,9 @@ class StreamClient:
                 return _SocketConn(sock)
         except TimeoutError:
             raise ConnectTimeout(f"no connection in {self.connect_timeout:g} s") from None
-        except (OSError, ssl.SSLError) as exc:
+        except ssl.SSLError as exc:  # kept as the cause: access.tls_failure reads the certificate's verdict
+            raise ConnectError(str(exc) or exc.__class__.__name__) from exc
+        except OSError as exc:
             raise ConnectError(str(exc) or exc.__class__.__name__) from None
 
     def _route(self, url: str) -> tuple[tuple[str, int, bool], str]:

@@ -119,9 +119,10 @@ def test_unknown_backend_names_the_choices(nvim_bin: str, manifest: Path, nvim_e
     try:
         nvim.command("LocalCopilotBackend mystery")
         text = wait_for(lambda: "unknown backend" in messages(nvim) and messages(nvim), what="error message")
-        assert "choose one of: auto, llama.cpp, ollama, openai, vllm" in text
+        assert "choose one of: auto, llama.cpp, lmstudio, ollama, openai, sglang, vllm" in text
         assert "Traceback" not in text
-        assert "auto" in lua(nvim, "require('local_copilot.commands').backend_names()")
+        names = lua(nvim, "require('local_copilot.commands').backend_names()")
+        assert "auto" in names and "sglang" in names and "lmstudio" in names
     finally:
         nvim.close()
 

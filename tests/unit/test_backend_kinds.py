@@ -94,13 +94,14 @@ def test_a_new_entry_of_a_kind_gets_the_kinds_default_url(toy_kind: Any) -> None
 
 
 def test_an_unknown_kind_names_the_known_ones() -> None:
-    with pytest.raises(ConfigError, match=r"unknown kind 'tpy' - at `\$\.backends\.x\.kind`; choose one of: llama.cpp, ollama, openai"):
+    with pytest.raises(ConfigError, match=r"unknown kind 'tpy' - at `\$\.backends\.x\.kind`; choose one of: llama.cpp, lmstudio, ollama, openai, sglang"):
         load_config({"backends": {"x": {"kind": "tpy"}}})
 
 
 def test_the_built_in_kinds_say_where_they_are_ready() -> None:
     assert {k: registry.get(k).ready_path for k in registry.names()} == {
-        "llama.cpp": "/health", "ollama": "/api/version", "openai": "/v1/models"}
+        "llama.cpp": "/health", "ollama": "/api/version", "openai": "/v1/models", "sglang": "/health",
+        "lmstudio": "/v1/models"}
 
 
 async def test_a_server_that_is_not_there_is_not_healthy(toy_kind: Any) -> None:

@@ -4,9 +4,10 @@
         -n 64 --requests 5 --concurrency 1,2,4,8,16 --out bench/results/run1
 
 A backend is NAME=URL, optionally followed by ,kind=openai ,model=M ,fim_template=qwen
-,api_key_env=VAR; a bare NAME takes its entry from the configuration. The kind of a name
-that is not built in is asked from the server (/props: llama.cpp, /api/version: Ollama, else
-OpenAI-compatible).
+,api_key_env=VAR ,ca_file=PEM ,tls_verify=false; a bare NAME takes its entry from the
+configuration. The kind of a name that is not built in is asked from the server (what only
+SGLang or LM Studio answers, backends/detect.py; /props: llama.cpp, /api/version: Ollama,
+else OpenAI-compatible).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from typing import Any, TextIO
 import httpx
 import msgspec
 
-from ..config import BUILTIN_BACKENDS, BackendConfig
+from ..access import ca_file_problem, sync_client
+from ..backends.detect import detect_sync
+from ..config import BackendConfig, builtin_backends
 from ..errors import ConfigError
 from .png import bar_chart
 from .report import BenchReport, make_report, render_tables
@@ -52,8 +55,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 # ------------------------------------------------------------------------------------ targets
 
 
-def _detect_kind(url: str) -> str:
-    with httpx.Client(timeout=2.0, trust_env=False) as client:
+TARGET_FIELDS = ("kind", "model", "fim_template", "api_key_env", "ca_file", "tls_verify")
+
+
+def _detect_kind(url: str, cfg: BackendConfig) -> str:
+    with sync_client(cfg, timeout=2.0) as client:
+        found = detect_sync(client, url)  # what only SGLang or LM Studio answers
+        if found:
+            return found
         for path, kind in (("/props", "llama.cpp"), ("/api/version", "ollama")):
             try:
                 if client.get(url.rstrip("/") + path).status_code == 200:
@@ -77,20 +86,23 @@ def parse_target(spec: str, configured: dict[str, BackendConfig]) -> Target:
     fields: dict[str, Any] = {}
     if name in configured:
         fields.update(msgspec.structs.asdict(configured[name]))
-    elif name in BUILTIN_BACKENDS:
-        fields.update(BUILTIN_BACKENDS[name])
+    elif name in builtin_backends():
+        fields.update(builtin_backends()[name])
     fields["url"] = url.strip()
     for pair in pairs:
         key, eq, value = pair.partition("=")
-        if not eq or key.strip() not in ("kind", "model", "fim_template", "api_key_env"):
-            raise ConfigError(f"--backend {spec!r}: {pair!r} is not one of kind=, model=, fim_template=, api_key_env=")
+        if not eq or key.strip() not in TARGET_FIELDS:
+            raise ConfigError(f"--backend {spec!r}: {pair!r} is not one of {', '.join(f + '=' for f in TARGET_FIELDS)}")
         fields[key.strip()] = value.strip()
-    if "kind" not in fields:
-        fields["kind"] = _detect_kind(fields["url"])
     try:
-        cfg = msgspec.convert(fields, BackendConfig)
+        cfg = msgspec.convert(fields, BackendConfig, strict=False)  # (tls_verify=false: a string)
+        if "kind" not in fields:
+            cfg = msgspec.structs.replace(cfg, kind=_detect_kind(fields["url"], cfg))
     except msgspec.ValidationError as exc:
         raise ConfigError(f"--backend {spec!r}: {exc}") from None
+    problem = ca_file_problem(cfg.ca_file) if cfg.ca_file else None
+    if problem:
+        raise ConfigError(f"--backend {spec!r}: ca_file {cfg.ca_file!r} {problem}")
     return Target(name, cfg)
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 import msgspec
 
+from ..access import async_client
 from ..backends import FimRequest, make_backend
 from ..config import BackendConfig
 from ..errors import LocalCopilotError
@@ -281,7 +282,8 @@ async def bench_backend(target: Target, params: Params, *, progress: ProgressFn 
     limits = httpx.Limits(max_connections=max(params.concurrency, default=1) + 4,
                           max_keepalive_connections=max(params.concurrency, default=1) + 4)
     timeout = httpx.Timeout(params.timeout_s, connect=5.0)
-    async with httpx.AsyncClient(timeout=timeout, limits=limits, transport=transport, trust_env=False) as client:
+    # the entry's trust and token, as the plugin's own requests (access.py)
+    async with async_client([target.cfg], timeout=timeout, limits=limits, transport=transport, capped=False) as client:
         backend = make_backend(target.name, target.cfg, client)
         if params.ignore_eos:
             _force_length(backend)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import email.utils
 import math
 import os
+import ssl
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator
 from contextlib import aclosing
@@ -15,6 +16,7 @@ from urllib.parse import urljoin
 import httpx
 import msgspec
 
+from ..access import auth_headers, redact, tls_context, tls_failure, token_refused
 from ..config import BackendConfig
 from ..errors import ProtocolError, ServerError, ServerHeld, ServerUnavailable
 from ..http_stream import StreamClient, StreamResponse
@@ -149,14 +151,6 @@ class Backend(Protocol):
         ...
 
 
-def auth_headers(cfg: BackendConfig) -> dict[str, str]:
-    if cfg.api_key_env:
-        key = os.environ.get(cfg.api_key_env, "")
-        if key:
-            return {"Authorization": f"Bearer {key}"}
-    return {}
-
-
 # what "the server is not there" looks like in httpx
 connect_errors = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError)
 
@@ -259,7 +253,8 @@ class HttpBackend:
         self.name = name
         self.cfg = cfg
         self.client = client  # probes (small JSON requests)
-        self.streams = StreamClient(timeout=cfg.timeout_ms / 1000)  # the completion streams
+        # the completion streams, with the entry's trust (access.py)
+        self.streams = StreamClient(timeout=cfg.timeout_ms / 1000, tls=self.tls())
         self.via_httpx = os.environ.get("LOCAL_COPILOT_HTTP") == "httpx"  # make bench's A/B
         if self.via_httpx:
             self.streams = HttpxStreams(client)  # type: ignore[assignment]
@@ -333,10 +328,22 @@ class HttpBackend:
     def headers(self) -> dict[str, str]:
         return auth_headers(self.cfg)
 
+    def tls(self) -> ssl.SSLContext | None:
+        """The context that checks this entry's https server (None for http)."""
+        return tls_context(self.cfg) if self.cfg.url.startswith("https://") else None
+
     async def raise_for_status(self, response: httpx.Response | StreamResponse) -> None:
         try:
             await raise_for_status(self.name, response, self.cfg.url)
-        except (ServerError, ServerUnavailable) as exc:
+        except ServerError as exc:
+            if exc.status in (401, 403):  # whose token was refused, or that none was sent
+                said = str(exc).partition(f"HTTP {exc.status}: ")[2]
+                raise token_refused(self.name, self.cfg, exc.status, said) from None
+            if exc.retry_after:
+                self.hold(exc.retry_after)
+            exc.args = (redact(str(exc), self.cfg),)
+            raise
+        except ServerUnavailable as exc:
             if exc.retry_after:
                 self.hold(exc.retry_after)
             raise
@@ -372,6 +379,9 @@ class HttpBackend:
     def unreachable(self, exc: Exception) -> ServerUnavailable:
         """The error a failed connection or a timeout means for the user."""
         self.forget()
+        tls = tls_failure(self.name, self.cfg, exc) if self.cfg.url.startswith("https://") else None
+        if tls is not None:  # a certificate is no connection problem: said as what it is
+            return tls
         if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
             return ServerUnavailable(f"{self.name}: no answer from {self.cfg.url} in time")
         return ServerUnavailable(f"{self.name}: cannot reach {self.cfg.url} ({exc.__class__.__name__})", unreachable=True)

@@ -3,16 +3,20 @@
 A backend's `kind` (its options' `kind` field) names a record here: the dialect that speaks to
 the server, where such a server listens by default, the path that answers once it is ready,
 and the launch recipe that starts one (servers/recipes.py, which also says what to install
-when its program is missing). The engine, the backend switcher, the supervisor and :checkhealth ask the registry;
-none of them names a kind. A new kind is one module that calls `register()` at import, plus
-its tests and docs.
+when its program is missing; a kind may bring its recipe along: `launch`), what only such a
+server answers (`signature`: detect.py tells the kinds apart by it), whether it has a built-in
+backend entry of its own name and an OpenAI chat endpoint (instruction edits). The engine, the
+backend switcher, the supervisor and :checkhealth ask the registry; none of them names a kind.
+A new kind is one module that calls `register()` at import, plus its tests and docs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError
 
 if TYPE_CHECKING:
     import httpx
@@ -20,7 +24,19 @@ if TYPE_CHECKING:
     from ..config import BackendConfig
     from .base import Backend
 
-__all__ = ["Kind", "get", "names", "register"]
+__all__ = ["Kind", "Signature", "check_recipe", "get", "launcher", "names", "recipes", "register"]
+
+# the launch recipes servers/recipes.py knows itself; a kind's `launch` adds its own
+BUILTIN_RECIPES = ("llama.cpp", "vllm", "ollama")
+
+
+@dataclass(frozen=True)
+class Signature:
+    """What only a server of this kind answers: GET `path`, and `says(doc)` on its JSON
+    answer (a dict or list) returns one line naming the server, or None when it is another."""
+
+    path: str
+    says: Callable[[Any], str | None]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,6 +48,15 @@ class Kind:
     # a cheap GET that answers 200 once the server takes requests (supervisor, switcher, health)
     ready_path: str
     recipe: str = ""  # the built-in launch recipe that starts one ('' = none; servers/recipes.py)
+    # the recipe itself when it is not one servers/recipes.py knows: (entry name, its
+    # BackendConfig, its ServerOptions, port, servers.recipes.HostFacts) -> servers.recipes.Recipe;
+    # raises ServerStartError
+    launch: Callable[..., Any] | None = None
+    signature: Signature | None = None
+    # a built-in backend entry named as the kind, at default_url (`backend = 'sglang'`)
+    builtin: bool = False
+    # the server answers OpenAI's /v1/chat/completions (instruction edits)
+    openai_chat: bool = False
 
 
 _KINDS: dict[str, Kind] = {}
@@ -54,6 +79,25 @@ def names() -> list[str]:
     return sorted(_KINDS)
 
 
+def recipes() -> list[str]:
+    """Every launch recipe's name: servers/recipes.py's and the kinds' own."""
+    _load_builtins()
+    return [*BUILTIN_RECIPES, *sorted({k.recipe for k in _KINDS.values() if k.launch is not None})]
+
+
+def launcher(recipe: str) -> Callable[..., Any] | None:
+    """The `launch` of the kind whose recipe is `recipe`, None for servers/recipes.py's own."""
+    _load_builtins()
+    return next((k.launch for k in _KINDS.values() if k.recipe == recipe and k.launch is not None), None)
+
+
+def check_recipe(recipe: str, path: str) -> None:
+    """ConfigError naming `path` unless `recipe` is '' (by kind), 'none' or a known recipe."""
+    known = recipes()
+    if recipe not in ("", "none", *known):
+        raise ConfigError(f"unknown recipe {recipe!r} - at `{path}`; choose one of: {', '.join(known)}, none")
+
+
 def _load_builtins() -> None:
     # the built-in dialect modules register themselves when imported
-    from . import llama_cpp, ollama, openai  # noqa: F401
+    from . import llama_cpp, lmstudio, ollama, openai, sglang  # noqa: F401

@@ -25,10 +25,9 @@ import httpx
 import msgspec
 
 from ..backends import FimRequest, make_backend, registry
-from ..backends.base import auth_headers
+from ..access import async_client, auth_headers, tls_failure, token_refused
 from ..config import BackendConfig, Config, load_config
-from ..errors import BackendError, ConfigError, LocalCopilotError
-from ..limits import CappedTransport
+from ..errors import BackendError, ConfigError, LocalCopilotError, TokenRefused
 from ..prompt.templates import detect_family
 from ..servers.options import ServerOptions, server_options
 from . import checks as hc
@@ -36,6 +35,8 @@ from . import probes as hp
 from .styles import probe_shown, style_item
 from .checks import Item, Level
 from .edits import edit_items
+from .kinds import kind_items
+from .tls import judge_tls_verify, tls_items
 
 __all__ = ["Item", "Section", "Report", "collect", "collect_sync", "render_text", "PROBE", "REQUIRED_PACKAGES"]
 
@@ -192,7 +193,8 @@ def config_section(cfg: Config | None, error: str | None, env: Mapping[str, str]
     if not error:
         sec.add("ok", f"options valid; active backend {cfg.backend!r} at {cfg.active.url}")
     for name, bcfg in cfg.backends.items():
-        for item in (hc.judge_url(name, bcfg.url), hc.judge_api_key(name, bcfg.api_key_env, env)):
+        for item in (hc.judge_url(name, bcfg.url), hc.judge_api_key(name, bcfg.api_key_env, env),
+                     judge_tls_verify(name, bcfg)):
             if item is not None:
                 sec.items.append(item)
     return sec
@@ -294,6 +296,10 @@ def _start_advice(name: str, bcfg: BackendConfig, kind: str | None, opts: Server
         advice.append(f"or run it yourself: vllm serve {model or 'MODEL'} --port {port}")
     elif kind == "ollama":
         advice.append(f"or run it yourself: OLLAMA_HOST=127.0.0.1:{port} ollama serve")
+    elif kind == "sglang":
+        advice.append(f"or run it yourself: python -m sglang.launch_server --model-path {model or 'MODEL'} --port {port}")
+    elif kind == "lmstudio":
+        advice.append(f"or run it yourself: lms server start --port {port}")
     advice.append(f"or point backends[{name!r}].url at where your server listens")
     return advice
 
@@ -313,12 +319,16 @@ async def _thread(fn: Any, *args: Any) -> Any:
 
 async def _reachable(name: str, bcfg: BackendConfig, client: httpx.AsyncClient, timeout: float
                      ) -> tuple[Level, str, int]:
-    """(level, message, HTTP status or 0) for the server's cheap endpoint."""
+    """(level, message, HTTP status, 0 when nothing answered, -1 when TLS failed) for the
+    server's cheap endpoint."""
     path = registry.get(bcfg.kind).ready_path
     url = bcfg.url.rstrip("/") + path
     try:
         resp = await client.get(url, headers=auth_headers(bcfg), timeout=httpx.Timeout(timeout, connect=timeout))
     except httpx.ConnectError as exc:
+        tls = tls_failure(name, bcfg, exc)
+        if tls is not None:
+            return "error", str(tls).removeprefix(f"{name}: "), -1
         return "error", f"cannot reach {bcfg.url} ({_why(exc)})", 0
     except httpx.TimeoutException:
         return "error", f"no answer from {bcfg.url} within {timeout:.1f}s", 0
@@ -328,6 +338,9 @@ async def _reachable(name: str, bcfg: BackendConfig, client: httpx.AsyncClient, 
         return "ok", f"reachable at {bcfg.url} ({path} answered in {resp.elapsed.total_seconds() * 1000:.0f} ms)", 200
     if resp.status_code == 503:
         return "warn", f"{bcfg.url} is up but not ready (503: loading the model)", 503
+    if resp.status_code in (401, 403):
+        said = str(token_refused(name, bcfg, resp.status_code, resp.text[:120].strip()))
+        return "error", f"{bcfg.url}{path}: " + said.removeprefix(f"{name}: "), resp.status_code
     return "error", f"{bcfg.url}{path} answered HTTP {resp.status_code}: {resp.text[:160].strip()}", resp.status_code
 
 
@@ -544,7 +557,7 @@ async def backend_section(name: str, bcfg: BackendConfig, opts: ServerOptions, c
     level, message, status = await _reachable(name, bcfg, ctx.client, quick or 2.0)
     if quick is not None and status == 0:
         return None
-    up = status in (200, 503)
+    up = status in (200, 503, 401, 403, -1)  # a server answers there
     local = _is_loopback(bcfg.url)
     if local:
         sec.items.extend(await _binary_items(name, bcfg, kind, opts, ctx.env, up))
@@ -553,18 +566,22 @@ async def backend_section(name: str, bcfg: BackendConfig, opts: ServerOptions, c
         advice = _start_advice(name, bcfg, kind, opts)
     elif status == 503:
         advice = ["wait until it has loaded the model, then run this check again"]
-    elif status in (401, 403):
+    elif status in (401, 403) and not bcfg.api_key_env:
         advice = [f"the server wants an API key: set backends[{name!r}].api_key_env to the name of an "
                   "environment variable that holds it"]
+    elif status in (401, 403):
+        advice = [f"give ${bcfg.api_key_env} the key the server was started with (llama-server and vLLM: --api-key)"]
     elif status == 500 and kind == "vllm":
         advice = ["if vLLM's log shows " + _fastapi_advice(), "otherwise see vLLM's log for the error"]
-    elif status != 200:
+    elif status != 200 and status != -1:  # (-1: the TLS message names its fix)
         advice = ["is this the right URL and kind? " + f"backends[{name!r}] has kind {bcfg.kind!r}"]
     sec.add(level, message, *advice)
+    sec.items.extend(await tls_items(name, bcfg, quick or 2.0))
     if local:
         sec.items.extend(await _thread(_server_items, name, bcfg.url, ctx.env))
     model_hint = ""
     if status == 200:
+        sec.items.extend(await kind_items(name, bcfg, ctx.client))
         model_hint = await _model_items(sec, name, bcfg, opts, ctx)
     if kind == "vllm" and (active or up):
         gcc = await _thread(_gcc_item, {**ctx.env, **opts.env})
@@ -639,7 +656,8 @@ async def _model_items(sec: Section, name: str, bcfg: BackendConfig, opts: Serve
                                    "or 'continue' (a base model), or .model; see :help local-copilot-config")
         return model_hint
     except BackendError as exc:
-        sec.add("error", str(exc), "check the model the server runs and backends[...].model")
+        sec.add("error", str(exc), f"give ${bcfg.api_key_env or 'NAME'} the server's key" if isinstance(exc, TokenRefused)
+                else "check the model the server runs and backends[...].model")
         return model_hint
     vllm = bcfg.kind == "openai" and getattr(getattr(backend, "model", None), "owned_by", "") == "vllm"
     sec.items.append(await _fim_probe(name, backend, ctx.probe_timeout, vllm=vllm or "vllm" in name.lower()))
@@ -667,7 +685,7 @@ async def collect(raw: Any = None, *, backend: str | None = None, config_error: 
     if cfg is not None:
         timeout = httpx.Timeout(probe_timeout, connect=2.0)
         # answers bounded (limits.py): a hostile server's probe answer must not fill memory
-        async with httpx.AsyncClient(timeout=timeout, transport=CappedTransport(transport), trust_env=False) as client:
+        async with async_client(cfg.backends.values(), timeout=timeout, transport=transport) as client:
             ctx = _Ctx(cfg=cfg, env=env, client=client, probe_timeout=probe_timeout)
             names = [cfg.backend] + [n for n in cfg.backends if n != cfg.backend]
             # the next-edit backend is checked as fully as the active one

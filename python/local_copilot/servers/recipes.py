@@ -1,4 +1,5 @@
-"""Launch recipes: how to start llama-server, vLLM and Ollama for FIM, as argv lists.
+"""Launch recipes: how to start llama-server, vLLM and Ollama for FIM, as argv lists; a kind
+may bring its own (backends/registry.py `Kind.launch`: SGLang, LM Studio).
 
 `build_recipe()` is pure: it turns a backend's config, its `ServerOptions` and the facts found on
 this machine (`HostFacts`: where the binaries are, the GPUs, the model's config.json) into a
@@ -16,7 +17,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import httpx
@@ -69,6 +70,7 @@ INSTALL_HINTS = {
 HEALTH_PATHS = {"llama.cpp": "/health", "vllm": "/health", "ollama": "/api/version", "custom": "/health"}
 STARTUP_TIMEOUTS = {"llama.cpp": 300.0, "vllm": 600.0, "ollama": 60.0, "custom": 300.0}
 
+# servers/recipes.py's own; a kind's `launch` adds its name (registry.recipes())
 RecipeKind = Literal["llama.cpp", "vllm", "ollama", "custom"]
 
 
@@ -83,6 +85,9 @@ class Recipe(msgspec.Struct, frozen=True, kw_only=True):
     startup_timeout_s: float = 300.0
     model: str = ""  # what must be present (Ollama check)
     notes: list[str] = []  # one-line explanations for the user (sizing, defaults chosen)
+    # the command hands the server to a daemon of its own and returns (`lms server start`):
+    # it is run to its end, then the server is waited for; it is not the plugin's to supervise
+    detached: bool = False
 
 
 class VllmLauncher(msgspec.Struct, frozen=True):
@@ -101,19 +106,20 @@ class HostFacts(msgspec.Struct, kw_only=True):
     model_config: dict[str, Any] | None = None
     model_weights: int = 0
     env: dict[str, str] = {}  # the environment the server will get (CUDA_VISIBLE_DEVICES, ...)
+    path: str = ""  # PATH where a kind's own launch looks for its program ('' = this process's)
 
 
-def recipe_kind(name: str, cfg: Any, opts: ServerOptions) -> RecipeKind | None:
+def recipe_kind(name: str, cfg: Any, opts: ServerOptions) -> str | None:
     """Which built-in recipe applies: the option, else the backend's kind (or the name "vllm")."""
     if opts.recipe == "none":
         return None
     if opts.recipe:
-        return opts.recipe
+        return opts.recipe  # checked against registry.recipes() where the options were loaded
     from ..backends import registry
 
     recipe = registry.get(cfg.kind).recipe
     if recipe:
-        return cast(RecipeKind, recipe)
+        return recipe
     if "vllm" in name.lower():
         return "vllm"
     return None
@@ -299,12 +305,19 @@ def build_recipe(name: str, cfg: Any, opts: ServerOptions, facts: HostFacts) -> 
         host = argv[argv.index("--host") + 1] if "--host" in argv[:-1] else ""
         notes = [f"backends.{name}.cmd binds {host}: reachable from other machines"] \
             if host and host not in LOOPBACK else []
-        return Recipe(kind=k, argv=argv, env=env, health_path=HEALTH_PATHS[k],
-                      startup_timeout_s=opts.startup_timeout_s or STARTUP_TIMEOUTS[k], notes=notes, **common)
+        return Recipe(kind=k, argv=argv, env=env, health_path=HEALTH_PATHS.get(k, _ready_path(cfg)),
+                      startup_timeout_s=opts.startup_timeout_s or STARTUP_TIMEOUTS.get(k, 300.0), notes=notes,
+                      **common)
     if kind is None:
+        from ..backends import registry
+
         raise ServerStartError(
             f"{name}: no launch recipe for a {cfg.kind!r} backend; set backends.{name}.cmd to the command "
-            f"that starts it, or server.recipe to llama.cpp, vllm or ollama")
+            f"that starts it, or server.recipe to one of {', '.join(registry.recipes())}")
+    launch = _launcher(kind)
+    if launch is not None:
+        r = launch(name, cfg, opts, port, facts)
+        return msgspec.structs.replace(r, env={**r.env, **user_env})
     if kind == "vllm":
         r = _vllm_recipe(name, cfg, opts, facts, port)
         return msgspec.structs.replace(r, env={**r.env, **user_env})
@@ -330,6 +343,18 @@ def build_recipe(name: str, cfg: Any, opts: ServerOptions, facts: HostFacts) -> 
     return Recipe(kind="ollama", argv=[facts.ollama, "serve", *opts.extra_args], notes=notes,
                   env={**user_env, "OLLAMA_HOST": f"127.0.0.1:{port}"}, health_path=HEALTH_PATHS["ollama"],
                   startup_timeout_s=opts.startup_timeout_s or STARTUP_TIMEOUTS["ollama"], **common)
+
+
+def _launcher(recipe: str) -> Any:
+    from ..backends import registry
+
+    return registry.launcher(recipe)
+
+
+def _ready_path(cfg: Any) -> str:
+    from ..backends import registry
+
+    return registry.get(cfg.kind).ready_path
 
 
 # ------------------------------------------------------------------------------------ probing
@@ -394,7 +419,7 @@ def probe_host(name: str, cfg: Any, opts: ServerOptions, env: Mapping[str, str] 
     env = dict(os.environ if env is None else env)
     env.update(opts.env)
     kind = recipe_kind(name, cfg, opts)
-    facts = HostFacts(env={k: v for k, v in env.items() if k.startswith(("CUDA_", "HF_"))})
+    facts = HostFacts(env={k: v for k, v in env.items() if k.startswith(("CUDA_", "HF_"))}, path=env.get("PATH", ""))
     if cfg.cmd:  # verbatim command: nothing to find
         return facts
     if kind == "llama.cpp":

@@ -47,6 +47,8 @@ from ..owner import listeners
 from ..private_files import check_private_dir
 from .janitor import rotate
 from .options import ServerOptions, server_options
+from ..access import sync_client
+from .detached import start_detached
 from .recipes import INSTALL_HINTS, Recipe, check_ollama_model, local_port, make_recipe
 from .registry import ServerFiles, kill_group, pid_alive
 
@@ -249,6 +251,9 @@ class Supervisor:
         self.env: dict[str, str] = dict(os.environ if env is None else env)
         _, self.port = local_port(name, cfg.url)  # a remote URL is not ours to start: raises
         self.url = f"http://127.0.0.1:{self.port}"
+        # where its health is asked: the configured URL when it is https (a server started with
+        # a certificate for the name the URL gives), with the entry's trust and token
+        self.check_url = cfg.url.rstrip("/") if cfg.url.startswith("https://") else self.url
         self.files = ServerFiles(state_dir or runtime_dir(self.env), name, self.port)
         self.log_path = Path(log_dir or server_log_dir(self.env)) / f"{self.files.key.rsplit('-', 1)[0]}.log"
         self.on_event = on_event
@@ -292,8 +297,8 @@ class Supervisor:
 
     def is_healthy(self, timeout: float = 1.0) -> bool:
         try:
-            with httpx.Client(timeout=timeout, trust_env=False) as client:
-                return client.get(self.url + self.health_path()).status_code == 200
+            with sync_client(self.cfg, timeout=timeout) as client:
+                return client.get(self.check_url + self.health_path()).status_code == 200
         except httpx.HTTPError:
             return False
 
@@ -359,6 +364,11 @@ class Supervisor:
                         f"{self.name}: port {self.port} is held by another program"
                         f"{' (' + owner + ')' if owner else ''}, not a server local-copilot started; stop it "
                         f"or give backends.{self.name}.url another port")
+                if self.recipe.detached:  # not ours once started (LM Studio's)
+                    start_detached(self.name, self.recipe, self.env, self.log_path, lambda: self.is_healthy(1.0),
+                                   progress, timeout or self.recipe.startup_timeout_s)
+                    self._emit("external", f"{self.name}: started by {self.recipe.argv[0]}; it runs the server")
+                    return self.status()
                 state = self._spawn(self.recipe, pin=pin, register=register)
         pid = int(state["pid"])
         if attached:
@@ -428,7 +438,7 @@ class Supervisor:
         until 200, the process dies, or `timeout`."""
         deadline = t0 + timeout
         last_progress = 0.0
-        with httpx.Client(timeout=2.0, trust_env=False) as client:
+        with sync_client(self.cfg, timeout=2.0) as client:
             while True:
                 state = self.files.read_state()
                 if not state or state.get("pid") != pid:
@@ -436,7 +446,7 @@ class Supervisor:
                 if not self.files.server_alive(state):
                     raise self._death_error(pid)
                 try:
-                    if client.get(self.url + self.health_path()).status_code == 200:
+                    if client.get(self.check_url + self.health_path()).status_code == 200:
                         return
                 except httpx.HTTPError:
                     pass
