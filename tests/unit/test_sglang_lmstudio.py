@@ -168,6 +168,14 @@ async def test_each_is_told_apart_by_what_only_it_answers(servers: list[FakeServ
     assert item.level == "info" and item.message == f"the server is SGLang serving {QWEN}, and backends['team'] has " \
                                                     "kind 'openai'"
     assert item.advice == ["kind = 'sglang' fits it (its own probes and request fields)"]
+    # an entry of the right kind is confirmed; one whose server is another kind is warned about
+    for name, url, want in (("sglang", sgl.url, ("ok", f"server: SGLang serving {QWEN}")),
+                            ("lmstudio", other.url, ("warn", "kind 'lmstudio', but the server does not answer "
+                                                             "/api/v0/models as such a server does"))):
+        cfg = load_config({"backends": {name: {"url": url}}}).backends[name]
+        async with async_client([cfg], timeout=5.0) as client:
+            (item,) = await kind_items(name, cfg, client)
+        assert (item.level, item.message) == want
     # the bench's bare URL: LM Studio answers every unknown path with 200 (its own error text),
     # so /props alone took it for llama.cpp
     assert (await asyncio.to_thread(parse_target, f"mine={lms.url}", {})).cfg.kind == "lmstudio"
