@@ -8,7 +8,9 @@ vim.o.number = true
 vim.o.swapfile = false
 vim.o.termguicolors = true -- the default colour scheme's grey Comment is a GUI colour
 
-local tiny = env.LOCAL_COPILOT_DEMO_TINY == '1'
+-- 'preset' (Qwen2.5-Coder 1.5B), 'gemma' (Gemma 3 270M base from PyPI, offline) or 'tiny'
+local which = env.LOCAL_COPILOT_DEMO_MODEL
+local tiny = which == 'tiny'
 require('local_copilot').setup({
   backends = { ['llama.cpp'] = {
     url = env.LOCAL_COPILOT_DEMO_URL,
@@ -20,7 +22,10 @@ require('local_copilot').setup({
   n_predict = 48,
 })
 
-local what = tiny
-    and 'tiny offline model: completions are NOISE'
-    or 'Qwen2.5-Coder 1.5B'
-vim.o.winbar = ' local-copilot demo: ' .. what .. ' | <Tab> accepts, <C-]> dismisses, :qa! quits'
+local what = ({
+  tiny = 'tiny offline model: completions are NOISE',
+  -- a 270M base model without FIM tokens: it continues the text before the cursor
+  gemma = 'Gemma 3 270M base (offline), so small: often wrong',
+})[which] or 'Qwen2.5-Coder 1.5B'
+-- short enough for a 100-column terminal
+vim.o.winbar = ' demo: ' .. what .. ' | <Tab> accept, <C-]> dismiss, :qa! quit'

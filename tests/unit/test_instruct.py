@@ -61,6 +61,17 @@ def test_code_lines_drop_fences_prose_and_reasoning(answer: str, code: list[str]
     assert code_lines(answer, final=True) == code
 
 
+@pytest.mark.parametrize(("answer", "code"), [
+    # SmolLM2 135M Instruct writes the prompt's markup back (tests/integration/test_real_models.py)
+    ("<code>\n    count = len(points)\n</code>", ["    count = len(points)"]),
+    ("<code>\ndef centroid(points):\n<selection>\n    count = len(points)\n</selection>\n    return p\n</code>",
+     ["    count = len(points)"]),
+    ("```html\n<code>x</code>\n```", ["<code>x</code>"]),  # a tag inside a line is the code's own
+])
+def test_code_lines_drop_the_prompts_own_markup_written_back(answer: str, code: list[str]) -> None:
+    assert code_lines(answer, final=True) == code
+
+
 def test_a_streamed_answer_shows_whole_lines_only_and_nothing_of_an_open_reasoning_block() -> None:
     assert code_lines("```py\ndef f():\n    ret", final=False) == ["def f():"]
     assert code_lines("<think>hmm\nso", final=False) == []

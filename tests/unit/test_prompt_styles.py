@@ -108,13 +108,15 @@ async def test_a_model_with_a_chat_template_of_its_own_and_no_fim_tokens_gets_th
 async def test_llama_servers_chatml_fallback_is_not_the_models_template(servers: list[FakeServer]) -> None:
     # Gemma 3 270M base: no chat template in its file, so llama-server reports its ChatML
     # fallback, whose markers are no tokens of Gemma's vocabulary: a base model
-    srv = llama_fake("/models/gemma-3-270m-q4_k_m.gguf", CHATML, ["width * height\n", "\nprint(area(2, 3))"])
+    srv = llama_fake("/models/gemma-3-270m-q4_k_m.gguf", CHATML, [" width * height\n", "\nprint(area(2, 3))"])
     servers.append(srv)
     text, backend = await shown_for(srv)
     assert backend.style == "continue" and "no chat template of its own" in backend.style_reason
-    # the text after the cursor is not in the prompt, and what the model repeats of it is cut
+    # the text after the cursor is not in the prompt, and what the model repeats of it is cut;
+    # the space typed last is left out of the prompt (the model's tokens carry their leading
+    # space) and taken off its answer
     [body] = requests(srv, "/completion")
-    assert body["prompt"] == "def area(width, height):\n    return "
+    assert body["prompt"] == "def area(width, height):\n    return"
     assert text == "width * height"
 
 
@@ -139,7 +141,7 @@ async def test_the_prompt_option_forces_a_style(servers: list[FakeServer], force
     where = {"chat": "/v1/chat/completions", "continue": "/completion", "fim": "/completion"}[forced]
     body = requests(srv, where)[0]
     if forced == "continue":
-        assert body["prompt"] == "def area(width, height):\n    return "
+        assert body["prompt"] == "def area(width, height):\n    return"
     if forced == "fim":
         assert body["prompt"].startswith("<|fim_prefix|>")
 
@@ -167,7 +169,7 @@ def openai_fake(model_id: str, answer: list[str]) -> FakeServer:
 
 async def test_openai_compatible_servers_choose_by_the_models_name(servers: list[FakeServer]) -> None:
     chat = openai_fake("HuggingFaceTB/SmolLM2-135M-Instruct", ["<think>", "multiply", "</think>", "width * height"])
-    base = openai_fake("google/gemma-3-270m", ["width * height\n", "\nprint(area(2, 3))"])
+    base = openai_fake("google/gemma-3-270m", [" width * height\n", "\nprint(area(2, 3))"])
     unknown = openai_fake("my-private-model", ["x"])
     servers.extend([chat, base, unknown])
     text, backend = await shown_for(chat, backend="vllm")
@@ -177,7 +179,7 @@ async def test_openai_compatible_servers_choose_by_the_models_name(servers: list
     assert body["chat_template_kwargs"] == {"enable_thinking": False}  # vLLM takes the switch
     text, backend = await shown_for(base, backend="vllm")
     assert backend.style == "continue" and text == "width * height"
-    assert requests(base, "/v1/completions")[0]["prompt"] == "def area(width, height):\n    return "
+    assert requests(base, "/v1/completions")[0]["prompt"] == "def area(width, height):\n    return"
     cfg = load_config({"backend": "vllm", "backends": {"vllm": {"url": unknown.url}}}).active
     async with httpx.AsyncClient() as client:
         with pytest.raises(ConfigError, match="prompt = 'chat'"):
@@ -205,7 +207,7 @@ async def test_ollama_chat_models_get_the_chat_style_and_base_models_continue(se
     assert "think" not in body  # the model cannot think: Ollama would refuse the field
     text, backend = await shown_for(srv, {"model": "gemma3:270m-pt"}, backend="ollama")
     assert backend.style == "continue"
-    assert requests(srv, "/api/generate")[-1]["prompt"] == "def area(width, height):\n    return "
+    assert requests(srv, "/api/generate")[-1]["prompt"] == "def area(width, height):\n    return"
 
 
 async def test_health_says_which_style_is_in_use_and_why(servers: list[FakeServer]) -> None:
@@ -220,6 +222,17 @@ async def test_health_says_which_style_is_in_use_and_why(servers: list[FakeServe
     # the probe is judged on what the editor would show: the fence is no chat reply there
     probe = next(i for i in section.items if "probe" in i.message)
     assert probe.level == "ok" and probe.message.startswith("chat probe: 'fibonacci(n - 1)'"), probe
+
+
+async def test_a_continuation_that_does_not_start_with_the_typed_space_is_not_shown(servers: list[FakeServer]) -> None:
+    srv = llama_fake("/models/gemma-3-270m-q4_k_m.gguf", CHATML, ["\n    # note"])
+    servers.append(srv)
+    text, _ = await shown_for(srv)
+    assert text == ""  # "return " then a line break: not what the typed space goes on with
+    srv = llama_fake("/models/gemma-3-270m-q4_k_m.gguf", CHATML, ["  width"])
+    servers.append(srv)
+    text, _ = await shown_for(srv)
+    assert text == " width"  # one space was typed already, the model wrote two
 
 
 def test_the_detection_helpers() -> None:

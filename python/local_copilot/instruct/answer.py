@@ -2,7 +2,8 @@
 around the code are dropped; an answer with no code in it is told apart.
 
 Instruct models are asked for the replacement code only, yet often wrap it in a fence, start
-with "Here is the updated code:", or (reasoning models) think aloud first. `code_lines` runs
+with "Here is the updated code:", write the prompt's `<code>` and `<selection>` markup back
+around it, or (reasoning models) think aloud first. `code_lines` runs
 on every streamed chunk (partial answers: an open fence or think block is still open) and on
 the final answer.
 """
@@ -35,6 +36,28 @@ def _drop_think(text: str) -> str | None:
     return None if end < 0 else stripped[end + len(_THINK_CLOSE):]
 
 
+# the markup the prompt puts around the code and the selection (instruct/prompt.py), which a
+# small model writes back around its answer
+_CODE_TAGS = ("<code>", "</code>")
+_SELECTION_OPEN, _SELECTION_CLOSE = "<selection>", "</selection>"
+
+
+def _drop_echo(lines: list[str]) -> list[str]:
+    """The answer less the prompt's own markup written back: an answer that writes the code
+    around the selection again is the part between the selection's markers; a `<code>` line
+    opening or closing it goes."""
+    marks = [ln.strip() for ln in lines]
+    if _SELECTION_OPEN in marks:
+        start = marks.index(_SELECTION_OPEN) + 1
+        end = marks.index(_SELECTION_CLOSE, start) if _SELECTION_CLOSE in marks[start:] else len(lines)
+        return lines[start:end]
+    while lines and lines[0].strip() in _CODE_TAGS:
+        lines = lines[1:]
+    while lines and lines[-1].strip() in _CODE_TAGS:
+        lines = lines[:-1]
+    return lines
+
+
 def code_lines(text: str, *, final: bool) -> list[str]:
     """The code of an answer as lines (partial while `final` is False: the last line may be
     incomplete, and is left out until its newline comes)."""
@@ -54,6 +77,7 @@ def code_lines(text: str, *, final: bool) -> list[str]:
             lines = lines[1:]
         if lines and _INTRO.match(lines[0]):
             lines = lines[1:]
+    lines = _drop_echo(lines)
     if final:
         while lines and not lines[-1].strip():
             lines = lines[:-1]

@@ -99,13 +99,15 @@ class Preparer:
             local = ctx.prefix + ctx.middle + ctx.suffix
             chunks = self.ring.extra_for(local, extra_budget, lambda t: self.estimator.tokens(t) + self.CHUNK_OVERHEAD)
             extra = tuple(ExtraChunk(c.filename, c.text) for c in chunks)
+        middle, heal = ctx.middle, ""
         if style == "continue":
             # a base model reads no text after the cursor: none is sent (the post-processor
             # still knows it) and no other files, which would read as this one's start
             extra = ()
+            middle, heal = heal_trailing_space(middle)
         req = FimRequest(
             prefix=ctx.prefix,
-            middle=ctx.middle,
+            middle=middle,
             suffix="" if style == "continue" else ctx.suffix,
             n_predict=cfg.n_predict,
             n_indent=ctx.indent_chars,
@@ -115,7 +117,8 @@ class Preparer:
             extra=extra,
             slot=self.slots.of(snap.buf),
         )
-        return Prepared(snap, ctx, req, post_context(snap, ctx, cfg, stop_strings, chat=style == "chat"), key)
+        pctx = post_context(snap, ctx, cfg, stop_strings, chat=style == "chat", heal=heal)
+        return Prepared(snap, ctx, req, pctx, key)
 
     def budget(self, limit: int | None, cfg: Config) -> tuple[int | None, int]:
         """The prompt's tokens for the local window and cross-file chunks together (None: the
@@ -141,10 +144,23 @@ class Preparer:
         self.estimator.overflowed(0 if req is None else prompt_bytes(req), prompt_tokens)
 
 
+def heal_trailing_space(middle: str) -> tuple[str, str]:
+    """The typed line to send a base model, and the spaces taken off its end: a prompt that
+    ends in a space after a word makes a model whose tokens carry their leading space (" range")
+    start at a token boundary it rarely saw, and it writes junk ("for i in " -> "1:1000...";
+    "for i in" -> " range(1, 10):"). The answer must then start with those spaces, which the
+    post-processor takes off again (PostContext.heal). An indentation alone is left as it is."""
+    kept = middle.rstrip(" \t")
+    if kept.strip() and kept != middle:
+        return kept, middle[len(kept):]
+    return middle, ""
+
+
 def post_context(snap: Snapshot, ctx: FimContext, cfg: Config, stop_strings: tuple[str, ...], *,
-                 chat: bool = False) -> PostContext:
+                 chat: bool = False, heal: str = "") -> PostContext:
     """What the post-processor needs to know of the buffer around the cursor (`chat`: the
-    answer is a chat model's, wrapped as chat models wrap code)."""
+    answer is a chat model's, wrapped as chat models wrap code; `heal`: the spaces typed at
+    the cursor that the prompt left out, which the answer starts with)."""
     return PostContext(
         line_prefix=ctx.middle,
         line_suffix=ctx.line_suffix,
@@ -155,6 +171,7 @@ def post_context(snap: Snapshot, ctx: FimContext, cfg: Config, stop_strings: tup
         stop_strings=stop_strings,
         filetype=ctx.filetype,
         chat=chat,
+        heal=heal,
     )
 
 
