@@ -296,8 +296,10 @@ def _save(
     _RESUME[key] = _Resume(line, tuple(st), strays, base, marked, skip, tuple(outer), code_end, pos)
 
 
-# Complete lines are re-scanned on every streamed call with the same start state.
-_scan_cached = lru_cache(maxsize=4096)(_scan_line)
+# Complete lines are re-scanned on every streamed call with the same start state. The hits
+# come within a few answers (typing key by key, a soak's hit rate is 0.33 at 256 entries and
+# 0.35 with no bound): a larger cache only keeps each keystroke's first line (~360 bytes each).
+_scan_cached = lru_cache(maxsize=256)(_scan_line)
 
 
 def _end_state(text: str, entry: tuple[str, ...] = ()) -> tuple[tuple[str, ...], int]:
@@ -360,7 +362,9 @@ def _first_outer(prefix: str, text: str) -> tuple[int, str] | None:
     return i - len(prefix), ch
 
 
-@lru_cache(maxsize=8192)
+# The walks look at up to _WALK_LIMIT lines above the cursor: 1,024 lines (~250 bytes each)
+# hold the neighbourhoods of the last places typed at (a soak's hit rate 0.75, 0.78 unbounded).
+@lru_cache(maxsize=1024)
 def _summary(line: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(unmatched closers, unmatched openers) of one line on its own."""
     sc = _scan_line(line)
@@ -383,7 +387,9 @@ class _Opener(NamedTuple):
     unclosed_on_line: int  # brackets of that line still open at the cursor
 
 
-@lru_cache(maxsize=1024)
+# `line` changes on every key, so few calls repeat (a soak's hit rate is 0.04 at any size);
+# each entry holds a window of lines above the cursor, kept small.
+@lru_cache(maxsize=16)
 def _walk_back(
     prev: tuple[str, ...], line: str, tabstop: int
 ) -> tuple[int | None, _Opener | None]:
@@ -401,8 +407,9 @@ def _walk_back(
 
 # While the user types, `line` changes on every key and `prev` (the same tuple) does not; the
 # walk depends on `line` only through its unmatched closers and its indent. Memoized, a key
-# costs a lookup instead of the walk's ~90 lines of Python.
-@lru_cache(maxsize=64)
+# costs a lookup instead of the walk's ~90 lines of Python. Each entry holds a window of
+# lines: 16 hit as often as 64 (a soak's hit rate 0.86 either way).
+@lru_cache(maxsize=16)
 def _walk_back_from(
     prev: tuple[str, ...], closers: tuple[str, ...], lo: int, tabstop: int
 ) -> tuple[int | None, _Opener | None]:

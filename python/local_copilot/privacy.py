@@ -114,7 +114,10 @@ _CONTENT = [(reason, re.compile(rx)) for reason, rx in CONTENT_RULES]
 # A cheap first look: most lines hold none of these, and are done after one search.
 _CONTENT_ANY = re.compile("|".join(f"(?:{rx})" for _, rx in CONTENT_RULES))
 
-_LINE_CACHE = 8192  # lines judged; a 260-line window per buffer, many buffers
+# Lines judged: the windows of ~8 buffers (~260 lines each). Each keystroke adds its cursor
+# line, so a larger cache fills with lines typed past (~170 bytes each); a soak's hit rate is
+# 0.992 at 2,048 and 0.994 unbounded.
+_LINE_CACHE = 2048
 _PATH_CACHE = 1024
 
 
