@@ -14,14 +14,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from local_copilot.servers.llama_cpp import LlamaServer, free_port
 
 from ..helpers import wait_for
-from .nvim_session import start_nvim, wait_ghost
+from .nvim_session import start_nvim
 
 pytestmark = pytest.mark.integration
 
