@@ -164,7 +164,11 @@ def test_dot_repeats_the_typed_and_the_accepted_text(shown: Any) -> None:
     nvim.input("o")
     wait_for(lambda: nvim.api.get_mode()["mode"] == "i")
     nvim.input("z")
-    shown_text = wait_ghost(nvim)
+    wait_ghost(nvim)
+    # the whole suggestion: a first part is drawn first, and Tab takes what is on screen then
+    wait_for(lambda: lua(nvim, "(function() local g = require('local_copilot.ghost').current; "
+                               "return g ~= nil and g.final end)()"), what="the whole suggestion")
+    shown_text = lua(nvim, "require('local_copilot.ghost').text()")
     before = nvim.current.buffer[:]
     after = run_keys(nvim, "<Tab><Esc>")
     inserted = after[1:len(after) - len(before) + 2]
