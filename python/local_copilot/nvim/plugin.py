@@ -137,10 +137,11 @@ class LocalCopilotPlugin:
         except ConfigError as exc:
             self.config, self.config_error = None, str(exc)
             log.warning("bad config: %s", exc)
-            running.editor.notify(f"local-copilot: bad option: {exc}", "error")
             # status() says so until setup() is called again (it said 'waiting' for the
-            # snapshots this host drops)
+            # snapshots this host drops); set before the message, so it never says otherwise
+            # while the message is on screen
             running.editor.backend_state("bad option", str(exc))
+            running.editor.notify(f"local-copilot: bad option: {exc}", "error")
             run(engine.cancel_all)
             engine.config = None
             return
