@@ -211,11 +211,12 @@ class Engine:
             self.stats.count("deferred")
             return
         # A request cancelled here closes its stream as its task winds down, at the loop's next
-        # turn: the new one goes in a task behind it, so the server sees the old stream closed
-        # before the new request, whose slot it frees (prompt/slots.py)
-        if not self.cancel(snap.buf) and self._first_now(state, snap):
-            return
-        state.start(self._run(state, snap))
+        # turn: the new one goes in a task behind it, which waits until the server has let go
+        # of the slot holding the buffer's prompt (prompt/slots.py)
+        if self.cancel(snap.buf):
+            state.start(self._run(state, snap, after_cancel=True))
+        elif not self._first_now(state, snap):
+            state.start(self._run(state, snap))
 
     def warm(self, snap: Snapshot) -> asyncio.Task[None] | None:
         """The cursor rests at a new place (Normal mode): have the server evaluate the prompt
@@ -479,10 +480,20 @@ class Engine:
         state.pause = None
         state.start(self._run_rest(state, snap, prep, first))
 
+    # how long a request after a cancelled one waits for the server to let go of the buffer's
+    # slot: a token or two on a CPU; a slot still evaluating a long prompt is not waited out
+    SLOT_WAIT_S = 0.15
+
     async def _run(self, state: BufferState, snap: Snapshot, prep: Prepared | None = None,
-                   exchange: Exchange | None = None) -> None:
+                   exchange: Exchange | None = None, *, after_cancel: bool = False) -> None:
         drawer = _Drawer(self, snap)
         try:
+            slot = self.prompts.slots.of(snap.buf)
+            if after_cancel and slot is not None and self.backend is not None:
+                # the cancelled request runs on in its slot until the server notices its closed
+                # stream; sent now, this one would get another slot, whose cache holds nothing
+                # of this prompt
+                await self.backend.slot_idle(slot, self.SLOT_WAIT_S)
             await self._suggest(state, snap, drawer, prep, exchange)
         except Superseded:
             pass
@@ -521,7 +532,7 @@ class Engine:
         newer, state.waiting = state.waiting, None
         if newer is not None:
             self.stats.count("cancels")
-            state.start(self._run(state, newer))
+            state.start(self._run(state, newer, after_cancel=True))
 
     async def _suggest(self, state: BufferState, snap: Snapshot, drawer: _Drawer, prep: Prepared | None = None,
                        exchange: Exchange | None = None) -> None:

@@ -149,8 +149,7 @@ class Reader:
                 self.prompts.overflowed(req, exc.prompt_tokens)
                 log.info("prompt too long for the server (%s); fitting it again", exc)
                 raise PromptTooLong() from None
-            if req.slot is not None:
-                self.prompts.slots.forget(prep.snap.buf)  # the server may have fewer slots now
+            self.prompts.slots.forget(prep.snap.buf)  # the server may have restarted
             self.failed(exc)
             return None
         except Exception:  # a bug must not reach :messages as a stack trace

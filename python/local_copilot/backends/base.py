@@ -50,9 +50,6 @@ class FimRequest(msgspec.Struct, frozen=True, kw_only=True):
     # an unstreamed answer expected within a frame: awaited in poll() before the event loop
     # (Exchange.QUICK_ANSWER_S)
     quick: bool = False
-    # the server slot to run in (llama-server's `id_slot`): the one that holds this buffer's
-    # prompt in its cache (prompt/slots.py); None lets the server choose
-    slot: int | None = None
 
 
 class Chunk(msgspec.Struct, frozen=True, kw_only=True):
@@ -121,6 +118,10 @@ class Backend(Protocol):
 
     async def context_limit(self) -> int | None:
         """Tokens one request may use (per-slot context), or None when the server won't say."""
+        ...
+
+    async def slot_idle(self, slot: int, within_s: float) -> None:
+        """Return once the server's `slot` runs nothing (prompt/slots.py), or after `within_s`."""
         ...
 
     def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
@@ -285,6 +286,10 @@ class HttpBackend:
 
     def forget(self) -> None:
         """The server went away: what was probed may differ when it comes back."""
+
+    async def slot_idle(self, slot: int, within_s: float) -> None:
+        """Return once the server's `slot` runs nothing, or after `within_s` (servers without
+        slots: at once)."""
 
     # -- raw completions (next edits: the prompt as rendered, the model's tokens honoured) --
 

@@ -115,7 +115,6 @@ class Preparer:
             path=ctx.path,
             filetype=ctx.filetype,
             extra=extra,
-            slot=self.slots.of(snap.buf),
         )
         pctx = post_context(snap, ctx, cfg, stop_strings, chat=style == "chat", heal=heal)
         return Prepared(snap, ctx, req, pctx, key)
