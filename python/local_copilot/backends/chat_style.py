@@ -20,7 +20,8 @@ from ..errors import ProtocolError
 from ..prompt.styles import chat_messages
 from .base import Chunk, FimRequest
 
-__all__ = ["chat_body", "ollama_chat_body", "read_ollama_chat", "read_openai_chat"]
+__all__ = ["chat_body", "chat_event_decoder", "ollama_chat_body", "ollama_event_decoder", "read_ollama_chat",
+           "read_openai_chat"]
 
 
 class _Delta(msgspec.Struct):
@@ -53,6 +54,7 @@ class _OllamaMessage(msgspec.Struct):
 class _OllamaEvent(msgspec.Struct):
     message: _OllamaMessage = msgspec.field(default_factory=_OllamaMessage)
     done: bool = False
+    done_reason: str | None = None
     error: Any = None
     prompt_eval_count: int = 0
     eval_count: int = 0
@@ -60,8 +62,9 @@ class _OllamaEvent(msgspec.Struct):
     eval_duration: int = 0
 
 
-_chat_decoder = msgspec.json.Decoder(_ChatEvent)
-_ollama_decoder = msgspec.json.Decoder(_OllamaEvent)
+# the chat events of both wires, read here and by instruction edits (instruct/chat.py)
+chat_event_decoder = msgspec.json.Decoder(_ChatEvent)
+ollama_event_decoder = msgspec.json.Decoder(_OllamaEvent)
 
 
 def messages_for(req: FimRequest) -> list[dict[str, str]]:
@@ -105,7 +108,7 @@ def _openai_chunk(name: str, payload: bytes) -> Chunk:
     if payload == b"[DONE]":
         return Chunk(text="", done=True)
     try:
-        msg = _chat_decoder.decode(payload)
+        msg = chat_event_decoder.decode(payload)
     except (msgspec.DecodeError, ValueError) as exc:
         raise _error(name, exc) from None
     if msg.error is not None:
@@ -161,7 +164,7 @@ def _read_ollama(name: str, batch: list[bytes]) -> Iterator[Chunk]:
     last = len(batch) - 1
     for i, line in enumerate(batch):
         try:
-            msg = _ollama_decoder.decode(line)
+            msg = ollama_event_decoder.decode(line)
         except (msgspec.DecodeError, ValueError) as exc:
             raise _error(name, exc) from None
         if msg.error is not None:

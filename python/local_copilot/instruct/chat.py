@@ -16,6 +16,7 @@ import msgspec
 
 from ..backends import registry
 from ..backends.base import Chunk, FimRequest, HttpBackend
+from ..backends.chat_style import chat_event_decoder, ollama_event_decoder
 from ..backends.exchange import Exchange, Wire
 from ..backends.llama_cpp import server_props
 from ..backends.ollama import KEEP_ALIVE, final_line
@@ -33,47 +34,10 @@ class ChatChunk(Chunk, frozen=True, kw_only=True):
     finish: str | None = None
 
 
-class _Delta(msgspec.Struct):
-    content: str | None = None
-
-
-class _Choice(msgspec.Struct):
-    index: int = 0
-    delta: _Delta = msgspec.field(default_factory=_Delta)
-    finish_reason: str | None = None
-
-
-class _Usage(msgspec.Struct):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-
-class _ChatEvent(msgspec.Struct):
-    choices: list[_Choice] = []
-    usage: _Usage | None = None
-    error: Any = None
-    timings: dict[str, float] | None = None  # llama-server's counters (cache_n: prompt tokens reused)
-
-
-class _OllamaMessage(msgspec.Struct):
-    content: str = ""
-
-
-class _OllamaEvent(msgspec.Struct):
-    message: _OllamaMessage = msgspec.field(default_factory=_OllamaMessage)
-    done: bool = False
-    done_reason: str | None = None
-    error: Any = None
-    prompt_eval_count: int = 0
-    eval_count: int = 0
-
-
 class _Show(msgspec.Struct):
     model_info: dict[str, Any] = {}
 
 
-_chat_decoder = msgspec.json.Decoder(_ChatEvent)
-_ollama_decoder = msgspec.json.Decoder(_OllamaEvent)
 _show_decoder = msgspec.json.Decoder(_Show)
 
 
@@ -152,14 +116,15 @@ class ChatBackend(HttpBackend):
     def decode(self, payload: bytes) -> Chunk:
         if payload == b"[DONE]":
             return ChatChunk(text="", done=True)
-        msg = self._message(_chat_decoder, payload)
+        msg = self._message(chat_event_decoder, payload)
         if not msg.choices:  # the usage event
             if msg.usage is None:
                 return ChatChunk(text="")
             timings = {"predicted_n": float(msg.usage.completion_tokens), **(msg.timings or {})}
             return ChatChunk(text="", prompt_tokens=msg.usage.prompt_tokens, timings=timings)
         choice = msg.choices[0]
-        return ChatChunk(text=choice.delta.content or "", finish=choice.finish_reason)
+        delta = choice.delta or choice.message  # (a streamed answer has deltas)
+        return ChatChunk(text=(delta.content if delta is not None else None) or "", finish=choice.finish_reason)
 
 
 class LlamaChat(ChatBackend):
@@ -202,7 +167,7 @@ class OllamaChat(ChatBackend):
         return Wire(self.path, self.body(messages, max_tokens, temperature), NDJSONParser(), final_line)
 
     def decode(self, payload: bytes) -> Chunk:
-        msg = self._message(_ollama_decoder, payload)
+        msg = self._message(ollama_event_decoder, payload)
         if not msg.done:
             return ChatChunk(text=msg.message.content)
         return ChatChunk(text=msg.message.content, done=True, finish=msg.done_reason or "stop",
