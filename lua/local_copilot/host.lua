@@ -64,23 +64,12 @@ function M.running()
   return state.chan ~= nil or state.direct ~= nil or vim.fn.exists('*LocalCopilotEvent') == 1
 end
 
-local function tell_failure(why)
-  notify('local-copilot: the Python host did not start (' .. why .. '); completion is off until'
-    .. ' :LocalCopilot enable or a restart. Run :checkhealth local_copilot', 'error')
-end
-
+-- The host did not start (`why` names the python and the cause, from its stderr): said once,
+-- nothing is sent until :LocalCopilot enable.
 local function fail(why)
   state.failed, state.gone = why, true
-  local prog = vim.g.python3_host_prog
-  if why ~= '' or not prog or prog == '' then return tell_failure(why) end
-  -- the usual cause, asked of that python without waiting for it
-  local cmd = { vim.fn.expand(prog), '-c', 'import pynvim' }
-  local ok = pcall(vim.system, cmd, { text = true }, vim.schedule_wrap(function(done)
-    state.failed = done.code ~= 0 and ('g:python3_host_prog = ' .. prog .. ' has no pynvim')
-      or 'the python3 provider could not load it'
-    tell_failure(state.failed)
-  end))
-  if not ok then tell_failure('g:python3_host_prog = ' .. prog .. ' cannot run') end
+  notify('local-copilot: the Python host did not start (' .. why .. '); completion is off until'
+    .. ' :LocalCopilot enable or a restart. Run :checkhealth local_copilot', 'error')
 end
 
 -- Why the host could not start, or nil.
