@@ -41,7 +41,7 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT / "python") not in sys.path:
     sys.path.insert(0, str(_ROOT / "python"))
 
-from local_copilot.postprocess import PostContext, process  # noqa: E402
+from local_copilot.pipeline.postprocess import PostContext, process  # noqa: E402
 
 WINDOW = 40  # lines of context before/after, like the engine's default-sized window
 CASE_KINDS = ("eol_block", "mid_bracket", "eol_line")

@@ -58,7 +58,7 @@ import floor  # noqa: E402
 import host_start  # noqa: E402
 import wakeup  # noqa: E402
 
-from local_copilot import protocol  # noqa: E402
+from local_copilot.nvim import protocol  # noqa: E402
 from local_copilot.prompt.budget import TokenEstimator  # noqa: E402
 from local_copilot.config import load_config  # noqa: E402
 from local_copilot.prompt.window import WindowFitter  # noqa: E402

@@ -87,7 +87,7 @@ def cold_work_us(lines: list[str], n: int = 30) -> dict[str, dict[str, float]]:
     import msgspec  # the plugin's own code, from here on
 
     from local_copilot.prompt.budget import TokenEstimator
-    from local_copilot.postprocess import PostContext, process
+    from local_copilot.pipeline.postprocess import PostContext, process
     from local_copilot.snapshot import Snapshot
     from local_copilot.prompt.window import WindowFitter
 

@@ -34,14 +34,14 @@ def _caches() -> list[str]:
     import gc
 
     out = []
-    pp = sys.modules.get("local_copilot.postprocess")
+    pp = sys.modules.get("local_copilot.pipeline.postprocess")
     if pp is not None:
         for name in ("_scan_cached", "_summary", "_walk_back", "_walk_back_from"):
             info = getattr(getattr(pp, name, None), "cache_info", None)
             if info is not None:
                 out.append(f"{name}: {info()}")
         out.append(f"_RESUME {len(getattr(pp, '_RESUME', {}))}, _LOOPS {len(getattr(pp, '_LOOPS', {}))}")
-    privacy = sys.modules.get("local_copilot.privacy")
+    privacy = sys.modules.get("local_copilot.privacy.policy")
     if privacy is not None:
         sizes = [len(o._lines) for o in gc.get_objects() if isinstance(o, privacy.Policy)]
         out.append(f"privacy line caches {sizes}")

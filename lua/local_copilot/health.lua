@@ -98,7 +98,7 @@ function M.check()
 end
 
 -- Whether the buffer :checkhealth was run from may be sent, and why not (privacy.lua, the
--- host's policy: python/local_copilot/privacy.py).
+-- host's policy: python/local_copilot/privacy/policy.py).
 function M.privacy(buf)
   health.start('local-copilot: privacy')
   if buf < 1 or not vim.api.nvim_buf_is_valid(buf) then return health.info('no buffer to judge') end

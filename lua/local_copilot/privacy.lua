@@ -1,5 +1,5 @@
 -- Which buffers' text stays in Neovim. The policy lives in Python
--- (python/local_copilot/privacy.py): the host gives Lua its path rules compiled to Lua
+-- (python/local_copilot/privacy/policy.py): the host gives Lua its path rules compiled to Lua
 -- patterns once per configuration (_rules), and tells it why it refused a buffer's text
 -- (_verdict: the project ignore file, git, a credential in the text). Until the host has
 -- started (on the first keystroke) Lua uses the built-in rules the host's module generated

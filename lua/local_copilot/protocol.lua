@@ -1,5 +1,5 @@
 -- Every message between this Lua side and the Python host, listed in one place
--- (python/local_copilot/protocol.py types the same ones). Events go to the host as
+-- (python/local_copilot/nvim/protocol.py types the same ones). Events go to the host as
 -- vim.rpcnotify(chan, 'local_copilot_event', name, payload); the host calls back the Lua
 -- functions listed at the end, with arguments.
 local M = {}

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from .access import ca_file_problem
+from .transport.access import ca_file_problem
 from .errors import ConfigError
 from .servers.options import ServerOptions
 
@@ -77,7 +77,7 @@ class ContextConfig(_Base, frozen=True):  # type: ignore[misc]  # msgspec allows
 
 
 class PrivacyConfig(_Base, frozen=True):  # type: ignore[misc]  # msgspec allows a frozen subclass
-    """Beside the built-in rules and `exclude` (python/local_copilot/privacy.py)."""
+    """Beside the built-in rules and `exclude` (python/local_copilot/privacy/policy.py)."""
 
     # a file in gitignore syntax, looked for in each file's directory and those above it;
     # the files it lists are never read or sent ('' turns it off)

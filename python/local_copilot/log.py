@@ -9,7 +9,7 @@ from pathlib import Path
 
 import platformdirs
 
-from .private_files import PrivateRotatingFileHandler
+from .privacy.files import PrivateRotatingFileHandler
 
 __all__ = ["log", "log_path", "setup_logging"]
 

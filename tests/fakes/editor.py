@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from local_copilot.instruct.runner import EditUpdate
-from local_copilot.render import RenderPlan
+from local_copilot.ghost.render import RenderPlan
 
 
 class RecordingEditor:

@@ -17,7 +17,7 @@ import asyncio
 import pytest
 
 from local_copilot.config import load_config
-from local_copilot.engine import Engine
+from local_copilot.ghost.engine import Engine
 from local_copilot.servers.llama_cpp import LlamaServer
 from local_copilot.snapshot import Snapshot
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from local_copilot import protocol
+from local_copilot.nvim import protocol
 
 from ..helpers import wait_for
 from .nvim_session import start_nvim
@@ -17,7 +17,7 @@ def test_lua_lists_the_events_the_host_decodes(nvim_bin: str, manifest: Path, nv
     nv = start_nvim(nvim_bin, manifest, nvim_env, setup={"backends": {"llama.cpp": {"url": llama_server.url}},
                                                            "debounce_ms": 0})
     try:
-        listed = nv.exec_lua("return vim.tbl_keys(require('local_copilot.protocol').events)")
+        listed = nv.exec_lua("return vim.tbl_keys(require('local_copilot.nvim.protocol').events)")
         assert sorted(listed) == sorted(protocol.NAMES)
         # what Lua really sends, typing, accepting, leaving Insert mode and wiping the buffer
         nv.exec_lua("""

@@ -397,7 +397,7 @@ def test_every_rule_keeps_a_files_text_from_the_server_typed_chunked_or_yanked(
 def test_lua_and_the_host_read_the_path_rules_alike(open_nvim: Any, tmp_path: Path) -> None:
     """Lua matches the patterns the host compiled for it (privacy.lua_rules) in Neovim; on
     every path of the unit tests it refuses what the host refuses, with the same reason."""
-    from local_copilot.privacy import Policy
+    from local_copilot.privacy.policy import Policy
 
     from ..unit.test_privacy import ORDINARY_PATHS, SECRET_PATHS
 

@@ -10,13 +10,13 @@ from typing import Any
 import msgspec
 import pytest
 
-from local_copilot.backend_manager import _healthy
+from local_copilot.servers.backend_manager import _healthy
 from local_copilot.backends import registry
 from local_copilot.backends.base import Chunk, FimRequest, HttpBackend, Wire
 from local_copilot.config import load_config
-from local_copilot.engine import Engine
+from local_copilot.ghost.engine import Engine
 from local_copilot.errors import ConfigError
-from local_copilot.streaming import NDJSONParser
+from local_copilot.transport.streaming import NDJSONParser
 
 from ..fakes.fake_server import FakeServer
 from ..fakes.editor import RecordingEditor

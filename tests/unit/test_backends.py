@@ -17,7 +17,7 @@ from local_copilot.backends import (
     make_backend,
 )
 from local_copilot.config import load_config
-from local_copilot.engine import Engine
+from local_copilot.ghost.engine import Engine
 from local_copilot.errors import ConfigError, ProtocolError, ServerError
 from local_copilot.snapshot import Snapshot
 

@@ -7,7 +7,7 @@ from typing import Any
 
 
 from local_copilot.config import load_config
-from local_copilot.engine import Engine
+from local_copilot.ghost.engine import Engine
 from local_copilot.snapshot import Snapshot
 
 from ..fakes.editor import RecordingEditor

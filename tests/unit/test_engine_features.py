@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from local_copilot.config import load_config
-from local_copilot.engine import Engine, accepted_snapshot
+from local_copilot.ghost.engine import Engine, accepted_snapshot
 from local_copilot.snapshot import Snapshot
 
 from ..fakes.fake_server import infill_stream, llama

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from local_copilot.config import load_config
-from local_copilot.engine import Engine
+from local_copilot.ghost.engine import Engine
 
 from ..fakes.fake_server import Step, infill_stream, llama_props
 from ..fakes.editor import RecordingEditor

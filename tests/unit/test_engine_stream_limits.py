@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from local_copilot.config import load_config
-from local_copilot.engine import Engine
+from local_copilot.ghost.engine import Engine
 
 from ..fakes.fake_server import Step, infill_stream, llama_props, sse
 from ..fakes.editor import RecordingEditor

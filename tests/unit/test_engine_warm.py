@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from local_copilot.config import load_config
-from local_copilot.engine import Engine
+from local_copilot.ghost.engine import Engine
 from local_copilot.snapshot import Snapshot
 
 from ..fakes.fake_server import Step, infill_stream, llama_props

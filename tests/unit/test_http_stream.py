@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from local_copilot.http_stream import StreamClient
+from local_copilot.transport.http_stream import StreamClient
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -160,7 +160,7 @@ async def test_post_now_leaves_a_late_answer_in_flight_and_finish_reads_it(serve
     (b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n{}", False),
 ])
 def test_only_a_plain_whole_answer_skips_the_response_parse(head: bytes, plain: bool | int) -> None:
-    from local_copilot.http_stream import _plain_body
+    from local_copilot.transport.http_stream import _plain_body
 
     buf = bytearray(head)
     got = _plain_body(buf, buf.find(b"\r\n\r\n"))

@@ -1,4 +1,4 @@
-"""Limits on a hostile server's answers (python/local_copilot/limits.py), against a FAKE
+"""Limits on a hostile server's answers (python/local_copilot/transport/limits.py), against a FAKE
 server that sends what no real server does."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 from local_copilot.errors import ProtocolError
-from local_copilot.limits import (
+from local_copilot.transport.limits import (
     MAX_ERROR_BODY_BYTES,
     MAX_NOTIFY_CHARS,
     MAX_PROBE_BYTES,
@@ -17,7 +17,7 @@ from local_copilot.limits import (
     read_error_body,
     unsafe_char,
 )
-from local_copilot.postprocess import process
+from local_copilot.pipeline.postprocess import process
 
 from .test_postprocess import ctx
 

@@ -1,4 +1,4 @@
-"""The owner check of a server on this machine (python/local_copilot/owner.py), with real
+"""The owner check of a server on this machine (python/local_copilot/transport/owner.py), with real
 sockets: one of this user's, one of another user's (a process started as `nobody`)."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any
 
 import httpx
 import pytest
-from local_copilot import owner
-from local_copilot.http_stream import StreamClient
-from local_copilot.limits import CappedTransport
-from local_copilot.owner import ForeignServer, check_peer, listener_uids
+from local_copilot.transport import owner
+from local_copilot.transport.http_stream import StreamClient
+from local_copilot.transport.limits import CappedTransport
+from local_copilot.transport.owner import ForeignServer, check_peer, listener_uids
 
 from ..conftest import NOBODY
 

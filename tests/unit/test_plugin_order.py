@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from local_copilot.config import load_config
-from local_copilot.engine import Engine
+from local_copilot.ghost.engine import Engine
 from local_copilot.nvim.plugin import LocalCopilotPlugin
 
 from ..fakes.fake_server import infill_stream, llama

@@ -9,8 +9,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from local_copilot import postprocess as pp
-from local_copilot.postprocess import (
+from local_copilot.pipeline import postprocess as pp
+from local_copilot.pipeline.postprocess import (
     PostContext,
     Result,
     block_indent,

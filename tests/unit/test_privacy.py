@@ -1,4 +1,4 @@
-"""The privacy policy (python/local_copilot/privacy.py) and every path that asks it: the
+"""The privacy policy (python/local_copilot/privacy/policy.py) and every path that asks it: the
 engine's requests (typed window, alternatives, speculative), the ring (chunks, yanks) and
 `local-copilot complete`, each against a capturing FAKE server that records what it got."""
 
@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from local_copilot import privacy
+from local_copilot.privacy import policy as privacy
 from local_copilot.cli import main as cli
 from local_copilot.config import load_config
-from local_copilot.engine import Engine
-from local_copilot.privacy import Policy
+from local_copilot.ghost.engine import Engine
+from local_copilot.privacy.policy import Policy
 from local_copilot.prompt.ring import ContextRing
 from local_copilot.snapshot import Snapshot
 
@@ -395,6 +395,6 @@ def test_local_copilot_complete_sends_no_byte_of_a_binary_file(
 
 
 def test_the_lua_copy_of_the_built_in_rules_is_generated_from_these() -> None:
-    # Lua judges paths with it before the host has started; `python -m local_copilot.privacy` writes it
+    # Lua judges paths with it before the host has started; `python -m local_copilot.privacy.policy` writes it
     root = Path(__file__).resolve().parents[2]
     assert (root / privacy.LUA_RULES_FILE).read_text() == privacy.lua_source()

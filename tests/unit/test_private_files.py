@@ -1,4 +1,4 @@
-"""Logs private to the user, state directories checked (python/local_copilot/private_files.py)."""
+"""Logs private to the user, state directories checked (python/local_copilot/privacy/files.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from local_copilot.errors import ServerStartError
-from local_copilot.private_files import (
+from local_copilot.privacy.files import (
     PrivateRotatingFileHandler,
     check_private_dir,
     open_private,

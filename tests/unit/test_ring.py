@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from local_copilot.privacy import Policy
+from local_copilot.privacy.policy import Policy
 from local_copilot.prompt.ring import Chunk, ContextRing, containment, dice, line_set
 
 

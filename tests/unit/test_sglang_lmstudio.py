@@ -16,12 +16,12 @@ from typing import Any
 import httpx
 import pytest
 
-from local_copilot.access import async_client
+from local_copilot.transport.access import async_client
 from local_copilot.backend_bench.cli import parse_target
 from local_copilot.backends import FimRequest, make_backend
 from local_copilot.backends.detect import detect
 from local_copilot.config import load_config
-from local_copilot.engine import Engine
+from local_copilot.ghost.engine import Engine
 from local_copilot.errors import ConfigError, ProtocolError, ServerStartError, TokenRefused
 from local_copilot.health.kinds import kind_items
 from local_copilot.instruct.chat import ChatBackend, chat_backend

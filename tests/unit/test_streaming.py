@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from local_copilot.streaming import (
+from local_copilot.transport.streaming import (
     MAX_EVENT_BYTES,
     MAX_STREAM_BYTES,
     NDJSONParser,

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from local_copilot.cache import context_key
+from local_copilot.pipeline.cache import context_key
 from local_copilot.prompt.budget import TokenEstimator
 from local_copilot.prompt.context import build_context
 from local_copilot.prompt.window import WindowFitter

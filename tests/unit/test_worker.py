@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from local_copilot.worker import Worker
+from local_copilot.nvim.worker import Worker
 
 
 def test_calls_run_on_the_worker_thread_and_coroutines_return_their_result() -> None:

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 import httpx
 import msgspec
 
-from ..access import ca_file_problem, sync_client
+from ..transport.access import ca_file_problem, sync_client
 from ..backends.detect import detect_sync
 from ..config import BackendConfig, builtin_backends
 from ..errors import ConfigError

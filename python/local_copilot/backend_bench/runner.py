@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from ..access import async_client
+from ..transport.access import async_client
 from ..backends import FimRequest, make_backend
 from ..config import BackendConfig
 from ..errors import LocalCopilotError

@@ -16,12 +16,12 @@ from urllib.parse import urljoin
 import httpx
 import msgspec
 
-from ..access import auth_headers, redact, tls_context, tls_failure, token_refused
+from ..transport.access import auth_headers, redact, tls_context, tls_failure, token_refused
 from ..config import BackendConfig
 from ..errors import ProtocolError, ServerError, ServerHeld, ServerUnavailable
-from ..http_stream import StreamClient, StreamResponse
+from ..transport.http_stream import StreamClient, StreamResponse
 from ..httpx_streams import HttpxStreams
-from ..limits import MAX_SERVER_MESSAGE_CHARS, clip_message, read_error_body
+from ..transport.limits import MAX_SERVER_MESSAGE_CHARS, clip_message, read_error_body
 from ..prompt.templates import ExtraChunk
 from .exchange import Exchange, Wire
 

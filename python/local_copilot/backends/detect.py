@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from ..access import auth_headers
+from ..transport.access import auth_headers
 from ..config import BackendConfig
 from . import registry
 

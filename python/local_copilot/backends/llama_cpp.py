@@ -28,7 +28,7 @@ from ..config import BackendConfig
 from ..errors import BackendError, ConfigError, ProtocolError, ServerError
 from ..prompt.styles import CHAT_TURN_TOKENS, CONTINUE, Decision, name_says, no_fim_family, template_markers
 from ..prompt.templates import FimTemplate, detect_family, get_template, names
-from ..streaming import SSEParser
+from ..transport.streaming import SSEParser
 from . import registry
 from .base import Chunk, FimRequest, HttpBackend, Wire
 from .chat_style import chat_body, read_openai_chat

@@ -19,7 +19,7 @@ from ..config import BackendConfig
 from ..errors import ConfigError, ProtocolError, ServerError
 from ..prompt.styles import CHAT_TURN_TOKENS, CONTINUE, Decision, name_says, no_fim_family, template_markers
 from ..prompt.templates import FimTemplate, detect_family
-from ..streaming import NDJSONParser
+from ..transport.streaming import NDJSONParser
 from . import registry
 from .base import Chunk, FimRequest, HttpBackend, Wire
 from .chat_style import ollama_chat_body, read_ollama_chat

@@ -18,7 +18,7 @@ from ..config import BackendConfig
 from ..errors import ProtocolError
 from ..prompt.styles import CHAT_TURN_TOKENS
 from ..prompt.templates import FimTemplate
-from ..streaming import SSEParser
+from ..transport.streaming import SSEParser
 from . import registry
 from .base import Chunk, FimRequest, HttpBackend, Wire, auth_headers
 from .chat_style import chat_body, read_openai_chat

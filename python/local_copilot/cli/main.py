@@ -31,7 +31,7 @@ import msgspec
 
 from ..config import BackendConfig, load_config
 from ..errors import BackendError, ConfigError, LocalCopilotError, PrivateText, ServerUnavailable
-from ..limits import clip_message
+from ..transport.limits import clip_message
 from ..servers.options import ServerOptions, server_options
 from .config_file import config_file, read_config_file
 
@@ -251,7 +251,7 @@ def _position(spec: str) -> tuple[str, int | None, int | None]:
 
 
 def _cmd_complete(args: argparse.Namespace) -> int:
-    from ..privacy import BINARY_HEAD, binary_reason
+    from ..privacy.policy import BINARY_HEAD, binary_reason
     from .oneshot import complete_text
 
     path, line, col = _position(args.file)

@@ -13,12 +13,12 @@ import time
 from typing import Any
 
 from ..config import load_config
-from ..engine import Engine
+from ..ghost.engine import Engine
 from ..errors import BackendError, ConfigError, PrivateText
 from ..log import setup_logging
 from ..prompt.budget import utf8_len
 from ..instruct.runner import EditUpdate
-from ..render import RenderPlan
+from ..ghost.render import RenderPlan
 from ..snapshot import Snapshot
 
 __all__ = ["Answer", "complete_text", "cursor_at"]

@@ -25,7 +25,7 @@ import httpx
 import msgspec
 
 from ..backends import FimRequest, make_backend, registry
-from ..access import async_client, auth_headers, tls_failure, token_refused
+from ..transport.access import async_client, auth_headers, tls_failure, token_refused
 from ..config import BackendConfig, Config, load_config
 from ..errors import BackendError, ConfigError, LocalCopilotError, TokenRefused
 from ..prompt.templates import detect_family

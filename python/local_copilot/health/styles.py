@@ -8,7 +8,7 @@ from typing import Any
 
 from ..backends.base import FimRequest
 from ..config import BackendConfig
-from ..postprocess import PostContext, process
+from ..pipeline.postprocess import PostContext, process
 from .checks import Item
 
 __all__ = ["probe_shown", "style_item"]

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from ..access import certificate_verdict, tls_context
+from ..transport.access import certificate_verdict, tls_context
 from ..config import BackendConfig
 from .checks import Item
 

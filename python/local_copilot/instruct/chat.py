@@ -23,8 +23,8 @@ from ..backends.ollama import KEEP_ALIVE, final_line
 from ..backends.openai import final_event, listed_model
 from ..config import BackendConfig
 from ..errors import ConfigError
-from ..http_stream import StreamClient
-from ..streaming import NDJSONParser, SSEParser
+from ..transport.http_stream import StreamClient
+from ..transport.streaming import NDJSONParser, SSEParser
 
 __all__ = ["ChatBackend", "ChatChunk", "chat_backend"]
 

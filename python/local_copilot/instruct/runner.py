@@ -16,12 +16,12 @@ from typing import Literal, Protocol
 import httpx
 import msgspec
 
-from ..access import async_client
+from ..transport.access import async_client
 from ..buffer_state import BufferState
 from ..config import Config
 from ..errors import BackendError, ConfigError, ServerError, ServerUnavailable
 from ..log import log
-from ..privacy import Gate
+from ..privacy.policy import Gate
 from ..stats import Stats
 from . import answer
 from .chat import ChatBackend, ChatChunk, chat_backend

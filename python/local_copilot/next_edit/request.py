@@ -27,7 +27,7 @@ from ..config import Config, NextEditConfig
 from ..errors import BackendError, ConfigError, ServerHeld
 from ..log import log
 from ..notify import Episodes
-from ..privacy import Gate
+from ..privacy.policy import Gate
 from ..snapshot import Snapshot
 from ..stats import Stats
 from .edit import Edit, edit_between

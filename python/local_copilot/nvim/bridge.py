@@ -9,12 +9,12 @@ from typing import Any
 import msgspec
 import pynvim
 
-from ..limits import clip_message
+from ..transport.limits import clip_message
 from ..log import LEVELS, log
 from ..instruct.runner import EditUpdate
-from ..protocol import (LUA_BACKEND_READY, LUA_BACKEND_STATE, LUA_EDIT_UPDATE, LUA_NEXT_EDIT_SHOW, LUA_NOTIFY,
+from .protocol import (LUA_BACKEND_READY, LUA_BACKEND_STATE, LUA_EDIT_UPDATE, LUA_NEXT_EDIT_SHOW, LUA_NOTIFY,
                         LUA_PRIVACY_RULES, LUA_PRIVACY_VERDICT, LUA_SHOW)
-from ..render import RenderPlan
+from ..ghost.render import RenderPlan
 from .channel import NvimChannel
 
 __all__ = ["NvimEditor"]

@@ -15,17 +15,17 @@ from typing import Any, TypeVar
 import msgspec
 import pynvim
 
-from ..backend_manager import BackendManager
+from ..servers.backend_manager import BackendManager
 from ..config import Config, load_config
-from ..engine import Engine
+from ..ghost.engine import Engine
 from ..errors import ConfigError
 from ..health.checks import Item
 from ..instruct.runner import EditUpdate
-from .. import protocol
+from . import protocol
 from ..log import log, log_path, setup_logging
-from ..privacy import Policy
+from ..privacy.policy import Policy
 from ..snapshot import Snapshot
-from ..worker import Worker
+from .worker import Worker
 from .bridge import NvimEditor
 from .channel import NvimChannel
 

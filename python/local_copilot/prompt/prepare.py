@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..backends.base import FimRequest
 from ..config import Config
 from ..errors import ConfigError
-from ..postprocess import PostContext
+from ..pipeline.postprocess import PostContext
 from ..snapshot import Snapshot
 from .budget import MIN_PROMPT_BUDGET, PROMPT_OVERHEAD, TokenEstimator, utf8_len
 from .context import FimContext

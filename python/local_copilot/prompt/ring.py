@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import msgspec
 
-from ..privacy import Policy
+from ..privacy.policy import Policy
 
 __all__ = ["Chunk", "ContextRing", "containment", "dice", "line_set"]
 

@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from .budget import LineCosts, TokenEstimator, cumulative_bytes, cut_lines, utf8_len
-from ..cache import finish_key, key_head, key_tail
+from ..pipeline.cache import finish_key, key_head, key_tail
 from .context import FimContext, indent_width, join_prefix, join_suffix
 from ..snapshot import Snapshot
 

@@ -43,11 +43,11 @@ import msgspec
 import platformdirs
 
 from ..errors import ServerStartError
-from ..owner import listeners
-from ..private_files import check_private_dir
+from ..transport.owner import listeners
+from ..privacy.files import check_private_dir
 from .janitor import rotate
 from .options import ServerOptions, server_options
-from ..access import sync_client
+from ..transport.access import sync_client
 from .detached import start_detached
 from .recipes import INSTALL_HINTS, Recipe, check_ollama_model, local_port, make_recipe
 from .registry import ServerFiles, kill_group, pid_alive

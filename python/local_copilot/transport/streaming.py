@@ -6,7 +6,7 @@ payloads; the backends decode each payload with a msgspec Decoder created once.
 
 from __future__ import annotations
 
-from .errors import ProtocolError
+from ..errors import ProtocolError
 from .limits import MAX_EVENT_BYTES, MAX_STREAM_BYTES
 
 __all__ = ["MAX_EVENT_BYTES", "MAX_STREAM_BYTES", "ErrorEvent", "NDJSONParser", "NotAStream", "SSEParser", "StreamLineTooLong"]

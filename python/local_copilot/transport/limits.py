@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from .errors import ProtocolError
+from ..errors import ProtocolError
 from .owner import check_peer
 
 __all__ = [

@@ -25,25 +25,25 @@ from typing import Any, Protocol
 import httpx
 import msgspec
 
-from .access import async_client
-from .backends import Backend, FimRequest, make_backend
-from .backends.exchange import Exchange
-from .buffer_state import BufferState
-from .cache import SuggestionCache, context_key
-from .config import Config
-from .prompt.context import build_context
-from .prompt.prepare import Prepared, Preparer, post_context
-from .errors import BackendError, ConfigError
-from .instruct.runner import EditRunner, EditUpdate
-from .log import log
-from .notify import Episodes
-from .postprocess import process
+from ..transport.access import async_client
+from ..backends import Backend, FimRequest, make_backend
+from ..backends.exchange import Exchange
+from ..buffer_state import BufferState
+from ..pipeline.cache import SuggestionCache, context_key
+from ..config import Config
+from ..prompt.context import build_context
+from ..prompt.prepare import Prepared, Preparer, post_context
+from ..errors import BackendError, ConfigError
+from ..instruct.runner import EditRunner, EditUpdate
+from ..log import log
+from ..notify import Episodes
+from ..pipeline.postprocess import process
 from .render import RenderPlan, candidate
-from .next_edit.request import NextEdits
-from .privacy import Gate
-from .reading import Outcome, PromptTooLong, Reader, Superseded
-from .snapshot import Snapshot, char_to_byte_col
-from .stats import Stats
+from ..next_edit.request import NextEdits
+from ..privacy.policy import Gate
+from ..pipeline.reading import Outcome, PromptTooLong, Reader, Superseded
+from ..snapshot import Snapshot, char_to_byte_col
+from ..stats import Stats
 
 __all__ = ["Editor", "Engine", "accepted_snapshot"]
 

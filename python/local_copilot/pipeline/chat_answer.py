@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .prompt.styles import CHAT_TURN_TOKENS, CURSOR
+from ..prompt.styles import CHAT_TURN_TOKENS, CURSOR
 
 __all__ = ["ChatCode", "chat_code"]
 

@@ -10,7 +10,7 @@ import stat
 from pathlib import Path
 from typing import IO, Any
 
-from .errors import ServerStartError
+from ..errors import ServerStartError
 
 __all__ = ["PrivateRotatingFileHandler", "check_private_dir", "open_private"]
 

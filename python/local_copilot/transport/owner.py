@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from .errors import ForeignServer
+from ..errors import ForeignServer
 
 __all__ = ["Listener", "check_peer", "listener_uids", "listeners"]
 

@@ -16,15 +16,15 @@ import time
 from collections.abc import AsyncGenerator, Callable
 from typing import Protocol
 
-from .backends import Backend, Chunk, FimRequest
-from .backends.exchange import Exchange
-from .buffer_state import BufferState
-from .errors import BackendError, ConfigError, ServerError, ServerHeld
-from .log import log
-from .notify import EpisodeNotifier
+from ..backends import Backend, Chunk, FimRequest
+from ..backends.exchange import Exchange
+from ..buffer_state import BufferState
+from ..errors import BackendError, ConfigError, ServerError, ServerHeld
+from ..log import log
+from ..notify import EpisodeNotifier
 from .postprocess import Result, process
-from .prompt.prepare import Prepared, Preparer
-from .stats import Stats
+from ..prompt.prepare import Prepared, Preparer
+from ..stats import Stats
 
 __all__ = ["BackendStateShown", "Outcome", "PromptTooLong", "Reader", "Superseded"]
 

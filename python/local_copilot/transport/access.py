@@ -26,11 +26,11 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from .errors import CertificateRejected, TokenRefused
+from ..errors import CertificateRejected, TokenRefused
 from .limits import CappedTransport
 
 if TYPE_CHECKING:
-    from .config import BackendConfig
+    from ..config import BackendConfig
 
 __all__ = ["async_client", "auth_headers", "ca_file_problem", "certificate_error", "certificate_verdict", "redact", "sync_client",
            "tls_context", "tls_failure", "token_refused"]

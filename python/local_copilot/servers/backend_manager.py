@@ -15,13 +15,13 @@ from typing import Any
 import httpx
 import msgspec
 
-from .access import async_client, auth_headers
-from .config import BackendConfig, Config
-from .errors import LocalCopilotError
-from .log import log
-from .servers.auto import detect_backend
-from .servers.options import server_options
-from .servers.supervisor import ServerEvent, Supervisor
+from ..transport.access import async_client, auth_headers
+from ..config import BackendConfig, Config
+from ..errors import LocalCopilotError
+from ..log import log
+from .auto import detect_backend
+from .options import server_options
+from .supervisor import ServerEvent, Supervisor
 
 __all__ = ["BackendManager"]
 
@@ -190,7 +190,7 @@ class BackendManager:
 async def _healthy(url: str, kind: str, entry: BackendConfig | None = None) -> bool:
     """Whether the server at `url` answers its kind's ready path, asked with `entry`'s trust
     and token (vLLM started with --api-key refuses /v1/models without it)."""
-    from .backends import registry
+    from ..backends import registry
 
     path = registry.get(kind).ready_path
     try:

@@ -12,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from .prompt.context import FimContext
+from ..prompt.context import FimContext
 
 __all__ = ["SuggestionCache", "context_key"]
 
