@@ -1,4 +1,4 @@
-"""Everything in flight for one buffer, owned in one place, with one `cancel()`.
+"""Everything in flight for one buffer, owned in one place, with one `cancel(kind)`.
 
 A buffer has at most one request task (a first part, its continuation, or alternatives), one
 speculative request, one pause timer (a first part shown, its rest fetched once typing
@@ -8,9 +8,9 @@ Request kinds that come later (next edits, instruction edits) are further fields
 
 Instruction edits (instruct/runner.py) are tasks keyed by the edit's id, beside one prompt
 warm-up: several edits in different places of a buffer run at once. `cancel()` is the
-keystroke path's latest-wins and leaves them alone (typing elsewhere in the buffer must not
-stop an edit the user waits for); `cancel_edits()` stops them, and `close()` stops everything
-(the buffer is wiped).
+keystroke path's latest-wins (`cancel(KEYSTROKE)`) leaves them alone (typing elsewhere in the
+buffer must not stop an edit the user waits for); `cancel("edit")` stops them, and `cancel()`
+stops everything (the buffer is wiped).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from .ghost import eager as _eager
 from .snapshot import Snapshot
 
 __all__ = ["BufferState", "Typing"]
@@ -51,12 +52,22 @@ class Typing:
         return self.at + (self.PAUSE_MIN_S if iv is None else min(self.PAUSE_MAX_S, max(self.PAUSE_MIN_S, 2 * iv)))
 
 
+# what a keystroke makes stale: the suggestion's request (its task, its pause timer, the
+# snapshot waiting for it), the speculative request and the next-edit request. A warm-up of the
+# same place and the instruction edits stay (see cancel_warm's reason below and the module's).
+KEYSTROKE = ("suggestion", "speculative", "next_edit")
+KINDS = (*KEYSTROKE, "warm", "edit")
+
+
 class BufferState:
-    __slots__ = ("task", "speculative", "pause", "waiting", "unanswered", "last", "typing", "warm", "warm_row",
-                 "next_edit", "edits", "edit_warm")
+    __slots__ = ("task", "generation", "speculative", "pause", "waiting", "unanswered", "last", "typing", "warm",
+                 "warm_row", "next_edit", "edits", "edit_warm")
 
     def __init__(self) -> None:
-        self.task: asyncio.Task[None] | None = None  # the request task
+        self.task: asyncio.Task[None] | None = None  # the suggestion's request task (None: ran eagerly)
+        # counts the suggestion's requests started or cancelled: a request whose number it no
+        # longer is has been replaced (owns())
+        self.generation = 0
         self.speculative: asyncio.Task[None] | None = None
         self.pause: asyncio.TimerHandle | None = None  # continues a first part once typing pauses
         # the newest snapshot, waiting for the answer to `task`'s request to start (see
@@ -67,12 +78,32 @@ class BufferState:
         self.last: tuple[Snapshot, str] | None = None  # the last finished snapshot and its text
         self.typing = Typing()
         # a warm-up: the prompt of the place the cursor rests at, evaluated with nothing to
-        # generate (Engine.warm); `cancel()` leaves it alone (see cancel_warm)
+        # generate (Engine.warm)
         self.warm: asyncio.Task[None] | None = None
         self.warm_row = -1
         self.next_edit: asyncio.Task[None] | None = None  # the next-edit request (next_edit/request.py)
         self.edits: dict[int, asyncio.Task[None]] = {}  # instruction edits in flight, by id
         self.edit_warm: asyncio.Task[None] | None = None  # the prompt of the edit being typed
+
+    def start(self, run: Callable[[int], Coroutine[Any, Any, None]], *, eager: bool = False) -> None:
+        """Run `run(number)` as the suggestion's request (the one before must be done or
+        cancelled); `number` is what owns() asks of it. `eager`: stepped right here, up to its
+        first wait (ghost/eager.py)."""
+        self.generation += 1
+        number = self.generation
+        self.task = None
+        coro = run(number)
+        task = _eager.start(coro) if eager else asyncio.get_running_loop().create_task(coro)
+        if self.generation == number:  # (a request that finished eagerly may have started the next)
+            self.task = task
+
+    def owns(self, number: int) -> bool:
+        """Whether request `number` is still the suggestion's (not replaced by a newer one)."""
+        return self.generation == number
+
+    def pending(self) -> bool:
+        """A live request task whose server has not answered: a new key waits for it."""
+        return self.unanswered and self.task is not None and not self.task.done()
 
     def start_edit(self, edit_id: int, coro: Coroutine[Any, Any, None]) -> None:
         """Run edit `edit_id` (the one before with that id must be cancelled)."""
@@ -89,85 +120,48 @@ class BufferState:
             self.edit_warm.cancel()
         self.edit_warm = asyncio.get_running_loop().create_task(coro)
 
-    def cancel_edits(self, edit_id: int | None = None) -> bool:
-        """Stop edit `edit_id` (every edit and the warm-up when None); True when one was running."""
-        ids = list(self.edits) if edit_id is None else [edit_id]
-        if edit_id is None and self.edit_warm is not None:
-            self.edit_warm.cancel()
-            self.edit_warm = None
-        stopped = False
-        for i in ids:
-            task = self.edits.pop(i, None)
-            if task is not None and not task.done():
-                task.cancel()
-                stopped = True
-        return stopped
-
-    def close(self) -> None:
-        """Stop everything, the warm-up and edits too (the buffer is gone)."""
-        self.cancel()
-        self.cancel_warm()
-        self.cancel_edits()
-
-    def start(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        """Run `coro` as the buffer's request task (the one before must be done or cancelled)."""
-        self.task = asyncio.get_running_loop().create_task(coro)
-        return self.task
-
-    def owns(self, task: asyncio.Task[Any] | None) -> bool:
-        """Whether `task` is still the buffer's request task (not replaced by a newer one)."""
-        return self.task is task
-
-    def answered(self, task: asyncio.Task[Any] | None) -> None:
-        """`task`'s request was answered (or ended): clear the flag when it is still ours
-        (a task cancelled for a newer one leaves the newer one's flag alone)."""
-        if self.task is task or self.task is None:
-            self.unanswered = False
-
-    def pending(self) -> bool:
-        """A live request task whose server has not answered: a new key waits for it."""
-        return self.unanswered and self.task is not None and not self.task.done()
-
-    def cancel_speculative(self) -> None:
-        task, self.speculative = self.speculative, None
-        if task is not None and not task.done():
-            task.cancel()
-
-    def cancel_next_edit(self) -> None:
-        task, self.next_edit = self.next_edit, None
-        if task is not None and not task.done():
-            task.cancel()
-
-    def cancel_warm(self) -> None:
-        """Stop the warm-up (a newer place, or the buffer is gone). A request at the same place
-        does not: what the warm-up evaluates is that request's prompt too, and the server
-        finishes the batch it is in anyway, so cancelling it would only throw it away."""
-        task, self.warm = self.warm, None
-        if task is not None and not task.done():
-            task.cancel()
-
     def warming(self) -> bool:
         return self.warm is not None and not self.warm.done()
 
-    def cancel(self) -> bool:
-        """Stop everything in flight; True when a live request task was cancelled.
+    def cancel(self, kind: str | tuple[str, ...] | None = None, *, edit_id: int | None = None) -> bool:
+        """Stop what is in flight of `kind` (one of KINDS, several, or all when None); True when
+        a live request of the suggestion or an edit was cancelled. Cancelling a task exits its
+        `async with` over the HTTP exchange, which closes the connection: the server stops
+        generating.
 
-        Cancelling a task exits its `async with` over the HTTP exchange, which closes the
-        connection: the server stops generating."""
-        self.waiting = None
-        # what was unanswered is the request cancelled here: a task cancelled before it ran
-        # cannot say so, and a snapshot deferred on its word would wait for nothing
-        self.unanswered = False
-        if self.pause is not None:
-            self.pause.cancel()
-            self.pause = None
-        self.cancel_speculative()
-        self.cancel_next_edit()
-        task, self.task = self.task, None
-        if task is not None and not task.done():
-            task.cancel()
-            return True
-        return False
+        "edit" stops edit `edit_id`, or every edit and the edit prompt's warm-up. "warm": a
+        request at the same place does not stop the warm-up (what it evaluates is that
+        request's prompt too, and the server finishes the batch it is in anyway), so only a
+        newer place or a closed buffer does."""
+        kinds = KINDS if kind is None else (kind,) if isinstance(kind, str) else kind
+        stopped = False
+        if "suggestion" in kinds:
+            self.waiting = None
+            # what was unanswered is the request cancelled here: a task cancelled before it
+            # ran cannot say so, and a snapshot deferred on its word would wait for nothing
+            self.unanswered = False
+            self.generation += 1
+            if self.pause is not None:
+                self.pause.cancel()
+                self.pause = None
+            task, self.task = self.task, None
+            stopped = task is not None and _stop(task)
+        if "speculative" in kinds and self.speculative is not None:
+            task, self.speculative = self.speculative, None
+            _stop(task)
+        if "next_edit" in kinds and self.next_edit is not None:
+            task, self.next_edit = self.next_edit, None
+            _stop(task)
+        if "warm" in kinds and self.warm is not None:
+            task, self.warm = self.warm, None
+            _stop(task)
+        if "edit" in kinds:
+            if edit_id is None:
+                _stop(self.edit_warm)
+                self.edit_warm = None
+            for i in list(self.edits) if edit_id is None else [edit_id]:
+                stopped = _stop(self.edits.pop(i, None)) or stopped
+        return stopped
 
     def in_flight(self) -> dict[str, int]:
         """What is running (tests and the bench wait until nothing is)."""
@@ -180,6 +174,10 @@ class BufferState:
             "warmups": int(self.warming()),
         }
 
-    def on_task_done(self, fn: Callable[[asyncio.Task[None]], None]) -> None:
-        if self.task is not None:
-            self.task.add_done_callback(fn)
+
+def _stop(task: asyncio.Task[None] | None) -> bool:
+    """Cancel `task`; True when it was live."""
+    if task is not None and not task.done():
+        task.cancel()
+        return True
+    return False

@@ -17,7 +17,7 @@ import asyncio
 import pytest
 
 from local_copilot.config import load_config
-from local_copilot.ghost.engine import Engine
+from local_copilot.core import Core
 from local_copilot.servers.llama_cpp import LlamaServer
 from local_copilot.snapshot import Snapshot
 
@@ -48,18 +48,18 @@ def typed(i: int, first: int) -> Snapshot:
 
 async def test_requests_with_cross_file_chunks_fit_the_servers_context(llama_server: LlamaServer) -> None:
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": llama_server.url}}, "n_predict": 16,
                                   "speculative": False}))
     try:
         for i in range(6):  # typing in a long file: the estimate calibrates on these
-            engine.submit(typed(i, first=50))
+            engine.ghost.submit(typed(i, first=50))
             await answered(editor, i)
         # the user visited other files (BufEnter/BufLeave send chunks around the cursor)
         for k in range(6):
             engine.add_chunk(f"/proj/other{k}.py", [f"other_{k}_{n} = {n} + {n}  # more" for n in range(128)], around=64)
         for i in range(6, 10):
-            engine.submit(typed(i, first=50))
+            engine.ghost.submit(typed(i, first=50))
             await answered(editor, i)
         counters = engine.stats.summary()["counters"]
         assert editor.notes == [], (editor.notes, f"bytes per token estimate: {engine.prompts.estimator.bytes_per_token}")

@@ -29,7 +29,7 @@ from local_copilot.backend_bench.runner import Params, Target, bench_backend
 from local_copilot.servers.backend_manager import _healthy
 from local_copilot.backends import FimRequest, make_backend
 from local_copilot.config import load_config
-from local_copilot.ghost.engine import Engine
+from local_copilot.core import Core
 from local_copilot.errors import CertificateRejected, TokenRefused
 from local_copilot.health.report import collect, render_text
 from local_copilot.instruct.chat import chat_backend
@@ -128,7 +128,7 @@ async def test_next_edits_instruction_edits_probes_the_bench_and_the_supervisor_
     cfg = load_config({**options(team.url, ca_file=str(pki.ca), api_key_env="TEAM_TOKEN"),
                        "next_edit": {"enabled": True, "format": "zeta", "n_predict": 8}})
     entry = cfg.backends["team"]
-    engine = Engine(RecordingEditor())
+    engine = Core(RecordingEditor())
     engine.configure(cfg)
     try:
         # next edits: the raw completion endpoint, over TLS with the token
@@ -235,10 +235,10 @@ async def test_tls_verify_false_completes_and_doctor_warns_every_time(team: Llam
     raw = options(team.url, tls_verify=False, api_key_env="TEAM_TOKEN")
     cfg = load_config(raw)
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(cfg)
     try:
-        engine.submit(snap(1))
+        engine.ghost.submit(snap(1))
         await wait_until(lambda: any(p.final for p in editor.plans), timeout=20)
         assert editor.final[0].startswith("x")
     finally:

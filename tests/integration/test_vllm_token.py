@@ -13,7 +13,7 @@ import pytest
 from local_copilot.transport.access import async_client
 from local_copilot.servers.backend_manager import _healthy
 from local_copilot.config import load_config
-from local_copilot.ghost.engine import Engine
+from local_copilot.core import Core
 from local_copilot.errors import TokenRefused
 from local_copilot.health.report import collect, render_text
 from local_copilot.instruct.chat import chat_backend
@@ -71,10 +71,10 @@ async def test_the_token_reaches_vllm_on_every_path_and_a_wrong_one_is_named(
     # the switcher's readiness check asks /v1/models, which vLLM refuses without the key
     assert await _healthy(entry.url, entry.kind, entry)
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(cfg)
     try:
-        engine.submit(snap(1))
+        engine.ghost.submit(snap(1))
         await wait_until(lambda: any(p.final for p in editor.plans) or bool(editor.notes), timeout=60)
         assert not editor.notes and editor.final[0].startswith("x"), (editor.notes, editor.final)
     finally:
@@ -90,14 +90,15 @@ async def test_the_token_reaches_vllm_on_every_path_and_a_wrong_one_is_named(
     monkeypatch.setenv("VLLM_TOKEN", "sk-wrong-0000")
     assert not await _healthy(entry.url, entry.kind, entry)
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(cfg)
     try:
-        engine.submit(snap(1))
+        engine.ghost.submit(snap(1))
         await wait_until(lambda: bool(editor.notes), timeout=60)
+        refused = await engine.pipeline.complete(snap(2))  # what the completion says of it
     finally:
         await engine.close()
     assert editor.notes[0][0].startswith("local-copilot: vllm: the server refused the token in $VLLM_TOKEN (401"), \
         editor.notes
     assert "sk-wrong-0000" not in editor.notes[0][0]
-    assert isinstance(engine.reader.last_failure, TokenRefused)
+    assert refused.stop == "error" and isinstance(refused.error, TokenRefused)

@@ -14,7 +14,7 @@ from local_copilot.servers.backend_manager import _healthy
 from local_copilot.backends import registry
 from local_copilot.backends.base import Chunk, FimRequest, HttpBackend, Wire
 from local_copilot.config import load_config
-from local_copilot.ghost.engine import Engine
+from local_copilot.core import Core
 from local_copilot.errors import ConfigError
 from local_copilot.transport.streaming import NDJSONParser
 
@@ -73,9 +73,9 @@ async def test_a_kind_registered_through_the_registry_alone_completes_and_is_che
     try:
         cfg = load_config({"backend": "mine", "backends": {"mine": {"kind": "toy", "url": server.url}}})
         editor = RecordingEditor()
-        engine = Engine(editor)
+        engine = Core(editor)
         engine.configure(cfg)
-        engine.submit(snap(1))
+        engine.ghost.submit(snap(1))
         await wait_until(lambda: any(p.final for p in editor.plans))
         assert [p.text for p in editor.plans if p.final] == ["42"]
         path, body = [r for r in server.requests if r[0] == "/toy/fill"][0]

@@ -17,7 +17,7 @@ from local_copilot.backends import (
     make_backend,
 )
 from local_copilot.config import load_config
-from local_copilot.ghost.engine import Engine
+from local_copilot.core import Core
 from local_copilot.errors import ConfigError, ProtocolError, ServerError
 from local_copilot.snapshot import Snapshot
 
@@ -120,9 +120,9 @@ async def test_api_key_comes_from_the_environment_and_is_never_logged(servers: l
         # a failing request through the engine logs a warning: the log is written, without the key
         srv.script = lambda path, body: (401, [b'{"error":{"message":"bad key boom401"}}'])
         editor = RecordingEditor()
-        engine = Engine(editor)
+        engine = Core(editor)
         engine.configure(load_config(raw))
-        engine.submit(Snapshot(buf=1, tick=1, row=0, col=4, first=0, lines=["x = "], seq=1))
+        engine.ghost.submit(Snapshot(buf=1, tick=1, row=0, col=4, first=0, lines=["x = "], seq=1))
         await wait_until(lambda: "down" in editor.states)
         await engine.close()
     finally:

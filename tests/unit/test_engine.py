@@ -7,7 +7,7 @@ from typing import Any
 
 
 from local_copilot.config import load_config
-from local_copilot.ghost.engine import Engine
+from local_copilot.core import Core
 from local_copilot.snapshot import Snapshot
 
 from ..fakes.editor import RecordingEditor
@@ -29,9 +29,9 @@ async def wait_until(pred: Any, timeout: float = 5.0) -> None:
 async def test_streamed_tokens_are_shown_before_the_stream_ends(fake: Any) -> None:
     server = fake(llama(infill_stream(["a", "b", "c"], delay=0.15)))
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}}))
-    engine.submit(snap(1))
+    engine.ghost.submit(snap(1))
     await wait_until(lambda: any(p.final for p in editor.plans))
     texts = [p.text for p in editor.plans]
     assert texts[0] == "a" and texts[-1] == "abc"
@@ -48,11 +48,11 @@ async def test_streamed_tokens_are_shown_before_the_stream_ends(fake: Any) -> No
 async def test_a_newer_snapshot_cancels_the_older_stream(fake: Any) -> None:
     server = fake(llama(infill_stream(["z"] * 200, delay=0.02)))
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}}))
-    engine.submit(snap(1))
+    engine.ghost.submit(snap(1))
     await wait_until(lambda: editor.plans)
-    engine.submit(snap(2, "x = 1"))
+    engine.ghost.submit(snap(2, "x = 1"))
     await wait_until(lambda: server.disconnects >= 1)
     await asyncio.sleep(0.1)
     # nothing more arrives for the cancelled request
@@ -65,10 +65,10 @@ async def test_a_newer_snapshot_cancels_the_older_stream(fake: Any) -> None:
 
 async def test_server_down_gives_one_notification_per_episode() -> None:
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": "http://127.0.0.1:9"}}}))
     for i in range(3):
-        engine.submit(snap(i + 1))
+        engine.ghost.submit(snap(i + 1))
         await wait_until(lambda: engine.stats["errors"] >= i + 1)
     assert len(editor.notes) == 1
     message, level = editor.notes[0]
@@ -83,9 +83,9 @@ async def test_http_error_message_comes_from_the_server(fake: Any) -> None:
     body = b'{"error":{"code":501,"message":"Infill is not supported by this model","type":"not_supported_error"}}'
     server = fake(lambda path, b: (200, [b'{"default_generation_settings":{"n_ctx":4096}}']) if path == "/props" else (501, [body]))
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}}))
-    engine.submit(snap(1))
+    engine.ghost.submit(snap(1))
     await wait_until(lambda: editor.notes)
     assert "HTTP 501: Infill is not supported by this model" in editor.notes[0][0]
     await engine.close()
@@ -96,9 +96,9 @@ async def test_a_stream_broken_half_way_takes_its_partial_text_back(fake: Any) -
     steps = infill_stream(["a", "b"])[:2] + [0.1, b"data: {not json}\n\n"]
     server = fake(llama(steps))
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}}))
-    engine.submit(snap(1))
+    engine.ghost.submit(snap(1))
     await wait_until(lambda: editor.notes)
     await wait_until(lambda: any(p.final for p in editor.plans))
     assert any(p.text for p in editor.plans if not p.final)  # something was on screen
@@ -113,16 +113,16 @@ async def test_keys_while_the_server_has_not_answered_queue_one_request_not_one_
     # wait for the answer to start, then only the newest is sent
     server = fake(llama(infill_stream(["ok"])))
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "speculative": False}))
-    engine.submit(snap(0, "y"))  # the server's /props is known after this one
+    engine.ghost.submit(snap(0, "y"))  # the server's /props is known after this one
     await wait_until(lambda: any(p.final for p in editor.plans))
     server.requests.clear()
     server.first_byte_delay = 0.3
     line = "x = "
     for seq in range(1, 7):
         line += "a"
-        engine.submit(snap(seq, line))
+        engine.ghost.submit(snap(seq, line))
         await asyncio.sleep(0.02)
     await wait_until(lambda: any(p.final and p.seq == 6 for p in editor.plans))
     sent = [b["prompt"] for p, b in server.requests if p == "/infill"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from local_copilot.config import load_config
-from local_copilot.ghost.engine import Engine, accepted_snapshot
+from local_copilot.core import Core
+from local_copilot.ghost.engine import accepted_snapshot
 from local_copilot.snapshot import Snapshot
 
 from ..fakes.fake_server import infill_stream, llama
@@ -24,12 +25,12 @@ def test_accepted_snapshot_moves_the_cursor_to_the_end_of_the_text() -> None:
 async def test_cache_answers_a_repeated_spot_without_a_request(fake: Any) -> None:
     server = fake(llama(infill_stream(["ab"])))
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "speculative": False}))
-    engine.submit(snap(1))
+    engine.ghost.submit(snap(1))
     await wait_until(lambda: any(p.final for p in editor.plans))
     infills = sum(1 for p, _ in server.requests if p == "/infill")
-    engine.submit(snap(2))  # same text around the cursor (backspace + retype)
+    engine.ghost.submit(snap(2))  # same text around the cursor (backspace + retype)
     await wait_until(lambda: sum(1 for p in editor.plans if p.final) == 2)
     last = editor.plans[-1]
     assert last.cached and last.text == "ab" and last.seq == 2
@@ -40,16 +41,16 @@ async def test_cache_answers_a_repeated_spot_without_a_request(fake: Any) -> Non
 async def test_speculative_request_prefetches_the_next_suggestion(fake: Any) -> None:
     server = fake(llama(infill_stream(["ab"])))
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}}))
     s1 = snap(1)
-    engine.submit(s1)
+    engine.ghost.submit(s1)
     await wait_until(lambda: sum(1 for p, _ in server.requests if p == "/infill") == 2)
     spec = [b for p, b in server.requests if p == "/infill"][1]
     assert spec["prompt"] == "x = ab"  # as if "ab" were already accepted
-    await wait_until(lambda: engine.stats["speculative"] == 1 and len(engine.cache._items) == 2)
+    await wait_until(lambda: engine.stats["speculative"] == 1 and len(engine.pipeline.cache._items) == 2)
     after = accepted_snapshot(s1, "ab")
-    engine.submit(Snapshot(**{**{f: getattr(after, f) for f in after.__struct_fields__}, "tick": 9, "seq": 2}))
+    engine.ghost.submit(Snapshot(**{**{f: getattr(after, f) for f in after.__struct_fields__}, "tick": 9, "seq": 2}))
     await wait_until(lambda: any(p.seq == 2 for p in editor.plans))
     plan = [p for p in editor.plans if p.seq == 2][0]
     assert plan.cached and plan.final and plan.text == "ab"
@@ -65,12 +66,12 @@ async def test_alternatives_are_sampled_deduplicated_and_shown_together(fake: An
 
     server = fake(script)
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "speculative": False}))
     s = snap(1)
-    engine.submit(s)
+    engine.ghost.submit(s)
     await wait_until(lambda: any(p.final for p in editor.plans))
-    engine.alternatives(s)
+    engine.ghost.alternatives(s)
     await wait_until(lambda: len(editor.plans[-1].items) > 1)
     plan = editor.plans[-1]
     assert [c.text for c in plan.items] == ["one", "two", "three"]

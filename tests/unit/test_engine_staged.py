@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from local_copilot.config import load_config
+from local_copilot.core import Core
 from local_copilot.ghost.engine import Engine
 
 from ..fakes.fake_server import Step, infill_stream, llama_props
@@ -45,10 +46,10 @@ def infills(server: Any) -> list[dict[str, Any]]:
 async def test_first_part_at_once_then_the_rest_continues_the_same_prompt(fake: Any) -> None:
     server = fake(honouring(30))
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}}, "speculative": False,
                                   "n_predict": 64, "n_predict_first": 8}))
-    engine.submit(snap(1))
+    engine.ghost.submit(snap(1))
     await wait_until(lambda: any(p.final for p in editor.plans))
     first, more = infills(server)
     assert first["n_predict"] == 8 and first["prompt"] == "x = "
@@ -64,13 +65,13 @@ async def test_first_part_at_once_then_the_rest_continues_the_same_prompt(fake: 
 async def test_typing_on_cancels_the_continuation_and_each_key_asks_only_for_the_first_part(fake: Any) -> None:
     server = fake(honouring(100))
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}}, "speculative": False,
                                   "n_predict": 64, "n_predict_first": 8}))
     line = "x = "
     for seq in range(1, 6):  # five keys, 30 ms apart: faster than the pause the engine waits for
         line += "a"
-        engine.submit(snap(seq, line))
+        engine.ghost.submit(snap(seq, line))
         await asyncio.sleep(0.03)
     await wait_until(lambda: any(p.final and p.seq == 5 for p in editor.plans))
     bodies = infills(server)
@@ -85,9 +86,9 @@ async def test_typing_on_cancels_the_continuation_and_each_key_asks_only_for_the
 async def test_a_model_that_stops_early_gets_no_continuation(fake: Any) -> None:
     server = fake(honouring(5))
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}}, "speculative": False}))
-    engine.submit(snap(1))
+    engine.ghost.submit(snap(1))
     await wait_until(lambda: any(p.final for p in editor.plans))
     await asyncio.sleep(0.4)  # longer than any pause the engine waits for
     assert len(infills(server)) == 1 and editor.plans[-1].text == "ttttt"
@@ -97,17 +98,17 @@ async def test_a_model_that_stops_early_gets_no_continuation(fake: Any) -> None:
 async def test_speculative_prefetch_is_the_first_part_and_is_continued_after_accept(fake: Any) -> None:
     server = fake(honouring(1000))
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}}, "speculative": True,
                                   "n_predict": 64, "n_predict_first": 8}))
-    engine.submit(snap(1))
+    engine.ghost.submit(snap(1))
     await wait_until(lambda: engine.stats.counters.get("speculative") and len(infills(server)) == 3)
     await wait_until(lambda: engine.buffers[1].speculative is not None and engine.buffers[1].speculative.done())
     spec = infills(server)[2]
     accepted = snap(2, "x = " + "t" * 64)
     assert spec["n_predict"] == 8 and spec["prompt"] == accepted.line  # as if accepted
     # the user accepts: the prefetched first part is shown at once, the rest is fetched from there
-    engine.submit(accepted)
+    engine.ghost.submit(accepted)
     await wait_until(lambda: any(p.final and p.seq == 2 for p in editor.plans))
     assert engine.stats.counters["cache_hits"] == 1
     shown = [p for p in editor.plans if p.seq == 2]
@@ -134,14 +135,14 @@ async def test_a_prompt_the_server_refuses_as_too_long_is_fitted_again_from_its_
 
     server = fake(script)
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     # a latency target no server misses: the window is the server's whole context, as the test needs
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}}, "speculative": False,
                                   "latency_target_ms": 600_000}))
     lines = [f"line_{i:04d} = {i}" for i in range(400)]  # ~6 KB above the cursor
     from local_copilot.snapshot import Snapshot
 
-    engine.submit(Snapshot(buf=1, tick=1, row=399, col=len(lines[-1]), first=0, lines=lines, seq=1))
+    engine.ghost.submit(Snapshot(buf=1, tick=1, row=399, col=len(lines[-1]), first=0, lines=lines, seq=1))
     await wait_until(lambda: any(p.final for p in editor.plans))
     assert len(calls) == 2 and calls[0] > 1000 >= calls[1]
     assert editor.plans[-1].text == "ok" and not editor.notes  # no error shown for the retry
@@ -163,21 +164,21 @@ def timed(total: int, ms_per_token: float, delay: float = 0.0):
     return script
 
 
-async def _first_suggestion(server: Any) -> tuple[Engine, RecordingEditor]:
+async def _first_suggestion(server: Any) -> tuple[Core, RecordingEditor]:
     """An engine staged at 8 + 56 tokens that has shown its first suggestion (and so learnt
     the server's speed from its timings)."""
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}},
                                   "speculative": False, "n_predict": 64, "n_predict_first": 8}))
-    engine.submit(snap(1, "x = "))
+    engine.ghost.submit(snap(1, "x = "))
     await wait_until(lambda: any(p.final and p.seq == 1 for p in editor.plans))
     return engine, editor
 
 
-async def _two_suggestions(server: Any) -> tuple[Engine, RecordingEditor]:
+async def _two_suggestions(server: Any) -> tuple[Core, RecordingEditor]:
     engine, editor = await _first_suggestion(server)
-    engine.submit(snap(2, "x = y"))
+    engine.ghost.submit(snap(2, "x = y"))
     await wait_until(lambda: any(p.final and p.seq == 2 for p in editor.plans))
     return engine, editor
 
@@ -222,10 +223,10 @@ async def test_a_key_typed_during_an_unstreamed_continuation_waits_for_it_and_ge
     # server really takes 1.5 ms per token: that answer arrives ~84 ms after it was asked for
     server = fake(timed(64, ms_per_token=0.5, delay=0.0015))
     engine, editor = await _first_suggestion(server)
-    engine.submit(snap(2, "x = y"))
+    engine.ghost.submit(snap(2, "x = y"))
     await wait_until(lambda: any(b["n_predict"] == 56 and b["stream"] is False and b["prompt"].endswith("x = y" + "t" * 8)
                                  for b in infills(server)))
-    engine.submit(snap(3, "x = yz"))  # while the continuation is being written
+    engine.ghost.submit(snap(3, "x = yz"))  # while the continuation is being written
     await wait_until(lambda: any(p.final and p.seq == 3 for p in editor.plans))
     # the continuation for "x = y" was not cancelled (llama-server would finish it anyway):
     # the new key's request went out once its answer came, and that answer was not drawn
@@ -246,7 +247,7 @@ async def test_keys_typed_before_the_pause_each_get_their_first_part_and_only_th
     line = "x = "
     for seq in range(2, 7):  # five keys, 30 ms apart: faster than the pause
         line += "a"
-        engine.submit(snap(seq, line))
+        engine.ghost.submit(snap(seq, line))
         assert [p.text for p in editor.plans if p.seq == seq] == ["t" * 8]  # drawn before submit returned
         await asyncio.sleep(0.03)
     await wait_until(lambda: any(p.final and p.seq == 6 for p in editor.plans))
@@ -261,7 +262,7 @@ async def test_a_quick_first_part_that_comes_late_is_read_from_the_request_alrea
     server = fake(timed(30, ms_per_token=0.5))
     engine, editor = await _first_suggestion(server)
     server.first_byte_delay = 0.08  # longer than the engine waits outside the loop (one frame)
-    engine.submit(snap(2, "x = y"))
+    engine.ghost.submit(snap(2, "x = y"))
     assert not [p for p in editor.plans if p.seq == 2]  # not there yet: the loop reads it on
     await wait_until(lambda: any(p.final and p.seq == 2 for p in editor.plans))
     second = [(b["n_predict"], b["stream"]) for b in infills(server) if b["prompt"].startswith("x = y")]
@@ -284,12 +285,12 @@ async def test_an_error_answer_to_a_quick_first_part_is_one_notification_and_the
     engine, editor = await _first_suggestion(server)
     failing["on"] = True
     for seq, line in ((2, "x = y"), (3, "x = yz")):
-        engine.submit(snap(seq, line))
+        engine.ghost.submit(snap(seq, line))
         await wait_until(lambda: len(editor.notes) == 1 and engine.stats.counters["errors"] == seq - 1)
     assert "HTTP 500: slot crashed" in editor.notes[0][0]
     assert not any(p.seq in (2, 3) for p in editor.plans)  # nothing drawn, nothing to accept
     failing["on"] = False
-    engine.submit(snap(4, "x = yzw"))
+    engine.ghost.submit(snap(4, "x = yzw"))
     await wait_until(lambda: any(p.final and p.seq == 4 for p in editor.plans))
     assert len(editor.notes) == 1 and editor.states[-1] == "ok"
     await engine.close()
@@ -301,8 +302,8 @@ async def test_a_key_right_after_a_late_quick_first_part_waits_for_it_instead_of
     server = fake(timed(30, ms_per_token=0.5))
     engine, editor = await _first_suggestion(server)
     server.first_byte_delay = 0.08
-    engine.submit(snap(2, "x = y"))
-    engine.submit(snap(3, "x = yz"))  # no loop turn in between
+    engine.ghost.submit(snap(2, "x = y"))
+    engine.ghost.submit(snap(3, "x = yz"))  # no loop turn in between
     await wait_until(lambda: any(p.final and p.seq == 3 for p in editor.plans))
     prompts = [b["prompt"] for b in infills(server)[2:]]
     assert prompts[:2] == ["x = y", "x = yz"]  # the first kept, the second sent once it answered
@@ -316,31 +317,31 @@ async def test_each_request_is_counted_once_when_the_lane_hands_it_to_a_task(fak
     # to the task that streams it; the stats (:LocalCopilot stats) count each request once
     server = fake(honouring(30))
     engine, editor = await _first_suggestion(server)
-    engine.submit(snap(2, "x = y"))
+    engine.ghost.submit(snap(2, "x = y"))
     await wait_until(lambda: any(p.final and p.seq == 2 for p in editor.plans))
     firsts = [b for b in infills(server) if b["n_predict"] == 8]
     assert len(firsts) == 2 and engine.stats.counters["requests"] == 2
-    assert engine.cache.misses == 2  # one lookup per snapshot
+    assert engine.pipeline.cache.misses == 2  # one lookup per snapshot
     await engine.close()
 
 
 async def test_the_prefetch_pauses_after_suggestions_go_unaccepted_and_resumes_at_an_accept(fake: Any) -> None:
     server = fake(timed(12, ms_per_token=0.5))
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}},
                                   "speculative": True, "n_predict": 64, "n_predict_first": 8}))
     limit = Engine.SPECULATE_UNACCEPTED
     line = "x = "
     for seq in range(1, limit + 3):  # suggestions the user types past, a pause after each
         line += "a"
-        engine.submit(snap(seq, line))
+        engine.ghost.submit(snap(seq, line))
         await wait_until(lambda: any(p.final and p.seq == seq for p in editor.plans))
         await wait_until(lambda: all(s.speculative is None or s.speculative.done() for s in engine.buffers.values()))
     assert engine.stats.counters["speculative"] == limit  # not for the ones after that
-    engine.note_accept("full")
+    engine.ghost.note_accept("full")
     line += "a"
-    engine.submit(snap(limit + 3, line))
+    engine.ghost.submit(snap(limit + 3, line))
     await wait_until(lambda: engine.stats.counters["speculative"] == limit + 1)
     await engine.close()
 
@@ -360,16 +361,16 @@ async def test_a_key_deferred_while_a_cancelled_stream_winds_down_is_not_lost(fa
     # two requests at once (two buffers) leave two kept connections: one for the continuation,
     # one for the key that cancels it
     server.first_byte_delay = 0.03
-    engine.submit(snap(2, "x = y"))
-    engine.submit(snap(20, "a = ", buf=2))
+    engine.ghost.submit(snap(2, "x = y"))
+    engine.ghost.submit(snap(20, "a = ", buf=2))
     await wait_until(lambda: any(p.final and p.seq == 20 for p in editor.plans))
     server.first_byte_delay = 0.0
     await wait_until(lambda: any(p.final and p.seq == 2 for p in editor.plans))
-    engine.submit(snap(3, "x = yz"))
+    engine.ghost.submit(snap(3, "x = yz"))
     await wait_until(lambda: any(p.seq == 3 and len(p.text) > 8 and not p.final for p in editor.plans))
     server.first_byte_delay = 0.05  # the next first part misses the frame: it is read in a task
-    engine.submit(snap(4, "x = yzw"))
-    engine.submit(snap(5, "x = yzwv"))  # no loop turn in between
+    engine.ghost.submit(snap(4, "x = yzw"))
+    engine.ghost.submit(snap(5, "x = yzwv"))  # no loop turn in between
     await wait_until(lambda: any(p.final and p.seq == 5 for p in editor.plans), timeout=5)
     # the last key was asked for and drawn (after the cancelled continuation of the third);
     # the one it superseded never went out
@@ -384,9 +385,9 @@ async def test_a_key_after_alternatives_cut_off_an_unanswered_request_gets_its_s
     server = fake(timed(64, ms_per_token=0.5))
     engine, editor = await _first_suggestion(server)
     server.first_byte_delay = 0.05  # the first part misses the frame: it is read in a task
-    engine.submit(snap(2, "x = y"))
-    engine.alternatives(snap(3, "x = y"))  # no loop turn in between
-    engine.submit(snap(4, "x = yz"))
+    engine.ghost.submit(snap(2, "x = y"))
+    engine.ghost.alternatives(snap(3, "x = y"))  # no loop turn in between
+    engine.ghost.submit(snap(4, "x = yz"))
     await wait_until(lambda: any(p.final and p.seq == 4 for p in editor.plans), timeout=5)
     assert engine.stats.counters["deferred"] == 0
     await engine.close()
@@ -412,9 +413,9 @@ async def test_every_buffers_latest_snapshot_gets_its_final_suggestion(fake: Any
             seq += 1
             lines[buf] = lines[buf][:-1] if rng.random() < 0.15 and len(lines[buf]) > 4 else lines[buf] + rng.choice("abc")
             if rng.random() < 0.1:
-                engine.alternatives(snap(seq, lines[buf], buf=buf))
+                engine.ghost.alternatives(snap(seq, lines[buf], buf=buf))
             else:
-                engine.submit(snap(seq, lines[buf], buf=buf))
+                engine.ghost.submit(snap(seq, lines[buf], buf=buf))
             latest[buf] = seq
         await asyncio.sleep(rng.choice([0.0, 0.005, 0.02, 0.05, 0.12]))
     server.first_byte_delay = 0.0

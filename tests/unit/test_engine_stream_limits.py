@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from local_copilot.config import load_config
-from local_copilot.ghost.engine import Engine
+from local_copilot.core import Core
 
 from ..fakes.fake_server import Step, infill_stream, llama_props, sse
 from ..fakes.editor import RecordingEditor
@@ -25,11 +25,11 @@ async def test_partial_plans_are_limited_to_one_per_frame(fake: Any) -> None:
     tokens = ["t"] * 100  # 100 tokens, 2 ms apart: ~200 ms of stream
     server = fake(lambda path, body: (200, llama_props()) if path == "/props" else (200, infill_stream(tokens, delay=0.002)))
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     # one request of n_predict (the fake ignores n_predict; staged requests have their own test)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "speculative": False,
                                   "n_predict_first": 0}))
-    engine.submit(snap(1))
+    engine.ghost.submit(snap(1))
     await wait_until(lambda: any(p.final for p in editor.plans))
     partial = [p for p in editor.plans if not p.final]
     assert partial and partial[0].text == "t"  # the first text at once
@@ -50,10 +50,10 @@ def endless() -> Iterator[Step]:
 async def test_a_stream_past_n_predict_is_cut_and_its_text_kept(fake: Any) -> None:
     server = fake(lambda path, body: (200, llama_props()) if path == "/props" else (200, endless()))
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "speculative": False,
                                   "n_predict": 20, "n_predict_first": 0}))
-    engine.submit(snap(1))
+    engine.ghost.submit(snap(1))
     await wait_until(lambda: any(p.final for p in editor.plans))
     final = editor.plans[-1].text
     assert set(final) == {"z"} and 20 <= len(final) <= 20 + 16, final
@@ -80,10 +80,10 @@ async def test_alternatives_from_a_server_that_ignores_max_tokens_are_cut(fake: 
 
     server = fake(script)
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backend": "openai", "speculative": False, "n_predict": 20,
                                   "backends": {"openai": {"url": server.url, "fim_template": "qwen"}}}))
-    engine.alternatives(snap(1))
+    engine.ghost.alternatives(snap(1))
     await wait_until(lambda: any(p.final for p in editor.plans))
     texts = [c.text for c in editor.plans[-1].items]
     assert set(texts) == {"a" * len(texts[0]), "b" * len(texts[1]), "c" * len(texts[2])}, texts

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from local_copilot.config import load_config
-from local_copilot.ghost.engine import Engine
+from local_copilot.core import Core
 from local_copilot.snapshot import Snapshot
 
 from ..fakes.fake_server import Step, infill_stream, llama_props
@@ -40,9 +40,9 @@ def completions(server: Any) -> list[dict[str, Any]]:
 
 async def test_a_warm_up_evaluates_the_places_prompt_generates_nothing_and_is_counted(fake: Any) -> None:
     server = fake(slow_warm(0.0))
-    engine = Engine(RecordingEditor())
+    engine = Core(RecordingEditor())
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}}}))
-    engine.warm(at(50, 1))
+    engine.ghost.warm(at(50, 1))
     await wait_until(lambda: engine.stats.counters["warmups"] == 1 and not engine.buffers[1].warming())
     [body] = completions(server)
     assert body["n_predict"] == 0 and body["stream"] is False
@@ -53,20 +53,20 @@ async def test_a_warm_up_evaluates_the_places_prompt_generates_nothing_and_is_co
 
 async def test_a_newer_place_cancels_a_warm_up_a_request_at_the_place_does_not(fake: Any) -> None:
     server = fake(slow_warm(0.5))
-    engine = Engine(RecordingEditor())
+    engine = Core(RecordingEditor())
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}},
                                   "speculative": False}))
-    engine.warm(at(50, 1))
+    engine.ghost.warm(at(50, 1))
     await wait_until(lambda: len(completions(server)) == 1)
     first = engine.buffers[1].warm
-    engine.warm(at(80, 2))  # the cursor rests somewhere else now
+    engine.ghost.warm(at(80, 2))  # the cursor rests somewhere else now
     await wait_until(lambda: first is not None and first.done())
     assert first is not None and first.cancelled()
     await wait_until(lambda: len(completions(server)) == 2)
     second = engine.buffers[1].warm
-    engine.submit(at(81, 3))  # `o` on the warmed line: the warm-up is that request's prompt
+    engine.ghost.submit(at(81, 3))  # `o` on the warmed line: the warm-up is that request's prompt
     assert second is not None and not second.done()
-    engine.submit(at(10, 4))  # a request far away: the warm-up is of no use to it
+    engine.ghost.submit(at(10, 4))  # a request far away: the warm-up is of no use to it
     await wait_until(lambda: second.done())
     assert second.cancelled()
     await engine.close()
@@ -74,8 +74,8 @@ async def test_a_newer_place_cancels_a_warm_up_a_request_at_the_place_does_not(f
 
 async def test_no_warm_up_where_the_backend_cannot_generate_nothing(fake: Any) -> None:
     server = fake(slow_warm(0.0))
-    engine = Engine(RecordingEditor())
+    engine = Core(RecordingEditor())
     engine.configure(load_config({"backend": "openai", "backends": {"openai": {"url": server.url}}}))
-    engine.warm(at(50, 1))
+    engine.ghost.warm(at(50, 1))
     assert not server.requests and engine.stats.counters["warmups"] == 0
     await engine.close()

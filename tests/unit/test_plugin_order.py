@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from local_copilot.config import load_config
-from local_copilot.ghost.engine import Engine
+from local_copilot.core import Core
 from local_copilot.nvim.plugin import LocalCopilotPlugin
 
 from ..fakes.fake_server import infill_stream, llama
@@ -20,11 +20,11 @@ async def test_a_snapshot_older_than_one_already_submitted_is_dropped(fake: Any)
     # reaches the worker loop a hop later than a newer one read on the worker's own
     server = fake(llama(infill_stream(["ok"])))
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}},
                                   "speculative": False}))
     plugin = LocalCopilotPlugin(None)  # type: ignore[arg-type]  (no Neovim: only the hand-over)
-    plugin._running = SimpleNamespace(engine=engine)  # type: ignore[assignment]  (only the engine is used)
+    plugin._running = SimpleNamespace(core=engine)  # type: ignore[assignment]  (only the core is used)
     plugin._submit(snap(7, "x = ab"))
     plugin._submit(snap(6, "x = a"))  # the older one, late
     await wait_until(lambda: any(p.final and p.seq == 7 for p in editor.plans))

@@ -16,7 +16,7 @@ import pytest
 from local_copilot.privacy import policy as privacy
 from local_copilot.cli import main as cli
 from local_copilot.config import load_config
-from local_copilot.ghost.engine import Engine
+from local_copilot.core import Core
 from local_copilot.privacy.policy import Policy
 from local_copilot.prompt.ring import ContextRing
 from local_copilot.snapshot import Snapshot
@@ -202,7 +202,7 @@ async def test_next_edit_history_and_instruction_edits_refuse_a_link_to_a_secret
     home = secret_home(tmp_path)
     link = tmp_path / "notes.py"
     link.symlink_to(home / ".ssh" / "config")
-    engine = Engine(PrivacyEditor())
+    engine = Core(PrivacyEditor())
     engine.configure(load_config({}))
     engine.next_edits.record(str(link), 0, ["Host a"], ["Host b"])
     engine.next_edits.record(str(tmp_path / "main.py"), 0, ["x = 1"], ["x = 2"])
@@ -303,15 +303,15 @@ def window(path: str, lines: list[str], seq: int, buf: int = 1) -> Snapshot:
 async def test_refused_text_draws_no_request_and_the_editor_hears_why(fake: Any) -> None:
     server = fake(llama(infill_stream(["ok"])))
     editor = PrivacyEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "exclude": ["*.sql"]}))
     key = CREDENTIALS["a private-key block"]
     for snap in [window("/p/.ENV", ["TOKEN=envmarker"], 1, buf=1),
                  window("/p/q.sql", ["select sqlmarker"], 2, buf=2),
                  window("/p/notes.py", [key, "keymarker = 1"], 3, buf=3)]:
-        engine.submit(snap)
-        engine.alternatives(snap)
-    engine.submit(window("/p/main.py", ["x = 1"], 4, buf=4))
+        engine.ghost.submit(snap)
+        engine.ghost.alternatives(snap)
+    engine.ghost.submit(window("/p/main.py", ["x = 1"], 4, buf=4))
     await wait_until(lambda: any(p.final for p in editor.plans))
     sent = json.dumps(server.requests)
     assert "x = 1" in sent  # the capture works
@@ -323,7 +323,7 @@ async def test_refused_text_draws_no_request_and_the_editor_hears_why(fake: Any)
         (3, "/p/notes.py", "the text holds a private-key block", "content"),
     ]
     # the key removed: sent again, and the editor hears the buffer is fine now
-    engine.submit(window("/p/notes.py", ["keymarker = 1"], 5, buf=3))
+    engine.ghost.submit(window("/p/notes.py", ["keymarker = 1"], 5, buf=3))
     await wait_until(lambda: "keymarker" in json.dumps(server.requests))
     assert editor.verdicts[-1] == (3, "/p/notes.py", None, "content")
     await engine.close()
@@ -333,10 +333,10 @@ async def test_a_speculative_request_is_not_sent_when_the_suggestion_holds_a_cre
     leaked = CREDENTIALS["a GitHub token"]
     server = fake(llama(infill_stream([leaked])))
     editor = PrivacyEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "speculative": True,
                                   "n_predict_first": 0}))
-    engine.submit(window("/p/main.py", ["x = "], 1))
+    engine.ghost.submit(window("/p/main.py", ["x = "], 1))
     await wait_until(lambda: any(p.final for p in editor.plans))
     await asyncio.sleep(0)  # the speculative task, had it been made, is made by now
     await wait_until(lambda: all(s.speculative is None or s.speculative.done() for s in engine.buffers.values()))

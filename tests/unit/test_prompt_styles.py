@@ -12,7 +12,7 @@ import httpx
 import pytest
 from local_copilot.backends import make_backend
 from local_copilot.config import load_config
-from local_copilot.ghost.engine import Engine
+from local_copilot.core import Core
 from local_copilot.errors import ConfigError
 from local_copilot.health.report import collect
 from local_copilot.prompt.styles import CURSOR, name_says, no_fim_family, template_markers
@@ -69,11 +69,11 @@ async def shown_for(srv: FakeServer, options: dict[str, Any] | None = None, line
     """The final ghost text the engine draws for the cursor at the end of `lines[row]`, and the
     backend it used."""
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     entry = {"url": srv.url, "temperature": 0, **(options or {})}
     engine.configure(load_config({"backend": backend, "backends": {backend: entry}, "speculative": False}))
     line = lines[row]
-    engine.submit(Snapshot(buf=1, tick=1, row=row, col=len(line.encode()), first=0, lines=lines, seq=1, ft="python",
+    engine.ghost.submit(Snapshot(buf=1, tick=1, row=row, col=len(line.encode()), first=0, lines=lines, seq=1, ft="python",
                            path="/src/geometry.py"))
     await wait_until(lambda: any(p.final for p in editor.plans) or "down" in editor.states)
     backend_used = engine.backend

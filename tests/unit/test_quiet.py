@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from local_copilot.config import load_config
-from local_copilot.ghost.engine import Engine
+from local_copilot.core import Core
 from local_copilot.snapshot import Snapshot
 
 from ..fakes.fake_server import infill_stream, llama
@@ -22,9 +22,9 @@ def snap(seq: int, lines: list[str], row: int, line_col: int) -> Snapshot:
 async def test_an_answer_that_only_repeats_the_line_above_is_quiet(fake: Any) -> None:
     server = fake(llama(infill_stream(["\n", "    total = 0"])))
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}}))
-    engine.submit(snap(1, ["def f():", "    total = 0", ""], 1, len("    total = 0")))
+    engine.ghost.submit(snap(1, ["def f():", "    total = 0", ""], 1, len("    total = 0")))
     await wait_until(lambda: any(p.final for p in editor.plans))
     assert [p.text for p in editor.plans if p.final] == [""]
     assert engine.stats["quiet"] == 1
@@ -34,16 +34,16 @@ async def test_an_answer_that_only_repeats_the_line_above_is_quiet(fake: Any) ->
 async def test_a_typed_through_rest_is_checked_against_the_new_line(fake: Any) -> None:
     server = fake(llama(infill_stream([])))
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}}))
     await wait_until(lambda: engine.backend is not None)
     # `total = 0` was shown after `    tot`; the user typed through to the line's end, and the
     # rest now repeats the line above: nothing is left to show
-    engine.note_typed_through(snap(2, ["def f():", "    total = 0", ""], 1, len("    total = 0")),
+    engine.ghost.note_typed_through(snap(2, ["def f():", "    total = 0", ""], 1, len("    total = 0")),
                               "\n    total = 0")
     assert [(p.text, p.final, p.seq) for p in editor.plans] == [("", True, 2)]
     assert engine.stats["quiet"] == 1 and engine.stats["typed_through"] == 1
     # a rest that is still right for the new line is left as Lua shows it: no plan
-    engine.note_typed_through(snap(3, ["def f():", "    tot", ""], 1, len("    tot")), "al = 0")
+    engine.ghost.note_typed_through(snap(3, ["def f():", "    tot", ""], 1, len("    tot")), "al = 0")
     assert len(editor.plans) == 1
     await engine.close()

@@ -21,7 +21,7 @@ from local_copilot.backend_bench.cli import parse_target
 from local_copilot.backends import FimRequest, make_backend
 from local_copilot.backends.detect import detect
 from local_copilot.config import load_config
-from local_copilot.ghost.engine import Engine
+from local_copilot.core import Core
 from local_copilot.errors import ConfigError, ProtocolError, ServerStartError, TokenRefused
 from local_copilot.health.kinds import kind_items
 from local_copilot.instruct.chat import ChatBackend, chat_backend
@@ -51,11 +51,11 @@ def completions(server: FakeServer) -> list[dict[str, Any]]:
     return [body for path, body in server.requests if path == "/v1/completions"]
 
 
-async def suggestion(raw: dict[str, Any]) -> tuple[str, Engine]:
+async def suggestion(raw: dict[str, Any]) -> tuple[str, Core]:
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config(raw))
-    engine.submit(snap(1))
+    engine.ghost.submit(snap(1))
     await wait_until(lambda: any(p.final for p in editor.plans) or bool(editor.notes))
     assert not editor.notes, editor.notes
     await engine.close()

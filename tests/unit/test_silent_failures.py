@@ -13,7 +13,7 @@ import pytest
 
 from local_copilot.backends.base import MAX_RETRY_AFTER_S, retry_after
 from local_copilot.config import load_config
-from local_copilot.ghost.engine import Engine
+from local_copilot.core import Core
 from local_copilot.cli.oneshot import complete_text
 from local_copilot.errors import BackendError, ProtocolError
 from local_copilot.health.report import Report, collect
@@ -44,12 +44,12 @@ def completions(server: Any) -> int:
     return len([p for p, _ in server.requests if p in ("/infill", "/completion")])
 
 
-async def healthy_first(fake: Any, script: Switch, **opts: Any) -> tuple[Any, Engine, RecordingEditor]:
+async def healthy_first(fake: Any, script: Switch, **opts: Any) -> tuple[Any, Core, RecordingEditor]:
     server = fake(script)
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "speculative": False, **opts}))
-    engine.submit(snap(1))
+    engine.ghost.submit(snap(1))
     await wait_until(lambda: editor.final == ["okay"])
     return server, engine, editor
 
@@ -60,7 +60,7 @@ async def test_html_mid_session_is_one_message_and_counted_as_an_error(fake: Any
     server, engine, editor = await healthy_first(fake, script)
     script.answer = (200, [HTML], {"content-type": ctype})  # a proxy's login page, from now on
     for seq in (2, 3, 4):
-        engine.submit(snap(seq, "x = " + "abc"[: seq - 1]))
+        engine.ghost.submit(snap(seq, "x = " + "abc"[: seq - 1]))
         await wait_until(lambda: engine.stats["errors"] >= seq - 1)
     assert len(editor.notes) == 1, editor.notes
     message = editor.notes[0][0]
@@ -74,7 +74,7 @@ async def test_plain_text_mid_session_says_it_is_not_a_completion_stream(fake: A
     script = Switch()
     _, engine, editor = await healthy_first(fake, script)
     script.answer = (200, [b"Service moved. Ask your administrator.\n"])
-    engine.submit(snap(2, "x = a"))
+    engine.ghost.submit(snap(2, "x = a"))
     await wait_until(lambda: editor.notes)
     assert "answered text, not a completion stream" in editor.notes[0][0]
     assert engine.stats["errors"] == 1
@@ -90,12 +90,12 @@ async def test_html_in_a_whole_answer_says_html_not_a_malformed_chunk(fake: Any)
     server = fake(script)
     server.fim_tokens = QWEN_FIM  # the client-rendered /completion path, where first parts are staged
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "speculative": False}))
-    engine.submit(snap(1))
+    engine.ghost.submit(snap(1))
     await wait_until(lambda: editor.final == ["okay"])
     script.answer = (200, [HTML], {"content-type": "text/html"})
-    engine.submit(snap(2, "x = a"))
+    engine.ghost.submit(snap(2, "x = a"))
     await wait_until(lambda: editor.notes)
     assert server.requests[-1][1]["stream"] is False  # the whole-answer path met the page
     assert "answered HTML, not a completion stream" in editor.notes[0][0], editor.notes
@@ -115,7 +115,7 @@ async def test_a_redirect_says_where_to_and_what_to_set(fake: Any) -> None:
     script = Switch()
     _, engine, editor = await healthy_first(fake, script)
     script.answer = (302, [b""], {"location": "https://llm.example.org/v2/infill"})
-    engine.submit(snap(2, "x = a"))
+    engine.ghost.submit(snap(2, "x = a"))
     await wait_until(lambda: editor.notes)
     message = editor.notes[0][0]
     assert "redirected to https://llm.example.org/v2/infill (HTTP 302)" in message, message
@@ -127,7 +127,7 @@ async def test_a_relative_redirect_is_named_in_full(fake: Any) -> None:
     script = Switch()
     server, engine, editor = await healthy_first(fake, script)
     script.answer = (307, [b""], {"location": "/api/infill"})
-    engine.submit(snap(2, "x = a"))
+    engine.ghost.submit(snap(2, "x = a"))
     await wait_until(lambda: editor.notes)
     assert f"redirected to {server.url}/api/infill" in editor.notes[0][0]
     await engine.close()
@@ -139,20 +139,20 @@ async def test_retry_after_holds_every_request_back_until_then(fake: Any, status
     server, engine, editor = await healthy_first(fake, script)
     script.answer = (status, [b'{"error":{"message":"busy"}}'], {"retry-after": "2"})
     before = completions(server)
-    engine.submit(snap(2, "x = a"))
+    engine.ghost.submit(snap(2, "x = a"))
     await wait_until(lambda: editor.notes)
     asked = time.time()
     assert completions(server) == before + 1
     assert "no requests to it until" in editor.notes[0][0] and "Retry-After" in editor.notes[0][0]
     script.answer = (200, GOOD)  # good again, but the server asked for 2 s
     for seq in range(3, 8):  # a key every 0.2 s while the wait lasts: none reaches the server
-        engine.submit(snap(seq, "x = " + "a" * (seq - 1)))
+        engine.ghost.submit(snap(seq, "x = " + "a" * (seq - 1)))
         await asyncio.sleep(0.2)
     assert completions(server) == before + 1
     assert set(editor.states[-5:]) == {"held"}
     assert engine.stats["errors"] == 1 and len(editor.notes) == 1  # the fault, counted and said once
     await asyncio.sleep(max(0.0, asked + 2.1 - time.time()))
-    engine.submit(snap(9, "x = b"))  # the wait is over: requests go again
+    engine.ghost.submit(snap(9, "x = b"))  # the wait is over: requests go again
     await wait_until(lambda: editor.final[-1:] == ["okay"] and len(editor.final) == 2)
     assert completions(server) == before + 2
     await engine.close()
@@ -172,10 +172,10 @@ def test_retry_after_reads_seconds_and_http_dates_up_to_a_minute() -> None:
 async def test_failed_tries_count_as_requests_and_health_adds_them_up() -> None:
     # the server is down from the start: each try fails probing it, before a completion request
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": "http://127.0.0.1:9"}}}))
     for i in range(3):
-        engine.submit(snap(i + 1))
+        engine.ghost.submit(snap(i + 1))
         await wait_until(lambda: engine.stats["errors"] >= i + 1)
     assert engine.stats["errors"] == 3 and engine.stats["requests"] == 3
     report: Report = await collect({"backends": {"llama.cpp": {"url": "http://127.0.0.1:9"}}},
@@ -202,7 +202,7 @@ async def test_an_unexpected_error_while_probing_the_server_is_said_and_counted(
     # it ended the request's task, whose exception nobody reads: no message, no count, no log
     server = fake(Switch())
     editor = RecordingEditor()
-    engine = Engine(editor)
+    engine = Core(editor)
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}, "speculative": False}))
 
     async def broken() -> int:
@@ -210,7 +210,7 @@ async def test_an_unexpected_error_while_probing_the_server_is_said_and_counted(
 
     assert engine.backend is not None
     engine.backend.context_limit = broken  # type: ignore[method-assign]
-    engine.submit(snap(1))
+    engine.ghost.submit(snap(1))
     await wait_until(lambda: editor.notes)
     assert editor.notes == [("local-copilot: internal error, see the log (:LocalCopilot log)", "error")]
     assert engine.stats["errors"] == 1

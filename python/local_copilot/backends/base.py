@@ -44,7 +44,7 @@ class FimRequest(msgspec.Struct, frozen=True, kw_only=True):
     temperature: float | None = None
     n: int = 1
     seed: int | None = None  # distinct seeds make sampled alternatives differ, reproducibly
-    # False: one answer instead of a stream, where the dialect can (llama.cpp). The engine
+    # False: one answer instead of a stream, where the dialect can (llama.cpp). The pipeline
     # asks so of a server that writes the whole answer within a frame or two anyway.
     stream: bool = True
     # an unstreamed answer expected within a frame: awaited in poll() before the event loop
@@ -132,19 +132,10 @@ class Backend(Protocol):
         """The request, prepared (the server probed first if need be), not sent yet."""
         ...
 
-    def exchange_now(self, req: FimRequest) -> Exchange | None:
-        """exchange() without the event loop, when the server was probed and its dialect can
-        answer one quick request within a frame (see Exchange.answer_now); else None."""
-        ...
-
     @property
-    def answers_now(self) -> bool:
-        """Whether exchange_now() gives an exchange now (the server probed, one quick answer
-        possible): the keystroke's first part can then be asked for without a task."""
-        ...
-
-    def context_limit_now(self) -> int | None:
-        """context_limit() without asking the server (only while answers_now)."""
+    def probed(self) -> bool:
+        """Whether the server was probed as far as requests need: a request can then be
+        prepared and sent without waiting on anything but its own answer."""
         ...
 
     def close(self) -> None:
@@ -307,22 +298,14 @@ class HttpBackend:
         return frozenset()
 
     @property
-    def answers_now(self) -> bool:
-        """Whether a quick request can be answered without the event loop now: the server was
-        probed and the dialect asks for one unstreamed answer (llama.cpp)."""
-        return False
-
-    def context_limit_now(self) -> int | None:
-        raise NotImplementedError
+    def probed(self) -> bool:
+        return False  # (dialects that know say so)
 
     # -- requests ------------------------------------------------------------------------
 
     async def exchange(self, req: FimRequest) -> Exchange:
         await self.ensure_ready()
         return Exchange(self, req, self.wire(req))
-
-    def exchange_now(self, req: FimRequest) -> Exchange | None:
-        return Exchange(self, req, self.wire(req)) if self.answers_now else None
 
     async def complete(self, req: FimRequest) -> AsyncGenerator[Chunk, None]:
         exchange = await self.exchange(req)

@@ -163,8 +163,10 @@ class LlamaCppBackend(HttpBackend):
         return "/completion" if self.template is not None else "/infill"
 
     async def context_limit(self) -> int | None:
-        await self.ensure_ready()
-        return self.context_limit_now()
+        if not self._resolved:
+            await self.ensure_ready()
+        assert self.props is not None
+        return self.props.default_generation_settings.n_ctx or None
 
     SLOT_POLL_S = 0.005
 
@@ -326,12 +328,8 @@ class LlamaCppBackend(HttpBackend):
         return frozenset(p.piece for p in found.tokens if isinstance(p.piece, str) and p.piece in texts)
 
     @property
-    def answers_now(self) -> bool:
-        return self._resolved and self.props is not None and not self.via_httpx
-
-    def context_limit_now(self) -> int | None:
-        assert self.props is not None
-        return self.props.default_generation_settings.n_ctx or None
+    def probed(self) -> bool:
+        return self._resolved and self.props is not None
 
     def chunks(self, batch: list[bytes]) -> Iterable[Chunk]:
         """One network read's events: all but the last merged into one chunk, decoded as one

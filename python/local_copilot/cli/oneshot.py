@@ -1,8 +1,9 @@
-"""One completion outside Neovim (`local-copilot complete`): a file, a cursor, the engine.
+"""One completion outside Neovim (`local-copilot complete`): a file, a cursor, the pipeline.
 
-The same Engine the editor uses runs once on a snapshot built from the file, so the prompt,
-the window fit, the template, the post-processing and the continuation are the editor's; the
-suggestion it would draw is the answer. Nothing is started: the backend must be running.
+The completion pipeline the editor's ghost text awaits (pipeline/complete.py) runs once on a
+snapshot built from the file, so the privacy policy, the prompt, the window fit, the template
+and the post-processing are the editor's; its completion is the answer. Nothing is started: the
+backend must be running.
 """
 
 from __future__ import annotations
@@ -13,12 +14,11 @@ import time
 from typing import Any
 
 from ..config import load_config
-from ..ghost.engine import Engine
+from ..core import Core
 from ..errors import BackendError, ConfigError, PrivateText
 from ..log import setup_logging
+from ..pipeline.complete import Ask
 from ..prompt.budget import utf8_len
-from ..instruct.runner import EditUpdate
-from ..ghost.render import RenderPlan
 from ..snapshot import Snapshot
 
 __all__ = ["Answer", "complete_text", "cursor_at"]
@@ -46,19 +46,13 @@ def cursor_at(lines: list[str], line: int | None, col: int | None) -> tuple[int,
     return row, byte
 
 
-class _Collector:
-    """The Editor port: keeps the final plan, or why there is none."""
+class _Quiet:
+    """The editor port of a one-shot completion: it draws nothing and keeps why the privacy
+    policy refused the text, or the first failure said (the answer's own error comes first)."""
 
     def __init__(self) -> None:
-        self.plan: RenderPlan | None = None
         self.failure = ""
-        self.refused = ""  # why the privacy policy refused the text
-        self.done = asyncio.Event()
-
-    def show(self, plan: RenderPlan) -> None:
-        if plan.final:
-            self.plan = plan
-            self.done.set()
+        self.refused = ""
 
     def notify(self, message: str, level: str) -> None:
         if level in ("error", "warn") and not self.failure:
@@ -67,56 +61,45 @@ class _Collector:
     def private(self, buf: int, path: str, reason: str | None, kind: str) -> None:
         if reason is not None:
             self.refused = f"not sent: {path or 'the text'} is private: {reason}"
-            self.done.set()
 
-    def privacy_rules(self, rules: list[list[str]]) -> None:
-        pass  # no editor reads buffers here
-
-    def show_next_edit(self, plan: dict[str, Any]) -> None:
-        pass  # the one-shot completion asks for no next edits
-
-    def edit_update(self, update: EditUpdate) -> None:
-        pass  # nor instruction edits
-
-    def backend_state(self, state: str, message: str) -> None:
-        if state in ("down", "held"):  # held: the server asked to wait (its Retry-After), said in a notify
-            self.failure = self.failure or message
-            self.done.set()
+    def show(self, plan: Any) -> None: ...
+    def backend_state(self, state: str, message: str) -> None: ...
+    def privacy_rules(self, rules: list[list[str]]) -> None: ...
+    def show_next_edit(self, plan: dict[str, Any]) -> None: ...
+    def edit_update(self, update: Any) -> None: ...
 
 
 async def _complete(raw: dict[str, Any], snap: Snapshot) -> Answer:
-    # one answer, nothing after it: no speculative request for the spot after an accept
-    cfg = load_config({**raw, "speculative": False})
-    setup_logging(cfg.log_level)  # the engine's warnings to the plugin's log, as in the editor; the error to stderr
-    editor = _Collector()
-    engine = Engine(editor)
-    engine.configure(cfg)
+    cfg = load_config(raw)
+    setup_logging(cfg.log_level)  # the pipeline's warnings to the plugin's log, as in the editor; the error to stderr
+    editor = _Quiet()
+    core = Core(editor)
+    core.configure(cfg)
+    pipeline = core.pipeline
     t0 = time.monotonic()
     try:
-        # the editor sizes its window from the server's measured speed, and this engine has
-        # measured nothing: a warm-up (the prompt, nothing generated; llama.cpp) measures it
-        # first, so the answer is the one a warmed-up editor shows (the whole window from a
-        # GPU, not a CPU's assumed share of it); where it came in time the prompt is cached
-        warming = engine.warm(snap)
-        if warming is not None:
-            await asyncio.wait({warming}, timeout=cfg.active.timeout_ms / 1000)
-        engine.submit(snap)
-        # the engine has its own per-request timeouts; this only bounds a probe plus a request
-        limit = 2 * cfg.active.timeout_ms / 1000 + 5
-        try:
-            await asyncio.wait_for(editor.done.wait(), limit)
-        except TimeoutError:
-            raise BackendError(f"{cfg.backend}: no suggestion within {limit:g} s") from None
-    finally:
-        await engine.close()
-    if editor.plan is None:
-        if editor.refused:
+        if core.privacy.refuses(snap):
             raise PrivateText(editor.refused)
-        failure = engine.reader.last_failure
-        if isinstance(failure, BackendError):  # its kind tells the CLI what to hint
-            raise failure
-        raise BackendError(editor.failure.removeprefix("local-copilot: ") or f"{cfg.backend}: no answer")
-    return Answer(editor.plan.text, time.monotonic() - t0, cfg.backend)
+        # the pipeline has its own per-request timeouts; this only bounds a probe plus requests
+        limit = 2 * cfg.active.timeout_ms / 1000 + 5
+        async with asyncio.timeout(limit):
+            backend = pipeline.backend
+            if backend is not None and backend.warms:
+                # the editor sizes its window from the server's measured speed, and this one has
+                # measured nothing: a warm-up (the prompt, nothing generated) measures it first,
+                # so the answer is the one a warmed-up editor shows (the whole window from a GPU,
+                # not a CPU's assumed share of it); the prompt is then cached
+                await pipeline.complete(snap, Ask(n_predict=0, cached=False, quiet=True))
+            out = await pipeline.complete(snap)
+    except TimeoutError:
+        raise BackendError(f"{cfg.backend}: no suggestion within {limit:g} s") from None
+    finally:
+        await core.close()
+    if out.error is not None:
+        if isinstance(out.error, BackendError):  # its kind tells the CLI what to hint
+            raise out.error
+        raise BackendError(editor.failure.removeprefix("local-copilot: ") or f"{cfg.backend}: {out.error}")
+    return Answer(out.text, time.monotonic() - t0, cfg.backend)
 
 
 def complete_text(raw: dict[str, Any], text: str, *, path: str = "", line: int | None = None,

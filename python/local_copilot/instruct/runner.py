@@ -79,7 +79,7 @@ class EditRunner:
                 if not task.done():
                     self._show(EditUpdate(id=edit_id, buf=buf, state="error",
                                           message="stopped: the options or the backend changed; retry"))
-            state.cancel_edits()
+            state.cancel("edit")
         for chat in self._chats.values():
             chat.close()
         self._chats.clear()
@@ -108,7 +108,7 @@ class EditRunner:
         """Ask for edit `edit_id` (a new one, a retry or a follow-up: it replaces one in flight);
         `attempt`: how many times it was asked before (retries)."""
         state = self._state(buf)
-        state.cancel_edits(edit_id)
+        state.cancel("edit", edit_id=edit_id)
         cfg = self._config()
         if cfg is None:
             return
@@ -131,7 +131,7 @@ class EditRunner:
     def cancel(self, buf: int, edit_id: int) -> None:
         state = self._buffers.get(buf)
         if state is not None:
-            state.cancel_edits(edit_id)
+            state.cancel("edit", edit_id=edit_id)
 
     async def close(self) -> None:
         for chat in self._chats.values():

@@ -115,7 +115,7 @@ class NextEdits:
         """Ask for the next edit around `snap`'s cursor; a request before it for this buffer
         is cancelled (its stream closed, so the server stops)."""
         state = self._state(snap.buf)
-        state.cancel_next_edit()
+        state.cancel("next_edit")
         if not self.cfg.enabled or self.backend is None or self.privacy.refuses(snap):
             return
         self.stats.count("next_edit_requests")

@@ -1,4 +1,4 @@
-"""The remote plugin: decode events from Lua, hand them to the engine on the worker thread.
+"""The remote plugin: decode events from Lua, hand them to the core on the worker thread.
 
 Handlers are async notifications (Lua never waits on Python while typing) and never raise:
 an exception in a pynvim handler would print a stack trace into :messages.
@@ -17,7 +17,7 @@ import pynvim
 
 from ..servers.backend_manager import BackendManager
 from ..config import Config, load_config
-from ..ghost.engine import Engine
+from ..core import Core
 from ..errors import ConfigError
 from ..health.checks import Item
 from ..instruct.runner import EditUpdate
@@ -51,14 +51,14 @@ def _call_now(fn: Callable[..., Any], *args: Any) -> None:
 
 
 class _Running:
-    """What runs once the host is used: the worker loop, the editor port, the engine and the
+    """What runs once the host is used: the worker loop, the editor port, the core and the
     backend switcher (built together, so none is there without the others)."""
 
     def __init__(self, nvim: pynvim.Nvim, use_config: Callable[[Config], None]) -> None:
         self.editor = NvimEditor(nvim)
         self.worker = Worker()
         self.editor.worker_thread = self.worker.thread
-        self.engine = Engine(self.editor)
+        self.core = Core(self.editor)
         self.backends = BackendManager(self.editor.notify, use_config, self.editor.backend_ready)
 
 
@@ -76,7 +76,7 @@ class LocalCopilotPlugin:
         # else in the window changed (see _snapshot)
         self._windows: dict[int, Snapshot] = {}
         self._seqs: dict[int, int] = {}  # buf -> the newest snapshot seq handled
-        self._submitted: dict[int, int] = {}  # buf -> the newest seq given to the engine (worker loop)
+        self._submitted: dict[int, int] = {}  # buf -> the newest seq given to the core (worker loop)
 
     def _start(self) -> _Running:
         if self._running is None:
@@ -127,11 +127,11 @@ class LocalCopilotPlugin:
     def _use_config(self, cfg: Config) -> None:
         """A backend switch took effect (runs on the worker loop)."""
         self.config = cfg
-        self._start().engine.configure(cfg)
+        self._start().core.configure(cfg)
 
     def _configure(self, raw: Any, run: Callable[..., None]) -> None:
         running = self._start()
-        engine = running.engine
+        core = running.core
         try:
             cfg = load_config(raw)
         except ConfigError as exc:
@@ -142,12 +142,11 @@ class LocalCopilotPlugin:
             # while the message is on screen
             running.editor.backend_state("bad option", str(exc))
             running.editor.notify(f"local-copilot: bad option: {exc}", "error")
-            run(engine.cancel_all)
-            engine.config = None
+            run(core.unconfigure)
             return
         self.config, self.config_error = cfg, None
         setup_logging(cfg.log_level)
-        run(engine.configure, cfg)
+        run(core.configure, cfg)
 
     def _snapshot(self, msg: protocol.SnapshotMsg) -> Snapshot | None:
         """The engine's snapshot of a snapshot message. While the user types on one line, Lua
@@ -173,18 +172,18 @@ class LocalCopilotPlugin:
         return protocol.to_snapshot(msg, lines)
 
     def _submit(self, snap: Snapshot) -> None:
-        """On the worker loop: the engine gets a buffer's snapshots oldest first. _snapshot
+        """On the worker loop: the core gets a buffer's snapshots oldest first. _snapshot
         drops an older one as it is read, but one read on the host's channel reaches this
         loop a hop later, maybe after a newer one read here on the worker's own channel (only
         while Lua switches channels): it would cancel the newer one's request."""
         if snap.seq < self._submitted.get(snap.buf, 0):
             return
         self._submitted[snap.buf] = snap.seq
-        self._start().engine.submit(snap)
+        self._start().core.ghost.submit(snap)
 
     def _forget(self, buf: int) -> None:
         self._submitted.pop(buf, None)
-        self._start().engine.forget(buf)
+        self._start().core.forget(buf)
 
     @pynvim.rpc_export("local_copilot_event", sync=False)
     @guarded
@@ -207,7 +206,7 @@ class LocalCopilotPlugin:
         except protocol.ProtocolViolation as exc:
             log.warning("dropped an event from Lua: %s", exc)
             return
-        engine = self._start().engine
+        core = self._start().core
         match msg:
             case protocol.ConfigMsg(options=options):
                 self._configure(options, run)
@@ -215,30 +214,30 @@ class LocalCopilotPlugin:
                 if msg.config is not None:
                     self._configure(msg.config, run)
                 if msg.shown:  # the suggestions Lua showed since its last request
-                    run(engine.stats.count, "shown", msg.shown)
+                    run(core.stats.count, "shown", msg.shown)
                 if self.config is None:
                     return
                 snap = self._snapshot(msg)
                 if snap is None:
                     return
                 if isinstance(msg, protocol.Alternatives):
-                    run(engine.alternatives, snap)
+                    run(core.ghost.alternatives, snap)
                 elif isinstance(msg, protocol.TypedThrough):
-                    run(engine.note_typed_through, snap, msg.text)
+                    run(core.ghost.note_typed_through, snap, msg.text)
                 elif isinstance(msg, protocol.Warm):
-                    run(engine.warm, snap)
+                    run(core.ghost.warm, snap)
                 else:
                     run(self._submit, snap)
             case protocol.Backend(action=action, name=target):
                 self._backend(action, target, run)
             case protocol.Chunk(path=path, lines=lines, around=around):
-                run(engine.add_chunk, path, lines, around)
+                run(core.add_chunk, path, lines, around)
             case protocol.Yank(path=path, lines=lines):
-                run(engine.add_yank, path, lines)
+                run(core.add_yank, path, lines)
             case protocol.Cancel(buf=buf):
-                run(engine.cancel, buf)
+                run(core.ghost.cancel, buf)
             case protocol.Accepted(kind=kind):
-                run(engine.note_accept, kind)
+                run(core.ghost.note_accept, kind)
             case protocol.NextEditRequest():
                 if msg.config is not None:
                     self._configure(msg.config, run)
@@ -246,20 +245,20 @@ class LocalCopilotPlugin:
                     return
                 run(self._next_edit, msg)
             case protocol.NextEditNote(what=what):
-                run(engine.next_edits.note, what)
+                run(core.next_edits.note, what)
             case protocol.EditRequest(id=edit_id, buf=buf, spec=spec, attempt=attempt):
                 if self.config is None:
                     why = f"fix the options first: {self.config_error or 'setup() was not called'}"
                     self._start().editor.edit_update(EditUpdate(id=edit_id, buf=buf, state="error", message=why))
                     return
-                run(engine.edits.request, buf, edit_id, spec, attempt)
+                run(core.edits.request, buf, edit_id, spec, attempt)
             case protocol.EditWarm(buf=buf, spec=spec):
                 if self.config is not None:
-                    run(engine.edits.warm, buf, spec)
+                    run(core.edits.warm, buf, spec)
             case protocol.EditCancel(buf=buf, id=edit_id):
-                run(engine.edits.cancel, buf, edit_id)
+                run(core.edits.cancel, buf, edit_id)
             case protocol.PathChanged(path=path):
-                run(engine.privacy.forget_path, path)
+                run(core.privacy.forget_path, path)
             case protocol.Forget(buf=buf):  # the buffer was wiped: its window and seq are of no use
                 self._windows.pop(buf, None)
                 self._seqs.pop(buf, None)
@@ -267,7 +266,7 @@ class LocalCopilotPlugin:
 
     def _next_edit(self, msg: protocol.NextEditRequest) -> None:
         """On the worker loop: record the changes that came with the request, then ask."""
-        next_edits = self._start().engine.next_edits
+        next_edits = self._start().core.next_edits
         for r in msg.edits:
             next_edits.record(r.path, r.row, r.old, r.new, r.before, r.after)
         next_edits.request(Snapshot(buf=msg.buf, tick=msg.tick, row=msg.row, col=msg.col, first=msg.first,
@@ -330,7 +329,7 @@ class LocalCopilotPlugin:
         return policy.path_reason(path) or ""
 
     def _on_worker(self, fn: Callable[[], Any], timeout: float = 5.0) -> Any:
-        """Run `fn` on the worker loop, where the engine mutates its stats, and wait for it."""
+        """Run `fn` on the worker loop, where the core mutates its stats, and wait for it."""
         worker = self._start().worker
 
         async def call() -> Any:
@@ -341,10 +340,10 @@ class LocalCopilotPlugin:
     def _debug_state(self) -> dict[str, Any]:
         """Requests in flight and every live task on the worker loop (tests: nothing stuck)."""
         running = self._start()
-        engine, loop = running.engine, running.worker.loop
+        core, loop = running.core, running.worker.loop
 
         def state() -> dict[str, Any]:
-            running = [state.in_flight() for state in engine.buffers.values()]
+            running = [state.in_flight() for state in core.buffers.values()]
             return {
                 "tasks": sum(r["tasks"] for r in running),
                 "speculative": sum(r["speculative"] for r in running),
@@ -354,12 +353,12 @@ class LocalCopilotPlugin:
                 "warmups": sum(r["warmups"] for r in running),
                 # minus the task running this very check
                 "loop_tasks": sum(1 for t in asyncio.all_tasks(loop) if not t.done()) - 1,
-                "bytes_per_token": engine.prompts.estimator.bytes_per_token,
+                "bytes_per_token": core.prompts.estimator.bytes_per_token,
                 # the worker's own channel to Neovim, when connected (channel.py)
                 "channel": self._live_channel_id(),
                 "channel_events": self._channel_events,
                 # buffers something is kept for (a window of their text)
-                "buffers": sorted(set(self._windows) | {b for b, st in engine.buffers.items() if st.last}),
+                "buffers": sorted(set(self._windows) | {b for b, st in core.buffers.items() if st.last}),
             }
 
         result: dict[str, Any] = self._on_worker(state)
@@ -368,7 +367,7 @@ class LocalCopilotPlugin:
     def _summary(self) -> dict[str, Any]:
         """The engine's stats, with the suggestions Lua showed since it last told (it tells
         with the next request; a stats call must not wait for that)."""
-        engine = self._start().engine
+        core = self._start().core
         try:
             shown = int(self.nvim.exec_lua(protocol.LUA_TAKE_SHOWN) or 0)
         except Exception:  # an older Lua, or none loaded: nothing to add
@@ -376,9 +375,9 @@ class LocalCopilotPlugin:
 
         def take() -> dict[str, Any]:
             if shown:
-                engine.stats.count("shown", shown)
-            summary = engine.stats.summary()
-            summary["sizing"] = engine.sizing()
+                core.stats.count("shown", shown)
+            summary = core.stats.summary()
+            summary["sizing"] = core.sizing()
             return summary
 
         summary: dict[str, Any] = self._on_worker(take)
@@ -431,15 +430,15 @@ class LocalCopilotPlugin:
                                 advice=["this works, with a little more host CPU per keystroke"])
 
     def _backend_status(self) -> dict[str, Any]:
-        engine = self._start().engine
+        core = self._start().core
         cfg = self.config
         if cfg is None:
             return {"error": self.config_error or "no configuration yet"}
         active = cfg.active
-        backend = engine.backend
+        backend = core.backend
         template = getattr(backend, "template", None)
         model = getattr(backend, "model", None)
-        summary = engine.stats.summary()["backends"].get(cfg.backend, {})
+        summary = core.stats.summary()["backends"].get(cfg.backend, {})
         backends = self._start().backends
         return {
             "backend": cfg.backend,
@@ -461,7 +460,7 @@ class LocalCopilotPlugin:
         """The next-edit backend, its format and its server, while next edits are on."""
         if not cfg.next_edit.enabled:
             return None
-        next_edits = self._start().engine.next_edits
+        next_edits = self._start().core.next_edits
         name = cfg.next_edit.backend or cfg.backend
         detected = next_edits.format_name
         return {"backend": name, "url": cfg.backends[name].url,

@@ -1,12 +1,11 @@
-"""The reading of one answer: a completion's chunks, streamed or in one piece, become the text
-the engine shows.
+"""The reading of one answer: a completion's chunks, streamed or in one piece, become a
+`Completion`.
 
 Per answer: the cap on chunks (a server that ignores n_predict cannot stream forever), the
-post-processing passes, the server's counters (its speed per generated token, the prompt's size
-for the estimator), the latency stats, and what the answer says about the server (its failure
-message, one per episode, and the backend state the editor shows). What to ask for and when is
-the engine's (engine.py): it reads each answer through its `Reader` and asks the reader how
-fast the server writes.
+post-processing passes, the server's counters (its speeds, the prompt's size for the estimator,
+the slot that ran it), the latency stats, and what the answer says about the server (its
+failure message, one per episode, and the backend state the editor shows). What to ask for is
+the pipeline's (complete.py); when to ask is each surface's.
 """
 
 from __future__ import annotations
@@ -18,15 +17,14 @@ from typing import Protocol
 
 from ..backends import Backend, Chunk, FimRequest
 from ..backends.exchange import Exchange
-from ..buffer_state import BufferState
 from ..errors import BackendError, ConfigError, ServerError, ServerHeld
 from ..log import log
 from ..notify import EpisodeNotifier
-from .postprocess import Result, process
 from ..prompt.prepare import Prepared, Preparer
 from ..stats import Stats
+from .postprocess import Result, process
 
-__all__ = ["BackendStateShown", "Outcome", "PromptTooLong", "Reader", "Superseded"]
+__all__ = ["BackendStateShown", "Completion", "PromptTooLong", "Reader", "Stop"]
 
 
 class BackendStateShown(Protocol):
@@ -37,18 +35,42 @@ class PromptTooLong(Exception):
     """The server refused the prompt as too long; the estimator was recalibrated, retry once."""
 
 
-class Superseded(Exception):
-    """A newer snapshot waited for this request's answer to start; this one is stale."""
+class Stop(Exception):
+    """Raised by a caller's callback (`on_text`, `on_answer`) to abandon the completion: it
+    propagates out of `complete()` as it is."""
 
 
-class Outcome:
-    """One finished stream: the post-processed text, the raw model text, and whether the
-    model was cut off by the token limit (so there is more to fetch)."""
+class Completion:
+    """What one completion gave: the post-processed `text` (`texts` when several candidates
+    were asked for), the model's `raw` text, why it stopped (`stop`: "end" — the model or the
+    post-processor ended it; "length" — the token limit cut it, there is more to ask for;
+    "error" — `error` says why), whether it is a first part a continuation can follow
+    (`continuable`), whether the cache answered, the seconds to the first token and to the end,
+    what was prepared from the snapshot and the request sent (None when cached)."""
 
-    __slots__ = ("text", "raw", "truncated")
+    __slots__ = ("text", "texts", "raw", "stop", "error", "cached", "continuable", "first_s", "total_s", "prepared",
+                 "sent")
 
-    def __init__(self, text: str, raw: str, truncated: bool) -> None:
-        self.text, self.raw, self.truncated = text, raw, truncated
+    def __init__(self, text: str, raw: str, stop: str, *, prepared: Prepared | None = None,
+                 sent: FimRequest | None = None, cached: bool = False, error: Exception | None = None,
+                 texts: list[str] | None = None, first_s: float = 0.0, total_s: float = 0.0) -> None:
+        self.text, self.raw, self.stop, self.error, self.cached = text, raw, stop, error, cached
+        self.continuable = False  # (the pipeline knows: complete.py)
+        self.texts = texts if texts is not None else [text]
+        self.first_s, self.total_s = first_s, total_s
+        self.prepared, self.sent = prepared, sent
+
+    @property
+    def truncated(self) -> bool:
+        """The token limit cut it off: there is more to fetch."""
+        return self.stop == "length"
+
+    def __repr__(self) -> str:
+        return f"Completion({self.text!r}, stop={self.stop!r}, cached={self.cached})"
+
+
+def failure(exc: Exception, prepared: Prepared | None = None) -> Completion:
+    return Completion("", "", "error", prepared=prepared, error=exc)
 
 
 class Reader:
@@ -57,35 +79,31 @@ class Reader:
     def __init__(self, editor: BackendStateShown, prompts: Preparer, stats: Stats,
                  notifier: EpisodeNotifier) -> None:
         self.editor = editor
-        self.prompts = prompts  # the server's counters go to its speed and estimator
+        self.prompts = prompts  # the server's counters go to its speed, estimator and slots
         self.stats = stats
         self.notifier = notifier  # the backend's failure messages, one per episode
         self.backend: Backend | None = None
-        # ms the server takes per generated token (smoothed; from its timings), None until known
-        self.token_ms: float | None = None
-        self.last_failure: Exception | None = None  # the last request's error, as raised (for the CLI)
 
     def configure(self, backend: Backend, notifier: EpisodeNotifier) -> None:
-        """A new server: its speed is not known yet."""
         self.backend = backend
         self.notifier = notifier
-        self.token_ms = None
 
-    async def stream(self, prep: Prepared, on_text: Callable[[str], None] | None = None,
-                     req: FimRequest | None = None, *, base_raw: str = "",
-                     retry_overflow: bool = False, gate: BufferState | None = None,
-                     exchange: Exchange | None = None) -> Outcome | None:
-        """Run one streaming request through the post-processor; None when it failed.
+    async def read(self, prep: Prepared, req: FimRequest, *, on_text: Callable[[str], None] | None = None,
+                   on_answer: Callable[[], None] | None = None, base_raw: str = "",
+                   retry_overflow: bool = False, quiet: bool = False) -> Completion:
+        """Send `req` and read its answer through the post-processor.
 
-        `base_raw` is model text a continuation request carries in its prompt: the stream's
-        text is appended to it before post-processing. With `gate` (the buffer's state), the
-        buffer counts as unanswered until the first chunk, and a snapshot that came meanwhile
-        supersedes it. `exchange`: `req`'s exchange, made already (maybe sent: answer_now)."""
-        assert self.backend is not None
-        req = req or prep.req
+        `base_raw` is model text a continuation request carries in its prompt: the answer's
+        text is appended to it before post-processing. `on_answer` runs when the server's first
+        chunk arrives (before any text is drawn), `on_text` with each new partial text. `quiet`:
+        the server's state is not reported (a warm-up: the next real request reports it).
+        Raises PromptTooLong (with `retry_overflow`), Stop, CancelledError."""
+        backend = self.backend
+        assert backend is not None
         raw = base_raw
         started = time.perf_counter()
         first_token: float | None = None
+        exchange: Exchange | None = None
         stream: AsyncGenerator[Chunk, None] | None = None
         # A server that ignores n_predict (or a broken proxy) can stream forever; every backend
         # sends about one token per chunk, so past n_predict chunks (plus slack) stop reading:
@@ -96,25 +114,19 @@ class Reader:
         generated: float | None = None  # tokens, as the server counts them
         ended = False  # the post-processor found the suggestion complete
         last: Result | None = None  # the final pass over the server's whole answer
-        gated = gate is not None  # until the first chunk
-        if gate is not None:
-            gate.unanswered = True
         answered = False
         try:
-            if exchange is None:
-                exchange = await self.backend.exchange(req)  # probes the server first if need be
+            exchange = await backend.exchange(req)  # probes the server first if need be
             stream = exchange.chunks()
             async for chunk in stream:
                 if not answered:
                     # the server answers: say so before its text is drawn (a fresh suggestion
                     # next to a "backend down" status, even for a moment, reads as a lie)
                     answered = True
-                    self.succeeded()
-                if gated and gate is not None:
-                    gated = False
-                    gate.unanswered = False
-                    if gate.waiting is not None:
-                        raise Superseded()
+                    if not quiet:
+                        self.succeeded()
+                    if on_answer is not None:
+                        on_answer()
                 text = chunk.text
                 if text:
                     count = len(chunk.parts) or 1
@@ -139,10 +151,10 @@ class Reader:
                 if result.done:
                     ended = True
                 if chunk.done or result.done or chunks >= max_chunks:
-                    break  # the caller shows the outcome: a draw of it here would be a second
+                    break  # the caller shows the completion: a draw of it here would be a second
                 if on_text is not None:
                     on_text(result.text)
-        except (asyncio.CancelledError, Superseded):
+        except (asyncio.CancelledError, Stop):
             raise
         except (BackendError, ConfigError) as exc:
             if isinstance(exc, ServerError) and exc.context_overflow and retry_overflow:
@@ -150,52 +162,38 @@ class Reader:
                 log.info("prompt too long for the server (%s); fitting it again", exc)
                 raise PromptTooLong() from None
             self.prompts.slots.forget(prep.snap.buf)  # the server may have restarted
-            self.failed(exc)
-            return None
-        except Exception:  # a bug must not reach :messages as a stack trace
+            if quiet:
+                log.debug("request failed: %s", exc)
+            else:
+                self.failed(exc)
+            return failure(exc, prep)
+        except Exception as exc:  # a bug must not reach :messages as a stack trace
             self.internal_error()
-            return None
+            return failure(exc, prep)
         finally:
-            # (a request cancelled for a newer one leaves that one's flag alone)
-            if gated and gate is not None:
-                gate.answered(asyncio.current_task())
             if stream is not None:
                 await stream.aclose()
             if exchange is not None:
                 exchange.abort()  # (a stream never started cannot close what it left in flight)
         done = time.perf_counter()
-        if not answered:  # an empty answer is an answer too
+        if not answered and not quiet:  # an empty answer is an answer too
             self.succeeded()
         final = (last or process(raw, prep.pctx, final=True)).text
-        self.stats.latency(self.backend.name, (first_token or done) - started, done - started, len(raw) - len(base_raw))
-        log.debug("completion done in %.1f ms: %d chars", (done - started) * 1000, len(final))
-        truncated = not ended and (generated if generated is not None else chunks) >= req.n_predict
-        return Outcome(final, raw, truncated)
+        first_s, total_s = (first_token or done) - started, done - started
+        if not quiet:
+            self.stats.latency(backend.name, first_s, total_s, len(raw) - len(base_raw))
+        log.debug("completion done in %.1f ms: %d chars", total_s * 1000, len(final))
+        cut = not ended and (generated if generated is not None else chunks) >= req.n_predict
+        return Completion(final, raw, "length" if cut else "end", prepared=prep, sent=req,
+                          first_s=first_s, total_s=total_s)
 
-    def answer_now(self, prep: Prepared, exchange: Exchange) -> Outcome | None:
-        """Exchange.answer_now, its answer taken in as stream() takes a stream's: the outcome,
-        or None (the exchange goes on in stream()). Raises BackendError."""
+    async def read_many(self, prep: Prepared, req: FimRequest) -> Completion:
+        """One request with n candidates (OpenAI `n`), each post-processed on its own."""
         backend = self.backend
         assert backend is not None
-        req = exchange.req
-        started = time.perf_counter()
-        got = exchange.answer_now()
-        if got is None:
-            return None
-        self.succeeded()
-        generated = self._account(req, got, prep.snap.buf)
-        result = process(got.text, prep.pctx, final=True)
-        done = time.perf_counter()
-        self.stats.latency(backend.name, done - started, done - started, len(got.text))
-        count = generated if generated is not None else int(bool(got.text))
-        return Outcome(result.text, got.text, not result.done and count >= req.n_predict)
-
-    async def stream_many(self, prep: Prepared, req: FimRequest) -> list[str]:
-        """One request with n candidates (OpenAI `n`), each post-processed on its own."""
-        assert self.backend is not None
         raws = [""] * req.n
-        stream = self.backend.complete(req)
-        # a server that ignores max_tokens must not hold next()/prev() open: as in stream()
+        stream = backend.complete(req)
+        # a server that ignores max_tokens must not hold next()/prev() open: as in read()
         max_chunks, chunks = req.n * (req.n_predict + 16), 0
         try:
             async for chunk in stream:
@@ -206,11 +204,12 @@ class Reader:
                     break
         except (BackendError, ConfigError) as exc:
             self.failed(exc)
-            return []
+            return failure(exc, prep)
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
         self.succeeded()
-        return [process(raw, prep.pctx, final=True).text for raw in raws]
+        texts = [process(raw, prep.pctx, final=True).text for raw in raws]
+        return Completion(texts[0], raws[0], "end", prepared=prep, sent=req, texts=texts)
 
     def _account(self, req: FimRequest, chunk: Chunk, buf: int) -> float | None:
         """The server's counters on a chunk of `buf`'s request: its speed, the prompt's size in
@@ -224,16 +223,9 @@ class Reader:
             self.prompts.speed.observe(chunk.timings)
         if chunk.timings and "predicted_n" in chunk.timings:
             generated = chunk.timings["predicted_n"]
-            self._observe_speed(chunk.timings)
         if chunk.prompt_tokens and self.backend.counts_full_prompt:
             self.prompts.observe(req, chunk.prompt_tokens)
         return generated
-
-    def _observe_speed(self, timings: dict[str, float]) -> None:
-        n, ms = timings.get("predicted_n"), timings.get("predicted_ms")
-        if n and ms and n >= 2:
-            per = ms / n
-            self.token_ms = per if self.token_ms is None else 0.7 * self.token_ms + 0.3 * per
 
     # -- what an answer says about the server ----------------------------------------------
 
@@ -241,7 +233,6 @@ class Reader:
         """A request failed. `counted`: it was counted in the stats' requests already (False:
         it failed before its completion request went out, e.g. probing the server; it counts
         as a request here, so the errors are never more than the requests)."""
-        self.last_failure = exc
         if isinstance(exc, ServerHeld):
             # nothing was sent: the server asked to wait, and the failure that said so was
             # counted and told already; the status says until when

@@ -1,0 +1,127 @@
+"""The composition root: everything the host runs, built and configured together.
+
+One `Core` per host (and one per `local-copilot complete`): the completion pipeline every
+surface shares (pipeline/), the ghost-text strategy (ghost/), next edits (next_edit/),
+instruction edits (instruct/), the privacy gate, the per-buffer states and the stats. The
+adapter (nvim/plugin.py) hands it the user's options and the editor's events; everything here
+runs on the worker's asyncio loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+from .backends import Backend, make_backend
+from .buffer_state import BufferState
+from .config import Config
+from .ghost.engine import Editor, Engine
+from .instruct.runner import EditRunner
+from .next_edit.request import NextEdits
+from .notify import Episodes
+from .pipeline.complete import Pipeline
+from .pipeline.reading import Reader
+from .privacy.policy import Gate
+from .prompt.prepare import Preparer
+from .stats import Stats
+from .transport.access import async_client
+
+__all__ = ["Core"]
+
+
+class Core:
+    def __init__(self, editor: Editor) -> None:
+        self.editor = editor
+        self.config: Config | None = None
+        self._client: httpx.AsyncClient | None = None
+        self.buffers: dict[int, BufferState] = {}  # what is in flight and kept, per buffer
+        self.stats = Stats()
+        # failure messages, one per episode of each backend (shared with next edits)
+        self.episodes = Episodes(editor.notify)
+        self.prompts = Preparer()  # snapshots into requests (prompt/prepare.py)
+        self.privacy = Gate(editor, self.prompts.ring)  # what may be sent (privacy/policy.py)
+        reader = Reader(editor, self.prompts, self.stats, self.episodes.of(""))
+        self.pipeline = Pipeline(self.prompts, reader, self.stats)
+        self.ghost = Engine(editor, self.pipeline, self.stats, self.privacy, self.state, self.buffers)
+        self.next_edits = NextEdits(editor, self.stats, self.privacy, self.state, self.episodes)
+        self.edits = EditRunner(editor, self.stats, self.privacy, self.buffers, self.state, lambda: self.config)
+
+    @property
+    def backend(self) -> Backend | None:
+        return self.pipeline.backend
+
+    def configure(self, cfg: Config) -> None:
+        self.cancel_all()
+        self.config = cfg
+        active = cfg.active
+        timeout = httpx.Timeout(active.timeout_ms / 1000, connect=2.0)
+        if self._client is not None:
+            asyncio.get_running_loop().create_task(self._client.aclose())
+        if self.pipeline.backend is not None:
+            self.pipeline.backend.close()
+        # one long-lived client: keep-alive to the server, closed streams cancel generation
+        # (every entry's trust: next edits may ask another entry's server through it; access.py)
+        self._client = async_client(cfg.backends.values(), timeout=timeout)
+        backend = make_backend(cfg.backend, active, self._client)
+        self.prompts.new_server()  # bytes per token differ between models
+        self.pipeline.reader.configure(backend, self.episodes.of(cfg.backend))
+        self.pipeline.configure(cfg, backend)
+        self.stats.set_backend(cfg.backend)
+        self.privacy.configure(cfg)
+        self.next_edits.configure(cfg, backend, self._client)
+        self.edits.configure(cfg)
+
+    def unconfigure(self) -> None:
+        """The options were refused: nothing runs or starts until they are good again."""
+        self.cancel_all()
+        self.config = None
+        self.pipeline.config = None
+
+    def sizing(self) -> dict[str, object]:
+        """The active server's measured speeds and the context the last prompt used (stats and
+        health show them)."""
+        return {**self.prompts.speed.describe(), "context": dict(self.prompts.in_use),
+                "latency_target_ms": self.config.latency_target_ms if self.config else None}
+
+    def state(self, buf: int) -> BufferState:
+        """`buf`'s state, made on first use (every request kind keeps its tasks there)."""
+        state = self.buffers.get(buf)
+        if state is None:
+            state = self.buffers[buf] = BufferState()
+        return state
+
+    def forget(self, buf: int) -> None:
+        """The buffer is gone: drop what is kept for it (its last suggestion's snapshot holds
+        a whole window of its text)."""
+        self.ghost.cancel(buf)
+        state = self.buffers.pop(buf, None)
+        if state is not None:
+            state.cancel()
+        self.prompts.forget_buffer(buf)
+        self.privacy.forget(buf)
+
+    def cancel_all(self) -> None:
+        for buf in list(self.buffers):
+            self.ghost.cancel(buf)
+            self.buffers[buf].cancel("warm")
+
+    def add_chunk(self, filename: str, lines: list[str], around: int | None = None) -> None:
+        """Text of another buffer (entered, left, written, or around a cursor jump)."""
+        if not self.privacy.refuses_file(filename):
+            self.prompts.ring.add(filename, lines, around=around)
+
+    def add_yank(self, filename: str, lines: list[str]) -> None:
+        if not self.privacy.refuses_file(filename):
+            self.prompts.ring.chunk_from_yank(filename, lines)
+
+    async def close(self) -> None:
+        self.cancel_all()
+        self.next_edits.close()
+        for state in self.buffers.values():
+            state.cancel()
+        await self.edits.close()
+        if self.pipeline.backend is not None:
+            self.pipeline.backend.close()
+        if self._client is not None:
+            await self._client.aclose()

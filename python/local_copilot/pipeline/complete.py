@@ -1,0 +1,209 @@
+"""One completion: a snapshot in, the suggestion for it out.
+
+`Pipeline.complete(snap, ask)` is what every surface awaits (ghost text, the CLI, and the
+surfaces to come): the snapshot is prepared into a request that fits the server (prompt/), the
+cache may answer, else the request goes out through its backend's exchange and the answer is
+read through the post-processor (reading.py). What it returns is a `Completion`: the text, why
+it stopped, the timings, what was prepared and sent, or the failure (already reported to the
+user, once per episode, unless the ask is quiet).
+
+A short answer from a fast server never suspends: the exchange waits for it in poll() for up
+to a frame (backends/exchange.py), so `complete()` stepped once in the keystroke's own callback
+(ghost/eager.py) returns the suggestion there, with no task or loop turn. When to ask, and what
+(first parts, continuations, speculation, alternatives, warm-ups), is each surface's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import msgspec
+
+from ..backends import Backend, FimRequest
+from ..config import Config
+from ..errors import BackendError, ConfigError
+from ..prompt.context import build_context
+from ..prompt.prepare import Prepared, Preparer, post_context
+from ..snapshot import Snapshot
+from ..stats import Stats
+from .cache import SuggestionCache, context_key
+from .postprocess import process
+from .reading import Completion, PromptTooLong, Reader, failure
+
+__all__ = ["Ask", "Completion", "Pipeline"]
+
+
+class Ask(msgspec.Struct, frozen=True, kw_only=True):
+    """What a caller asks of one completion beyond its snapshot."""
+
+    n_predict: int | None = None  # tokens to write; None: the configured n_predict
+    # only the configured first part (n_predict_first tokens), where the server can continue a
+    # completion (`after=`) and first parts are on; else all of n_predict
+    first_part: bool = False
+    # asked for as one answer instead of a stream when the server, at its measured speed,
+    # writes all of it within this long of its first token (0: always streamed)
+    whole_within_s: float = 0.0
+    temperature: float | None = None  # sampling (alternatives); None: the server's default
+    seed: int | None = None
+    n: int = 1  # candidates, in one request where the server can, else one request each
+    # the snapshot after an accept, not the one the user types in: its window is fitted apart
+    speculative: bool = False
+    cached: bool = True  # the cache may answer, and keeps what comes
+    # the server's state is not reported (a warm-up: the next real request reports it)
+    quiet: bool = False
+
+
+_DEFAULT = Ask()
+
+
+class Pipeline:
+    """Completions from the configured backend, with what they learn kept between them: the
+    fitted prompts and the server's speeds (`prompts`), the suggestions (`cache`), the reading
+    and what it says about the server (`reader`)."""
+
+    # a whole answer awaited within this long is awaited in poll() before the event loop
+    # (Exchange.QUICK_ANSWER_S): longer ones are awaited through the loop
+    QUICK_S = 0.016
+
+    def __init__(self, prompts: Preparer, reader: Reader, stats: Stats) -> None:
+        self.prompts = prompts
+        self.reader = reader
+        self.stats = stats
+        self.cache = SuggestionCache()
+        self.config: Config | None = None
+        self.backend: Backend | None = None
+
+    def configure(self, cfg: Config, backend: Backend) -> None:
+        self.config, self.backend = cfg, backend
+        self.cache.clear()
+
+    @property
+    def continues(self) -> bool:
+        """Whether a completion can be continued (`after=`): the prompt ends with the start
+        of the middle, so the same prompt plus the text so far asks for what follows."""
+        return self.backend is not None and self.backend.continues
+
+    async def complete(self, snap: Snapshot, ask: Ask = _DEFAULT, *, after: Completion | None = None,
+                       on_text: Callable[[str], None] | None = None,
+                       on_answer: Callable[[], None] | None = None) -> Completion:
+        """The completion at `snap`'s cursor. `after`: a completion cut off by its token limit,
+        continued (its prompt plus its text; only the new tokens are evaluated). `on_text` gets
+        each partial text of a streamed answer, `on_answer` runs when the server starts
+        answering; either may raise reading.Stop to abandon the completion."""
+        backend, cfg = self.backend, self.config
+        assert backend is not None and cfg is not None, "complete() before configure()"
+        if after is not None:
+            prep = after.prepared
+            assert prep is not None
+            req = self._request(prep.req, ask, middle=prep.req.middle + after.raw)
+            out = await self.reader.read(prep, req, on_text=on_text, on_answer=on_answer, base_raw=after.raw,
+                                         quiet=ask.quiet)
+            self._keep(prep, out, ask, continued=True)
+            return out
+        if not backend.probed:
+            # a turn of the loop first: probing the server waits on it, in a task of its own
+            # when this was stepped eagerly (ghost/eager.py)
+            await asyncio.sleep(0)
+        for attempt in (1, 2):
+            try:
+                prep = self.prompts.prepare(snap, cfg, await backend.context_limit(), backend.stop_strings,
+                                            speculative=ask.speculative, style=backend.style)
+            except (BackendError, ConfigError) as exc:
+                if not ask.quiet:
+                    self.reader.failed(exc, counted=False)
+                return failure(exc)
+            if ask.cached and cfg.reuse:
+                text = self.cache.get(prep.key)
+                if text is not None:
+                    if not ask.speculative:
+                        self.stats.count("cache_hits")
+                    partial = self.cache.is_partial(prep.key)
+                    kept = Completion(text, text, "length" if partial else "end", prepared=prep, cached=True)
+                    kept.continuable = partial
+                    return kept
+            req = self._request(prep.req, ask)
+            if req.n_predict and not ask.speculative:
+                self.stats.count("requests")
+            if req.n > 1:
+                return await self.reader.read_many(prep, req)  # (never continued)
+            try:
+                out = await self.reader.read(prep, req, on_text=on_text, on_answer=on_answer,
+                                             retry_overflow=attempt == 1, quiet=ask.quiet)
+            except PromptTooLong:
+                continue  # the estimator now knows the server's count: fit again
+            self._keep(prep, out, ask)
+            return out
+        raise AssertionError("unreachable: the second attempt does not retry")
+
+    async def cached(self, snap: Snapshot) -> str | None:
+        """What the cache holds for `snap`'s spot, without asking the server."""
+        backend, cfg = self.backend, self.config
+        assert backend is not None and cfg is not None
+        try:
+            prep = self.prompts.prepare(snap, cfg, await backend.context_limit(), backend.stop_strings,
+                                        style=backend.style)
+        except (BackendError, ConfigError):
+            return None
+        return self.cache.get(prep.key)
+
+    def recheck(self, snap: Snapshot, text: str) -> str:
+        """`text`, the rest of a suggestion the user typed part of, post-processed again for
+        the line as it is now, and kept as the answer for this spot."""
+        cfg, backend = self.config, self.backend
+        assert cfg is not None
+        ctx = build_context(snap, lines_before=cfg.context.lines_before, lines_after=cfg.context.lines_after)
+        if backend is not None:
+            text = process(text, post_context(snap, ctx, cfg, backend.stop_strings), final=True).text
+        self.cache.put(context_key(ctx), text)
+        return text
+
+    def _request(self, base: FimRequest, ask: Ask, *, middle: str | None = None) -> FimRequest:
+        """The request `ask` makes of `base`: its length, its sampling, and whether it is
+        streamed (a short answer from a fast server comes whole: one read and one
+        post-processing pass instead of one per network read)."""
+        assert self.config is not None
+        cfg = self.config
+        n = cfg.n_predict if ask.n_predict is None else ask.n_predict
+        whole_within_s = ask.whole_within_s
+        if ask.first_part:
+            if self.continues and 0 < cfg.n_predict_first < n:
+                n = cfg.n_predict_first
+            else:
+                whole_within_s = 0.0  # all of it, streamed as any answer of that length
+        changes: dict[str, object] = {}
+        if n != base.n_predict:
+            changes["n_predict"] = n
+        if middle is not None:
+            changes["middle"] = middle
+        if ask.temperature is not None:
+            changes["temperature"] = ask.temperature
+        if ask.seed is not None:
+            changes["seed"] = ask.seed
+        if ask.n != 1:
+            changes["n"] = ask.n
+        if n == 0:
+            changes["stream"] = False  # the prompt evaluated, nothing written: nothing to stream
+        elif self._writes_within(n, whole_within_s):
+            self.stats.count("unstreamed")
+            changes["stream"] = False
+            changes["quick"] = whole_within_s <= self.QUICK_S
+        return msgspec.structs.replace(base, **changes) if changes else base
+
+    def _writes_within(self, n: int, seconds: float) -> bool:
+        """Whether the server, at its measured speed, writes `n` tokens within `seconds` of
+        the first."""
+        tps = self.prompts.speed.gen_tps
+        return seconds > 0 and tps is not None and (n - 1) * 1000.0 / tps <= seconds * 1000
+
+    def _keep(self, prep: Prepared, out: Completion, ask: Ask, *, continued: bool = False) -> None:
+        """A first part cut off where a continuation can follow is `continuable`; the cache
+        keeps the completion's text, such a first part as such (shown at once, continued once
+        the user pauses)."""
+        sent = out.sent
+        if out.stop == "error" or sent is None or sent.n_predict == 0:
+            return
+        out.continuable = (not continued and out.stop == "length" and sent.n_predict < prep.req.n_predict
+                           and self.continues)
+        if ask.cached:
+            self.cache.put(prep.key, out.text, partial=out.continuable)
