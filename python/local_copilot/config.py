@@ -126,6 +126,10 @@ class EditConfig(_Base, frozen=True):  # type: ignore[misc]  # msgspec allows a 
 class Config(_Base):
     backend: str = "llama.cpp"
     backends: dict[str, BackendConfig] = {}
+    # entries that answer ghost text, in order, when the active one is down, refuses, or has
+    # not started answering within fallback_after_ms (pipeline/fallback.py)
+    fallback: list[str] = []
+    fallback_after_ms: PositiveInt = 1500
     filetypes: dict[str, bool] = {}
     keymaps: dict[str, str | bool] = {}
     auto_trigger: bool = True
@@ -324,6 +328,13 @@ def load_config(raw: Any = None) -> Config:
     if cfg.backend not in cfg.backends:
         names = ", ".join(sorted(cfg.backends))
         raise ConfigError(f"unknown backend {cfg.backend!r} - at `$.backend`; choose one of: {names}")
+    for i, name in enumerate(cfg.fallback):
+        if name not in cfg.backends:
+            names = ", ".join(sorted(cfg.backends))
+            raise ConfigError(f"unknown backend {name!r} - at `$.fallback[{i}]`; choose one of: {names}")
+        if name == cfg.backend or name in cfg.fallback[:i]:
+            raise ConfigError(f"{name!r} is the active backend or named before - at `$.fallback[{i}]`; "
+                              "list each entry to fall back on once, the active one not")
     for part, name in (("next_edit", cfg.next_edit.backend), ("edit", cfg.edit.backend)):
         if name and name not in cfg.backends:
             names = ", ".join(sorted(cfg.backends))

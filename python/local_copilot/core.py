@@ -42,7 +42,7 @@ class Core:
         self.prompts = Preparer()  # snapshots into requests (prompt/prepare.py)
         self.privacy = Gate(editor, self.prompts.ring)  # what may be sent (privacy/policy.py)
         reader = Reader(editor, self.prompts, self.stats, self.episodes.of(""))
-        self.pipeline = Pipeline(self.prompts, reader, self.stats)
+        self.pipeline = Pipeline(self.prompts, reader, self.stats, self.episodes)
         self.ghost = Engine(editor, self.pipeline, self.stats, self.privacy, self.state, self.buffers)
         self.next_edits = NextEdits(editor, self.stats, self.privacy, self.state, self.episodes)
         self.edits = EditRunner(editor, self.stats, self.privacy, self.buffers, self.state, lambda: self.config)
@@ -58,16 +58,12 @@ class Core:
         timeout = httpx.Timeout(active.timeout_ms / 1000, connect=2.0)
         if self._client is not None:
             asyncio.get_running_loop().create_task(self._client.aclose())
-        if self.pipeline.backend is not None:
-            self.pipeline.backend.close()
         # one long-lived client: keep-alive to the server, closed streams cancel generation
         # (every entry's trust: next edits may ask another entry's server through it; access.py)
         self._client = async_client(cfg.backends.values(), timeout=timeout)
         backend = make_backend(cfg.backend, active, self._client)
-        self.prompts.new_server()  # bytes per token differ between models
-        self.pipeline.reader.configure(backend, self.episodes.of(cfg.backend))
-        self.pipeline.configure(cfg, backend)
-        self.stats.set_backend(cfg.backend)
+        fallbacks = [(name, make_backend(name, cfg.backends[name], self._client)) for name in cfg.fallback]
+        self.pipeline.configure(cfg, backend, fallbacks)
         self.privacy.configure(cfg)
         self.next_edits.configure(cfg, backend, self._client)
         self.edits.configure(cfg)
@@ -121,7 +117,6 @@ class Core:
         for state in self.buffers.values():
             state.cancel()
         await self.edits.close()
-        if self.pipeline.backend is not None:
-            self.pipeline.backend.close()
+        self.pipeline.close()
         if self._client is not None:
             await self._client.aclose()

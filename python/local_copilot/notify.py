@@ -46,11 +46,11 @@ class Episodes:
     so a server that is down is one message, from whichever request failed first."""
 
     def __init__(self, send: Callable[[str, str], None]) -> None:
-        self._send = send
+        self.send = send  # a message to the user, outside any episode
         self._by_backend: dict[str, EpisodeNotifier] = {}
 
     def of(self, backend: str) -> EpisodeNotifier:
         notifier = self._by_backend.get(backend)
         if notifier is None:
-            notifier = self._by_backend[backend] = EpisodeNotifier(self._send)
+            notifier = self._by_backend[backend] = EpisodeNotifier(self.send)
         return notifier

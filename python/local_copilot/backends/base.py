@@ -23,6 +23,7 @@ from ..transport.http_stream import StreamClient, StreamResponse
 from ..httpx_streams import HttpxStreams
 from ..transport.limits import MAX_SERVER_MESSAGE_CHARS, clip_message, read_error_body
 from ..prompt.templates import ExtraChunk
+from . import registry
 from .exchange import Exchange, Wire
 
 __all__ = ["Backend", "Chunk", "Exchange", "FimRequest", "HttpBackend", "MAX_RETRY_AFTER_S", "Wire", "auth_headers",
@@ -130,6 +131,10 @@ class Backend(Protocol):
 
     async def exchange(self, req: FimRequest) -> Exchange:
         """The request, prepared (the server probed first if need be), not sent yet."""
+        ...
+
+    async def ready(self, timeout_s: float) -> bool:
+        """Whether the server answers its kind's ready path now (with the entry's token)."""
         ...
 
     @property
@@ -300,6 +305,14 @@ class HttpBackend:
     @property
     def probed(self) -> bool:
         return False  # (dialects that know say so)
+
+    async def ready(self, timeout_s: float) -> bool:
+        path = registry.get(self.cfg.kind).ready_path
+        try:
+            response = await self.client.get(self.base + path, headers=self.headers(), timeout=timeout_s)
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
 
     # -- requests ------------------------------------------------------------------------
 

@@ -334,8 +334,8 @@ class LlamaCppBackend(HttpBackend):
     def chunks(self, batch: list[bytes]) -> Iterable[Chunk]:
         """One network read's events: all but the last merged into one chunk, decoded as one
         JSON array. A streamed continuation delivers dozens of tokens per read, and a decode,
-        a Chunk and an engine step per token would add up to a fifth of the host's CPU
-        budget per keystroke. Anything unusual (a bad event, an error, a stop before the last)
+        a Chunk and a reading step per token would cost the host far more than one decode per
+        read. Anything unusual (a bad event, an error, a stop before the last)
         goes event by event, so its message and the text before it stay as they were."""
         if len(batch) > 1:
             try:

@@ -222,8 +222,8 @@ LUA_RESYNC = "require('local_copilot.trigger').resync(...)"  # (buf): send the w
 LUA_BACKEND_READY = ("vim.api.nvim_exec_autocmds('User', { pattern = 'LocalCopilotBackendReady', "
                      "modeline = false, data = { backend = ... } })")  # (backend name)
 # (buf, path, reason or None, 'path'|'content'): why the privacy policy refuses a buffer's text
-LUA_PRIVACY_VERDICT = "require('local_copilot.privacy.policy')._verdict(...)"
-LUA_PRIVACY_RULES = "require('local_copilot.privacy.policy')._rules(...)"  # ([[lua pattern, reason], ...])
+LUA_PRIVACY_VERDICT = "require('local_copilot.privacy')._verdict(...)"
+LUA_PRIVACY_RULES = "require('local_copilot.privacy')._rules(...)"  # ([[lua pattern, reason], ...])
 LUA_NEXT_EDIT_SHOW = "require('local_copilot.next_edit').show(...)"  # (plan: see next_edit/request.py)
 LUA_EDIT_UPDATE = "require('local_copilot.edit')._update(...)"  # (update: instruct.runner.EditUpdate)
 LUA_TAKE_SHOWN = "return require('local_copilot.trigger').take_shown()"  # sync: suggestions shown since last told

@@ -16,19 +16,21 @@ to a frame (backends/exchange.py), so `complete()` stepped once in the keystroke
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import msgspec
 
 from ..backends import Backend, FimRequest
 from ..config import Config
-from ..errors import BackendError, ConfigError
+from ..errors import BackendError, ConfigError, ServerUnavailable
+from ..notify import Episodes
 from ..prompt.context import build_context
 from ..prompt.prepare import Prepared, Preparer, post_context
 from ..snapshot import Snapshot
 from ..stats import Stats
 from .cache import SuggestionCache, context_key
 from .postprocess import process
+from .fallback import Chain, falls_back
 from .reading import Completion, PromptTooLong, Reader, failure
 
 __all__ = ["Ask", "Completion", "Pipeline"]
@@ -57,6 +59,16 @@ class Ask(msgspec.Struct, frozen=True, kw_only=True):
 _DEFAULT = Ask()
 
 
+class NotAnswering(ServerUnavailable):
+    """The server took a request and has not started answering it within the fallback's time."""
+
+
+def _why(exc: Exception, after_s: float) -> str:
+    if isinstance(exc, NotAnswering):
+        return f"has not started answering within {after_s * 1000:.0f} ms"
+    return f"cannot answer ({exc})"
+
+
 class Pipeline:
     """Completions from the configured backend, with what they learn kept between them: the
     fitted prompts and the server's speeds (`prompts`), the suggestions (`cache`), the reading
@@ -66,17 +78,42 @@ class Pipeline:
     # (Exchange.QUICK_ANSWER_S): longer ones are awaited through the loop
     QUICK_S = 0.016
 
-    def __init__(self, prompts: Preparer, reader: Reader, stats: Stats) -> None:
+    def __init__(self, prompts: Preparer, reader: Reader, stats: Stats, episodes: Episodes) -> None:
         self.prompts = prompts
         self.reader = reader
         self.stats = stats
+        self.episodes = episodes  # each entry's failure messages, one per episode
         self.cache = SuggestionCache()
         self.config: Config | None = None
-        self.backend: Backend | None = None
+        self.backend: Backend | None = None  # the entry that answers now
+        self.chain: Chain | None = None  # the entries to fall back on, when the user named any
+        self._entries: list[Backend] = []  # every backend configured (closed together)
 
-    def configure(self, cfg: Config, backend: Backend) -> None:
-        self.config, self.backend = cfg, backend
+    def configure(self, cfg: Config, backend: Backend, fallbacks: Sequence[tuple[str, Backend]] = ()) -> None:
+        """The active entry's `backend`, and the `fallback` entries' in order (the pipeline
+        owns them all from now on: the ones before are closed)."""
+        self.close()
+        self.config = cfg
+        self._entries = [backend, *(b for _, b in fallbacks)]
+        self.chain = (Chain([(cfg.backend, backend), *fallbacks], cfg.fallback_after_ms / 1000,
+                            self.episodes.send, self._use) if fallbacks else None)
+        self._use(cfg.backend, backend)
+
+    def _use(self, name: str, backend: Backend) -> None:
+        """`backend` (entry `name`) answers from now on: what was learnt of another starts over."""
+        self.backend = backend
+        self.reader.configure(backend, self.episodes.of(name))
+        self.prompts.new_server()  # bytes per token, speeds and slots differ between servers
         self.cache.clear()
+        self.stats.set_backend(name)
+
+    def close(self) -> None:
+        """Drop the backends' kept connections (replaced, or the host stops)."""
+        if self.chain is not None:
+            self.chain.close()
+        for backend in self._entries:
+            backend.close()
+        self._entries = []
 
     @property
     def continues(self) -> bool:
@@ -101,6 +138,48 @@ class Pipeline:
                                          quiet=ask.quiet)
             self._keep(prep, out, ask, continued=True)
             return out
+        chain = self.chain
+        if chain is None or ask.quiet:
+            return await self._on(backend, cfg, snap, ask, on_text, on_answer)
+        chain.recheck()
+        while True:
+            if not chain.has_next():
+                return await self._on(self.backend or backend, cfg, snap, ask, on_text, on_answer)
+            out = await self._within(chain, cfg, snap, ask, on_text, on_answer)
+            if out.stop != "error" or out.error is None or not falls_back(out.error):
+                if out.stop == "error" and out.error is not None:
+                    self.reader.failed(out.error, counted=out.sent is not None)
+                return out
+            self.stats.count("errors")  # (the entry's: stats are per backend)
+            self.stats.count("fallbacks")
+            chain.fall_back(_why(out.error, chain.after_s))
+
+    async def _within(self, chain: Chain, cfg: Config, snap: Snapshot, ask: Ask,
+                      on_text: Callable[[str], None] | None, on_answer: Callable[[], None] | None) -> Completion:
+        """_on() the entry that answers now, which must start answering within the chain's
+        `after_s` (a later entry is there to ask); its failures are not reported: the next
+        entry answers instead, or the caller reports them."""
+        # a turn of the loop first: the timeout below belongs to a task (this may have been
+        # stepped eagerly, ghost/eager.py)
+        await asyncio.sleep(0)
+        backend = chain.backend
+        try:
+            async with asyncio.timeout(chain.after_s) as watchdog:
+                def answered() -> None:
+                    watchdog.reschedule(None)  # it answers: however long the rest takes
+                    if on_answer is not None:
+                        on_answer()
+
+                return await self._on(backend, cfg, snap, ask, on_text, answered, report=False)
+        except TimeoutError:
+            return failure(NotAnswering(f"{chain.name}: no answer within {chain.after_s * 1000:.0f} ms"))
+
+    async def _on(self, backend: Backend, cfg: Config, snap: Snapshot, ask: Ask,
+                  on_text: Callable[[str], None] | None, on_answer: Callable[[], None] | None, *,
+                  report: bool = True) -> Completion:
+        """The completion from `backend`, the entry that answers now. `report`: its failures
+        are told to the user (once per episode)."""
+        quiet = ask.quiet or not report
         if not backend.probed:
             # a turn of the loop first: probing the server waits on it, in a task of its own
             # when this was stepped eagerly (ghost/eager.py)
@@ -110,7 +189,7 @@ class Pipeline:
                 prep = self.prompts.prepare(snap, cfg, await backend.context_limit(), backend.stop_strings,
                                             speculative=ask.speculative, style=backend.style)
             except (BackendError, ConfigError) as exc:
-                if not ask.quiet:
+                if not quiet:
                     self.reader.failed(exc, counted=False)
                 return failure(exc)
             if ask.cached and cfg.reuse:
@@ -129,7 +208,8 @@ class Pipeline:
                 return await self.reader.read_many(prep, req)  # (never continued)
             try:
                 out = await self.reader.read(prep, req, on_text=on_text, on_answer=on_answer,
-                                             retry_overflow=attempt == 1, quiet=ask.quiet)
+                                             retry_overflow=attempt == 1, quiet=ask.quiet,
+                                             report_failure=report)
             except PromptTooLong:
                 continue  # the estimator now knows the server's count: fit again
             self._keep(prep, out, ask)

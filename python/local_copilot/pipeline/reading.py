@@ -69,8 +69,8 @@ class Completion:
         return f"Completion({self.text!r}, stop={self.stop!r}, cached={self.cached})"
 
 
-def failure(exc: Exception, prepared: Prepared | None = None) -> Completion:
-    return Completion("", "", "error", prepared=prepared, error=exc)
+def failure(exc: Exception, prepared: Prepared | None = None, sent: FimRequest | None = None) -> Completion:
+    return Completion("", "", "error", prepared=prepared, sent=sent, error=exc)
 
 
 class Reader:
@@ -90,13 +90,14 @@ class Reader:
 
     async def read(self, prep: Prepared, req: FimRequest, *, on_text: Callable[[str], None] | None = None,
                    on_answer: Callable[[], None] | None = None, base_raw: str = "",
-                   retry_overflow: bool = False, quiet: bool = False) -> Completion:
+                   retry_overflow: bool = False, quiet: bool = False, report_failure: bool = True) -> Completion:
         """Send `req` and read its answer through the post-processor.
 
         `base_raw` is model text a continuation request carries in its prompt: the answer's
         text is appended to it before post-processing. `on_answer` runs when the server's first
         chunk arrives (before any text is drawn), `on_text` with each new partial text. `quiet`:
-        the server's state is not reported (a warm-up: the next real request reports it).
+        the server's state is not reported (a warm-up: the next real request reports it);
+        `report_failure` False: a failure is not (the caller reports it, or falls back).
         Raises PromptTooLong (with `retry_overflow`), Stop, CancelledError."""
         backend = self.backend
         assert backend is not None
@@ -162,14 +163,14 @@ class Reader:
                 log.info("prompt too long for the server (%s); fitting it again", exc)
                 raise PromptTooLong() from None
             self.prompts.slots.forget(prep.snap.buf)  # the server may have restarted
-            if quiet:
+            if quiet or not report_failure:
                 log.debug("request failed: %s", exc)
             else:
                 self.failed(exc)
-            return failure(exc, prep)
+            return failure(exc, prep, req)
         except Exception as exc:  # a bug must not reach :messages as a stack trace
             self.internal_error()
-            return failure(exc, prep)
+            return failure(exc, prep, req)
         finally:
             if stream is not None:
                 await stream.aclose()
@@ -204,7 +205,7 @@ class Reader:
                     break
         except (BackendError, ConfigError) as exc:
             self.failed(exc)
-            return failure(exc, prep)
+            return failure(exc, prep, req)
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
         self.succeeded()
