@@ -150,7 +150,11 @@ class Pipeline:
                 if out.stop == "error" and out.error is not None:
                     self.reader.failed(out.error, counted=out.sent is not None)
                 return out
-            self.stats.count("errors")  # (the entry's: stats are per backend)
+            # the entry's (stats are per backend); a request that failed before it went out
+            # (probing the server) counts as one, so the errors are never more than the requests
+            if out.sent is None:
+                self.stats.count("requests")
+            self.stats.count("errors")
             self.stats.count("fallbacks")
             chain.fall_back(_why(out.error, chain.after_s))
 
