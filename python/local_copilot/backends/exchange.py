@@ -3,10 +3,10 @@ read once, abortable at any point.
 
 A backend turns a FimRequest into a `Wire` (path, body, the stream's parser) and hands back an
 Exchange, whose `chunks()` sends the request and reads the answer. A quick request (a short
-unstreamed answer from a server known to write it within a frame) is first awaited in poll()
-without the event loop: when its answer is there in time, `chunks()` yields it without ever
-suspending. An answer that is not there in time stays inside the exchange until `chunks()`
-reads it through the loop or `abort()` drops it.
+unstreamed answer from a server known to write it within a frame) is first sent and awaited
+in poll() without the event loop (`answer_now()`): its one chunk when the answer is there in
+time, read without suspending. An answer that is not there in time stays inside the exchange
+until `chunks()` reads it through the loop or `abort()` drops it.
 """
 
 from __future__ import annotations
@@ -65,12 +65,15 @@ class Exchange:
         self._inflight: Sent | StreamResponse | None = None  # sent by answer_now(), not read yet
         self.sent = False
 
-    def _answer_now(self) -> bytes | None:
-        """A quick unstreamed request's whole answer without the event loop: its body when the
-        server wrote it within QUICK_ANSWER_S. None otherwise: the request is in flight
-        (`sent`) or was not sent (no kept connection), and _respond() goes on from there.
-        Anything unusual (an error status, a streamed or partial answer) is left to the rest of
-        _payloads(), which reads and judges it as always. Raises BackendError."""
+    def answer_now(self) -> Chunk | None:
+        """A quick request's whole answer, read without the event loop: its one chunk when the
+        server wrote it within QUICK_ANSWER_S (see the module's doc). None otherwise: the
+        request is in flight (`sent`) or was not sent (no kept connection, or not a quick
+        request), and chunks() goes on from there; anything unusual (an error status, a
+        streamed or partial answer) is left to chunks(), which reads and judges it as always.
+        Raises BackendError."""
+        if self.sent or not (self.req.quick and self.unstreamed):
+            return None
         b = self.backend
         b.check_held()
         try:
@@ -86,7 +89,8 @@ class Exchange:
         if len(got) > MAX_ANSWER_BYTES:
             raise ProtocolError(f"{b.name}: answer longer than {MAX_ANSWER_BYTES // 1024} KB")
         self._judge(got, "")
-        return got
+        chunk = next(iter(self.wire.read([got]))) if self.wire.read is not None else b.decode(got)
+        return chunk if chunk.done else msgspec.structs.replace(chunk, done=True)
 
     def abort(self) -> None:
         """Drop a request left in flight: the server sees the connection close."""
@@ -136,11 +140,6 @@ class Exchange:
         held until this generator is collected (the next request would open another one)."""
         b, parser, last = self.backend, self.wire.parser, self.wire.last
         final: list[bytes] = []
-        if self.unstreamed and self.req.quick and not self.sent:
-            whole = self._answer_now()
-            if whole is not None:
-                yield [whole]
-                return
         # a turn of the loop before anything that waits: a caller that stepped this exchange's
         # reading eagerly (ghost/eager.py) goes on in a task of its own from here, and the
         # timeouts below belong to that task

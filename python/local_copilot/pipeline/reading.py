@@ -69,6 +69,11 @@ class Completion:
         return f"Completion({self.text!r}, stop={self.stop!r}, cached={self.cached})"
 
 
+async def _one(chunk: Chunk) -> AsyncGenerator[Chunk, None]:
+    """A whole answer read already, as the stream it would have been."""
+    yield chunk
+
+
 def failure(exc: Exception, prepared: Prepared | None = None, sent: FimRequest | None = None) -> Completion:
     return Completion("", "", "error", prepared=prepared, sent=sent, error=exc)
 
@@ -118,7 +123,8 @@ class Reader:
         answered = False
         try:
             exchange = await backend.exchange(req)  # probes the server first if need be
-            stream = exchange.chunks()
+            whole = exchange.answer_now()
+            stream = exchange.chunks() if whole is None else _one(whole)
             async for chunk in stream:
                 if not answered:
                     # the server answers: say so before its text is drawn (a fresh suggestion
