@@ -3,7 +3,7 @@
 -- buffer's highlighting) with progress, until accept, retry, a follow-up or cancel. Nothing
 -- in the buffer changes before accept, which replaces the range in one undo step.
 -- The Python host asks the model (python/local_copilot/instruct/) and sends updates
--- (`_update`, protocol.LUA_EDIT_UPDATE); this module owns every preview's state.
+-- (`_update`, through updates.lua's 'edit' update); this module owns every preview's state.
 local api = vim.api
 local config = require('local_copilot.config')
 local host = require('local_copilot.host')
@@ -394,7 +394,7 @@ function M.first_line_ms(id)
   return e and e.first_line_ms
 end
 
--- Called by the Python host (protocol.LUA_EDIT_UPDATE) with an instruct.runner.EditUpdate.
+-- Called by updates.lua with the host's instruct.runner.EditUpdate.
 function M._update(u)
   local e = M.edits[u.id]
   if not e or e.buf ~= u.buf then return end

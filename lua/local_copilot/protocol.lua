@@ -1,7 +1,7 @@
 -- Every message between this Lua side and the Python host, listed in one place
 -- (python/local_copilot/nvim/protocol.py types the same ones). Events go to the host as
--- vim.rpcnotify(chan, 'local_copilot_event', name, payload); the host calls back the Lua
--- functions listed at the end, with arguments.
+-- vim.rpcnotify(chan, 'local_copilot_event', name, payload); what the host tells Lua goes to
+-- updates.lua.
 local M = {}
 
 ---@class local_copilot.Snapshot what a keystroke sends: the buffer around the cursor
@@ -29,7 +29,7 @@ local M = {}
 ---@field text string
 ---@field words integer[] byte offsets where accept_word() stops
 
----@class local_copilot.RenderPlan what the host tells ghost.show() to draw
+---@class local_copilot.RenderPlan what ghost.show() draws (updates.lua's 'render' update)
 ---@field buf integer
 ---@field tick integer drawn only while b:changedtick equals this
 ---@field row integer
@@ -49,7 +49,7 @@ local M = {}
 ---@field instruction string
 ---@field history string[][] earlier rounds of a follow-up: { instruction, answer } pairs
 
----@class local_copilot.EditUpdate what the host tells edit._update() to draw
+---@class local_copilot.EditUpdate an instruction edit's state (updates.lua's 'edit' update)
 ---@field id integer
 ---@field buf integer
 ---@field state 'waiting'|'streaming'|'done'|'error'
@@ -83,10 +83,7 @@ M.events = {
 -- Lua -> host (sync calls through LocalCopilotCall): status, stats, health, backend_status,
 -- debug_state, leaving.
 
--- host -> Lua: ghost.show(plan), init.notify(msg, level), init._backend_state(state, msg),
--- host.use_channel(chan), trigger.resync(buf), trigger.take_shown() (sync),
--- next_edit.show(plan: { buf, tick, seq, cursor, row, col, end_row, end_col, text, old }),
--- edit._update(update), and the
--- LocalCopilotBackendReady User autocmd.
+-- host -> Lua: one tagged union of updates, received by updates.lua's receive() (its LuaCATS
+-- shapes describe each); and one sync question, trigger.take_shown().
 
 return M

@@ -21,7 +21,7 @@ from ..ghost.engine import Engine
 from ..errors import ConfigError
 from ..health.checks import Item
 from ..instruct.runner import EditUpdate
-from . import protocol
+from . import protocol, updates
 from ..log import log, log_path, setup_logging
 from ..privacy.policy import Policy
 from ..snapshot import Snapshot
@@ -104,9 +104,11 @@ class LocalCopilotPlugin:
             log.info("no second channel to Neovim: %s", self._channel_note)
 
     def _on_channel_ready(self, channel: NvimChannel) -> None:
-        self._start().editor.channel = channel
+        editor = self._start().editor
+        editor.channel = channel
         # from now on Lua sends keystroke events there (it sends the next window whole)
-        channel.lua(protocol.LUA_USE_CHANNEL, channel.id)
+        if channel.id is not None:
+            editor.update(updates.UseChannel(channel=channel.id))
 
     def _live_channel_id(self) -> int | None:
         """The worker's own channel to Neovim while it is connected (the editor holds it)."""
@@ -166,7 +168,7 @@ class LocalCopilotPlugin:
             return snap
         base = self._windows.get(buf)
         if base is None or base.seq != msg.base or msg.first != base.first or msg.line is None:
-            self._start().editor.lua(protocol.LUA_RESYNC, buf)
+            self._start().editor.update(updates.Resync(buf=buf))
             return None
         lines = list(base.lines)
         lines[msg.row - base.first] = msg.line
