@@ -113,6 +113,7 @@ end
 -- Called by the host: draw the plan if it answers the buffer's latest request, the text is
 -- still what it was asked for, Normal mode holds and no ghost text is on screen. The cursor
 -- may have moved meanwhile: the plan then counts from where it is now.
+---@param plan local_copilot.update.NextEdit
 function M.show(plan)
   local buf = plan.buf
   if buf ~= api.nvim_get_current_buf() or state.latest[buf] ~= plan.seq then return end
