@@ -163,6 +163,23 @@ function M.check(opts)
 end
 
 local merged = {} -- key -> value with the defaults filled in; rebuilt by set()
+-- M.version the host last received; -1 while it has none (not started, or started anew)
+local sent_version = -1
+
+-- The options, when the host has not had this version of them (host.lua sends them before
+-- its next event); they count as sent from now on.
+---@return local_copilot.Options?
+function M.unsent()
+  if sent_version == M.version then return nil end
+  sent_version = M.version
+  return M.user
+end
+
+-- Whether the host has had some version of the options.
+function M.host_has_options() return sent_version >= 0 end
+
+-- A host started anew has no options: the next event takes them along.
+function M.host_lacks_options() sent_version = -1 end
 
 function M.set(opts)
   M.user = opts or {}

@@ -246,7 +246,7 @@ local function send(e)
   e.started, e.first_line_ms = vim.uv.hrtime(), nil
   watch_wipes()
   start_ticker()
-  host.send_now('edit_request', { id = e.id, buf = e.buf, attempt = e.attempt, spec = spec(e) })
+  host.send('edit_request', { id = e.id, buf = e.buf, attempt = e.attempt, spec = spec(e) })
   map_keys(e.buf)
   draw(e)
 end
@@ -271,7 +271,7 @@ end
 -- Ask the user for an instruction (with the input history), warming the server's cache with
 -- the prompt meanwhile. nil when they gave none.
 local function ask(e, prompt)
-  if opts().warm then host.send_now('edit_warm', { buf = e.buf, spec = spec(e, '') }) end
+  if opts().warm then host.send('edit_warm', { buf = e.buf, spec = spec(e, '') }) end
   local ok, got = pcall(vim.fn.input, { prompt = prompt, cancelreturn = '' })
   if not ok or not got or vim.trim(got) == '' then return nil end
   return got

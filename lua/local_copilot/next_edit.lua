@@ -146,7 +146,7 @@ function M.request()
     buf = buf, tick = api.nvim_buf_get_changedtick(buf), row = row, col = cur[2], first = first,
     lines = api.nvim_buf_get_lines(buf, first, math.min(n, row + WINDOW + 1), false), nlines = n,
     path = api.nvim_buf_get_name(buf), ft = vim.bo[buf].filetype, seq = state.seq,
-    cwd = vim.fn.getcwd(), edits = recorder.take(), config = host.take_config(),
+    cwd = vim.fn.getcwd(), edits = recorder.take(),
   })
   return true
 end

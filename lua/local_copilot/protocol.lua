@@ -21,7 +21,6 @@ local M = {}
 ---@field ts integer
 ---@field seq integer increasing id; the render plan echoes it
 ---@field interval? number smoothed milliseconds between keystrokes
----@field config? table the options, when the host has not had them yet
 ---@field shown? integer suggestions shown since the last request (the host counts them)
 ---@field text? string typed_through only: what is left of the suggestion
 
@@ -61,7 +60,7 @@ local M = {}
 
 -- Lua -> host (notifications): name -> what the payload is
 M.events = {
-  config = 'the options table given to setup()',
+  config = 'the options table given to setup(): sent before the next event whenever they changed',
   snapshot = 'local_copilot.Snapshot: ask for a suggestion at the cursor',
   alternatives = 'local_copilot.Snapshot: more candidates for this spot (next()/prev())',
   typed_through = 'local_copilot.Snapshot with text: the user typed part of the suggestion',
@@ -73,7 +72,7 @@ M.events = {
   accepted = '{ kind = full|word|line }',
   forget = '{ buf }: the buffer was wiped',
   path_changed = '{ path }: the file was written, read or a buffer named so: judge where it resolves anew',
-  next_edit = '{ buf, tick, row, col, first, lines, nlines, path, ft, seq, cwd, edits, config? }: ask for the next edit',
+  next_edit = '{ buf, tick, row, col, first, lines, nlines, path, ft, seq, cwd, edits }: ask for the next edit',
   next_edit_note = '{ what = shown|accepted|dismissed }: a next edit on screen (the host counts them)',
   edit_request = '{ id, buf, attempt, spec = local_copilot.EditSpec }: ask for an instruction edit',
   edit_warm = '{ buf, spec = local_copilot.EditSpec }: the instruction is being typed; warm the prompt cache',

@@ -195,7 +195,6 @@ function M.request(kind)
   if not facts.on or not answering() or not host.ready() then return false end
   local snap = snapshot(buf, facts)
   ghost.expect(buf, snap.seq)
-  snap.config = host.take_config()
   if state.shown > 0 then snap.shown, state.shown = state.shown, 0 end
   state.waiting[buf] = true
   host.send(kind, snap)
@@ -317,7 +316,6 @@ local function warm_now()
   if not facts.on then return end
   state.warmed = place
   local snap = snapshot(buf, facts)
-  snap.config = host.take_config()
   host.send('warm', snap)
 end
 

@@ -214,8 +214,6 @@ class LocalCopilotPlugin:
             case protocol.ConfigMsg(options=options):
                 self._configure(options, run)
             case protocol.SnapshotMsg():  # snapshot, alternatives, typed_through
-                if msg.config is not None:
-                    self._configure(msg.config, run)
                 if msg.shown:  # the suggestions Lua showed since its last request
                     run(engine.stats.count, "shown", msg.shown)
                 if self.config is None:
@@ -242,8 +240,6 @@ class LocalCopilotPlugin:
             case protocol.Accepted(kind=kind):
                 run(engine.note_accept, kind)
             case protocol.NextEditRequest():
-                if msg.config is not None:
-                    self._configure(msg.config, run)
                 if self.config is None:
                     return
                 run(self._next_edit, msg)

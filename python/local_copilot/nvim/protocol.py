@@ -32,7 +32,8 @@ class _Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
 
 
 class ConfigMsg(_Event, frozen=True, kw_only=True, tag="config"):
-    """The user's options as given to setup() (validated by config.load_config)."""
+    """The user's options as given to setup() (validated by config.load_config). The only way
+    options reach the host: Lua sends them before its next event whenever they changed."""
 
     options: Any = None  # a table; Lua sends an empty one as an array
 
@@ -57,9 +58,7 @@ class SnapshotMsg(_Event, frozen=True, kw_only=True, tag="snapshot"):
     lines: list[str] | None = None
     base: int | None = None
     line: str | None = None
-    # riding along: the options when they changed since the host last had them, and the
-    # suggestions Lua showed since its last request (the host counts them)
-    config: Any = None
+    # riding along: the suggestions Lua showed since its last request (the host counts them)
     shown: int = 0
 
 
@@ -149,7 +148,6 @@ class NextEditRequest(_Event, frozen=True, kw_only=True, tag="next_edit"):
     seq: int = 0
     cwd: str = ""  # the prompt names files relative to it
     edits: list[EditRecord] = []
-    config: Any = None
 
 
 class NextEditNote(_Event, frozen=True, kw_only=True, tag="next_edit_note"):
