@@ -152,10 +152,14 @@ class LocalCopilotPlugin:
         run(engine.configure, cfg)
 
     def _snapshot(self, msg: protocol.SnapshotMsg) -> Snapshot | None:
-        """The engine's snapshot of a snapshot message. While the user types on one line, Lua
-        sends that line only (`base` = the seq of the last whole window it sent): the window
-        per keystroke would cost Neovim and the host a decode of ~260 lines each. Without the
-        base here (a new host), Lua is told to send the whole window again."""
+        """The engine's snapshot of a snapshot message. Lua owns the window: it reads the
+        buffer, picks the window's rows and decides when to send it whole. While the user types
+        on one line it sends that line only (`base` = the seq of the last whole window it
+        sent): the window per keystroke would cost Neovim and the host a decode of ~260 lines
+        each. The host keeps the last whole window of each buffer exactly as sent (every one,
+        answered or not) and only applies that line to it; it decides nothing about the window.
+        Lua sends the window whole again to a new host and after a channel switch; a base
+        missing here all the same (a message lost) makes the host ask for it (Resync)."""
         buf, seq = msg.buf, msg.seq
         if seq < self._seqs.get(buf, 0):
             # the same Lua sent a newer one already: it came first on the worker's channel
@@ -168,6 +172,7 @@ class LocalCopilotPlugin:
             return snap
         base = self._windows.get(buf)
         if base is None or base.seq != msg.base or msg.first != base.first or msg.line is None:
+            log.info("buffer %s: no window %s here for snapshot %s; asking for it whole", buf, msg.base, seq)
             self._start().editor.update(updates.Resync(buf=buf))
             return None
         lines = list(base.lines)
@@ -216,10 +221,10 @@ class LocalCopilotPlugin:
             case protocol.SnapshotMsg():  # snapshot, alternatives, typed_through
                 if msg.shown:  # the suggestions Lua showed since its last request
                     run(engine.stats.count, "shown", msg.shown)
-                if self.config is None:
-                    return
+                # read before anything may drop the snapshot: the window Lua sent whole is the
+                # base its next one-line snapshots name, whether or not this one is answered
                 snap = self._snapshot(msg)
-                if snap is None:
+                if snap is None or self.config is None:
                     return
                 if isinstance(msg, protocol.Alternatives):
                     run(engine.alternatives, snap)
