@@ -58,6 +58,67 @@ local M = {}
 ---@field message string why it failed, or a note
 ---@field truncated boolean stopped at the token limit
 
+---@class local_copilot.event.Backend :LocalCopilotBackend
+---@field action 'switch'|'start'|'stop'|'restart'
+---@field name? string the entry (the active one when absent)
+
+---@class local_copilot.event.Chunk another buffer's text for cross-file context
+---@field path string
+---@field lines string[]
+---@field around? integer 0-based row the text is centred on
+
+---@class local_copilot.event.Yank
+---@field path string
+---@field lines string[]
+
+---@class local_copilot.event.Buf cancel (Insert mode left) and forget (the buffer was wiped)
+---@field buf integer
+
+---@class local_copilot.event.Accepted
+---@field kind 'full'|'word'|'line'
+
+---@class local_copilot.event.PathChanged
+---@field path string
+
+---@class local_copilot.EditRecord one change the user made (edit_recorder.lua)
+---@field path string
+---@field row integer 0-based first row changed
+---@field old string[] the rows before
+---@field new string[] the rows after
+---@field before? string[] unchanged rows just above
+---@field after? string[] and just below
+
+---@class local_copilot.event.NextEdit ask for the next edit around the cursor
+---@field buf integer
+---@field tick integer
+---@field row integer
+---@field col integer
+---@field first integer 0-based row of lines[1]
+---@field lines string[]
+---@field nlines integer
+---@field path string
+---@field ft string
+---@field seq integer
+---@field cwd string
+---@field edits local_copilot.EditRecord[] recorded since the last request
+
+---@class local_copilot.event.NextEditNote
+---@field what 'shown'|'accepted'|'dismissed'
+
+---@class local_copilot.event.EditRequest
+---@field id integer Lua's own numbering
+---@field buf integer
+---@field attempt integer retries so far
+---@field spec local_copilot.EditSpec
+
+---@class local_copilot.event.EditWarm
+---@field buf integer
+---@field spec local_copilot.EditSpec
+
+---@class local_copilot.event.EditCancel
+---@field buf integer
+---@field id integer
+
 -- Lua -> host (notifications): name -> what the payload is
 M.events = {
   config = 'the options table given to setup(): sent before the next event whenever they changed',
