@@ -29,7 +29,9 @@ host.setup({
 trigger.setup({ answering = function() return state.backend ~= 'bad option' and not host.stopped() end })
 ghost.setup({ on_answered = trigger.answered })
 
+---@type fun(name?: string): boolean whether :UpdateRemotePlugins registered the rplugin
 M.registered = host.registered
+---@type fun(buf?: integer): boolean whether completion may run in the buffer
 M.buf_enabled = trigger.buf_enabled
 
 -- Options: see :help local-copilot-config. Stores them; nothing starts here. Options of a
@@ -111,7 +113,9 @@ end
 
 ---@return boolean accepted (false: nothing shown, a key mapped to it may fall back)
 function M.accept() return accepted('full', ghost.accept()) end
+---@return boolean
 function M.accept_word() return accepted('word', ghost.accept_word()) end
+---@return boolean
 function M.accept_line() return accepted('line', ghost.accept_line()) end
 ---@return boolean
 function M.is_visible() return ghost.is_visible() end
@@ -138,14 +142,20 @@ end
 
 ---@return boolean
 function M.next() return cycle(1) end
+---@return boolean
 function M.prev() return cycle(-1) end
 
 -- Next edits (:help local-copilot-next-edit). accept/jump/dismiss return false when no
 -- next edit is shown, so a key can fall back.
+---@return boolean
 function M.next_edit_request() return require('local_copilot.next_edit').request() end
+---@return boolean
 function M.next_edit_jump() return require('local_copilot.next_edit').jump() end
+---@return boolean
 function M.next_edit_accept() return require('local_copilot.next_edit').accept() end
+---@return boolean
 function M.next_edit_dismiss() return require('local_copilot.next_edit').dismiss() end
+---@return boolean
 function M.next_edit_visible() return require('local_copilot.next_edit').visible() end
 
 function M.enable()
@@ -164,12 +174,16 @@ function M.edit(o)
   M._define_highlights()
   return require('local_copilot.edit').edit(o)
 end
+---@return boolean
 function M.edit_accept() return require('local_copilot.edit').accept() end
+---@return boolean
 function M.edit_cancel() return require('local_copilot.edit').cancel() end
+---@return boolean
 function M.edit_retry() return require('local_copilot.edit').retry() end
 ---@param instruction? string
 ---@return boolean
 function M.edit_follow_up(instruction) return require('local_copilot.edit').follow_up(instruction) end
+---@return boolean
 function M.edit_visible() return require('local_copilot.edit').visible() end
 
 local function now()
