@@ -270,23 +270,23 @@ function M.use_channel(chan)
   on_new_host() -- the next snapshot sends its window whole, on the new channel
 end
 
--- One event on the channels known, else on the host's channel found or started; false when
--- no host is there to take it.
+-- One event on the channels known, else on the host's channel found or started (dropped
+-- when no host is there to take it).
 local function deliver(name, payload)
   -- the known channels are used as they are (asking Neovim whether one is still open cost
   -- more than the notification); a failed send means the host went away: find or start it
   local direct = state.direct
   if direct then
-    if pcall(vim.rpcnotify, direct, 'local_copilot_event', name, payload) then return true end
+    if pcall(vim.rpcnotify, direct, 'local_copilot_event', name, payload) then return end
     state.direct = nil
   end
-  if state.chan and pcall(vim.rpcnotify, state.chan, 'local_copilot_event', name, payload) then return true end
+  if state.chan and pcall(vim.rpcnotify, state.chan, 'local_copilot_event', name, payload) then return end
   local chan = channel()
-  if not chan then return false end
+  if not chan then return end
   -- a host started anew after the last one exited needs the options first
   local opts = name ~= 'config' and config.unsent()
   if opts then pcall(vim.rpcnotify, chan, 'local_copilot_event', 'config', opts) end
-  return (pcall(vim.rpcnotify, chan, 'local_copilot_event', name, payload))
+  pcall(vim.rpcnotify, chan, 'local_copilot_event', name, payload)
 end
 
 -- One event to the host (bench/instrument.lua and tests wrap this to see what is sent). This
