@@ -48,5 +48,8 @@ def test_lua_lists_the_events_the_host_decodes(nvim_bin: str, manifest: Path, nv
         assert {"snapshot", "accepted", "forget"} <= sent and sent <= protocol.NAMES, sent
         received = [updates.decode(u) for u in nv.exec_lua("return _G.RECEIVED")]
         assert any(isinstance(u, updates.Render) and u.plan.items for u in received), received
+        # the host's privacy rules reach the module that applies them
+        assert any(isinstance(u, updates.PrivacyRules) for u in received), received
+        assert nv.exec_lua("return require('local_copilot.privacy').has_rules()") is True
     finally:
         nv.close()
