@@ -90,7 +90,7 @@ function M.backend(args)
   if not what then return show_backend() end
   local payload = { action = 'switch', name = what }
   if what == 'stop' or what == 'restart' or what == 'start' then payload = { action = what, name = args[2] } end
-  require('local_copilot.host').send_now('backend', payload)
+  require('local_copilot.host').send('backend', payload)
 end
 
 function M.run(args)

@@ -2,6 +2,78 @@
 -- (python/local_copilot/config.py holds the same defaults; a test keeps the two equal).
 local M = {}
 
+---@class local_copilot.BackendOptions one model server (:help local-copilot-backends)
+---@field kind? 'llama.cpp'|'ollama'|'openai'|'vllm'|'sglang'|'lmstudio'|string
+---@field url? string
+---@field model? string
+---@field fim_template? string
+---@field endpoint? 'auto'|'completion'|'infill'
+---@field prompt? ''|'fim'|'continue'|'chat'
+---@field api_key_env? string the environment variable holding the token
+---@field ca_file? string
+---@field tls_verify? boolean
+---@field cmd? string[] how to start the server (a managed backend)
+---@field timeout_ms? integer
+---@field temperature? number
+---@field top_p? number
+---@field samplers? string[]
+---@field server? table the managed server's own options
+
+---@class local_copilot.ContextOptions
+---@field lines_before? integer
+---@field lines_after? integer
+---@field prefix_share? number
+---@field extra_tokens? integer
+
+---@class local_copilot.PrivacyOptions
+---@field ignore_file? string
+---@field git_ignored? boolean
+
+---@class local_copilot.NextEditOptions
+---@field enabled? boolean
+---@field backend? string
+---@field format? ''|'sweep'|'zeta'|'zeta2'
+---@field debounce_ms? integer
+---@field n_predict? integer
+---@field history_events? integer
+---@field history_bytes? integer
+---@field history_minutes? integer
+
+---@class local_copilot.EditOptions
+---@field backend? string
+---@field n_predict? integer
+---@field temperature? number
+---@field context_lines? integer
+---@field warm? boolean
+---@field timeout_ms? integer
+---@field accept_key? string|false
+---@field cancel_key? string|false
+
+---@class local_copilot.Options what setup() takes (:help local-copilot-config); Python checks ranges
+---@field backend? string the active entry of `backends`
+---@field backends? table<string, local_copilot.BackendOptions>
+---@field filetypes? table<string, boolean> `['*']` for the rest
+---@field keymaps? table<string, string|false>
+---@field auto_trigger? boolean
+---@field adaptive_debounce? boolean
+---@field hide_during_completion? boolean
+---@field request_during_completion? boolean
+---@field warm_up? boolean
+---@field n_predict? integer
+---@field n_predict_first? integer
+---@field t_max_predict_ms? integer
+---@field debounce_ms? integer
+---@field latency_target_ms? integer
+---@field max_lines? integer
+---@field reuse? boolean
+---@field speculative? boolean
+---@field context? local_copilot.ContextOptions
+---@field exclude? string[] path patterns never sent
+---@field privacy? local_copilot.PrivacyOptions
+---@field next_edit? local_copilot.NextEditOptions
+---@field edit? local_copilot.EditOptions
+---@field log_level? 'debug'|'info'|'warn'|'error'
+
 M.defaults = {
   auto_trigger = true,
   debounce_ms = 0,
@@ -23,6 +95,7 @@ M.filetype_defaults = { gitcommit = false, gitrebase = false, help = false, hgco
 
 M.max_file_bytes = 1024 * 1024
 
+---@type local_copilot.Options
 M.user = {}
 M.version = 0
 
@@ -52,23 +125,24 @@ local function bad(path, value, want)
   return ('%s must be %s, not %s'):format(path, words, got)
 end
 
--- nil when `opts` can be given to setup(); else one line naming the option and what it takes.
-function M.check(opts)
-  if opts == nil then return nil end
-  if type(opts) ~= 'table' then
-    return ("setup() takes a table of options, e.g. setup({ backend = 'llama.cpp' }); not %s"):format(vim.inspect(opts))
-  end
-  for name, want in pairs(types) do
-    local value = opts[name]
-    if value ~= nil then
-      if not fits(value, want) then return bad(name, value, want) end
+-- nil when every field of `value` named in `shape` has its type; else one line naming the
+-- first that does not (`prefix` goes before its name).
+---@param value table
+---@param shape table<string, string|table>
+---@param prefix? string
+---@return string?
+function M.wrong_field(value, shape, prefix)
+  prefix = prefix or ''
+  for name, want in pairs(shape) do
+    local v = value[name]
+    if v ~= nil then
+      if not fits(v, want) then return bad(prefix .. name, v, want) end
       if type(want) == 'table' and want ~= KEY then
-        for key, each in pairs(want.fields or {}) do
-          if value[key] ~= nil and not fits(value[key], each) then return bad(name .. '.' .. key, value[key], each) end
-        end
+        local inner = want.fields and M.wrong_field(v, want.fields, prefix .. name .. '.')
+        if inner then return inner end
         if want.each then
-          for key, each in pairs(value) do
-            if not fits(each, want.each) then return bad(name .. '.' .. tostring(key), each, want.each) end
+          for key, each in pairs(v) do
+            if not fits(each, want.each) then return bad(prefix .. name .. '.' .. tostring(key), each, want.each) end
           end
         end
       end
@@ -77,7 +151,35 @@ function M.check(opts)
   return nil
 end
 
+-- nil when `opts` can be given to setup(); else one line naming the option and what it takes.
+---@param opts any
+---@return string?
+function M.check(opts)
+  if opts == nil then return nil end
+  if type(opts) ~= 'table' then
+    return ("setup() takes a table of options, e.g. setup({ backend = 'llama.cpp' }); not %s"):format(vim.inspect(opts))
+  end
+  return M.wrong_field(opts, types)
+end
+
 local merged = {} -- key -> value with the defaults filled in; rebuilt by set()
+-- M.version the host last received; -1 while it has none (not started, or started anew)
+local sent_version = -1
+
+-- The options, when the host has not had this version of them (host.lua sends them before
+-- its next event); they count as sent from now on.
+---@return local_copilot.Options?
+function M.unsent()
+  if sent_version == M.version then return nil end
+  sent_version = M.version
+  return M.user
+end
+
+-- Whether the host has had some version of the options.
+function M.host_has_options() return sent_version >= 0 end
+
+-- A host started anew has no options: the next event takes them along.
+function M.host_lacks_options() sent_version = -1 end
 
 function M.set(opts)
   M.user = opts or {}

@@ -3,7 +3,7 @@
 -- buffer's highlighting) with progress, until accept, retry, a follow-up or cancel. Nothing
 -- in the buffer changes before accept, which replaces the range in one undo step.
 -- The Python host asks the model (python/local_copilot/instruct/) and sends updates
--- (`_update`, protocol.LUA_EDIT_UPDATE); this module owns every preview's state.
+-- (`_update`, through updates.lua's 'edit' update); this module owns every preview's state.
 local api = vim.api
 local config = require('local_copilot.config')
 local host = require('local_copilot.host')
@@ -246,7 +246,7 @@ local function send(e)
   e.started, e.first_line_ms = vim.uv.hrtime(), nil
   watch_wipes()
   start_ticker()
-  host.send_now('edit_request', { id = e.id, buf = e.buf, attempt = e.attempt, spec = spec(e) })
+  host.send('edit_request', { id = e.id, buf = e.buf, attempt = e.attempt, spec = spec(e) })
   map_keys(e.buf)
   draw(e)
 end
@@ -271,7 +271,7 @@ end
 -- Ask the user for an instruction (with the input history), warming the server's cache with
 -- the prompt meanwhile. nil when they gave none.
 local function ask(e, prompt)
-  if opts().warm then host.send_now('edit_warm', { buf = e.buf, spec = spec(e, '') }) end
+  if opts().warm then host.send('edit_warm', { buf = e.buf, spec = spec(e, '') }) end
   local ok, got = pcall(vim.fn.input, { prompt = prompt, cancelreturn = '' })
   if not ok or not got or vim.trim(got) == '' then return nil end
   return got
@@ -283,11 +283,38 @@ local function refused(buf)
   return why ~= nil
 end
 
----@param o { line1: integer, line2: integer, instruction?: string, buf?: integer }
+---@class local_copilot.EditArgs what edit() takes
+---@field line1? integer first line of the selection (1-based; the cursor's when absent)
+---@field line2? integer last line (line1 when absent)
+---@field instruction? string asked for when absent or blank
+---@field buf? integer the current buffer when absent or 0
+
+local EDIT_ARGS = { line1 = 'number', line2 = 'number', instruction = 'string', buf = 'number' }
+
+-- One line naming what is wrong with edit()'s argument, or nil.
+local function wrong_args(o)
+  if type(o) ~= 'table' then
+    return ("edit() takes a table such as { line1 = 1, line2 = 3, instruction = 'add types' }; not %s")
+      :format(vim.inspect(o))
+  end
+  local wrong = config.wrong_field(o, EDIT_ARGS)
+  return wrong and ('edit: ' .. wrong)
+end
+
+---@param o local_copilot.EditArgs
+---@return integer|false id the edit's id, or false (a message says why)
 function M.edit(o)
-  vim.validate('o', o, 'table')
+  local wrong = wrong_args(o)
+  if wrong then
+    notify(wrong)
+    return false
+  end
   local buf = o.buf or api.nvim_get_current_buf()
   if buf == 0 then buf = api.nvim_get_current_buf() end
+  if not api.nvim_buf_is_valid(buf) then
+    notify(('edit: buf %s is not a buffer'):format(vim.inspect(o.buf)))
+    return false
+  end
   local count = api.nvim_buf_line_count(buf)
   local line1, line2 = o.line1 or api.nvim_win_get_cursor(0)[1], o.line2 or o.line1 or api.nvim_win_get_cursor(0)[1]
   if line1 > line2 then line1, line2 = line2, line1 end
@@ -312,7 +339,14 @@ end
 
 -- A follow-up instruction on the answer shown: the model sees its answer and the new
 -- instruction; the preview still diffs against the selection, which accept replaces.
+---@param instruction? string asked for when absent or blank
+---@return boolean
 function M.follow_up(instruction)
+  if instruction ~= nil and type(instruction) ~= 'string' then
+    local got = type(instruction) == 'table' and 'a table' or vim.inspect(instruction)
+    notify('edit_follow_up: the instruction must be a string, not ' .. got)
+    return false
+  end
   local e = current()
   if not e or e.state ~= 'done' then
     notify('no finished edit here to follow up on', vim.log.levels.WARN)
@@ -394,7 +428,8 @@ function M.first_line_ms(id)
   return e and e.first_line_ms
 end
 
--- Called by the Python host (protocol.LUA_EDIT_UPDATE) with an instruct.runner.EditUpdate.
+-- Called by updates.lua with the host's instruct.runner.EditUpdate.
+---@param u local_copilot.EditUpdate
 function M._update(u)
   local e = M.edits[u.id]
   if not e or e.buf ~= u.buf then return end

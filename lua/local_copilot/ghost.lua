@@ -119,6 +119,8 @@ local function pum_hides()
 end
 
 -- Draw a render plan from Python. Returns false when the plan is stale and was dropped.
+---@param plan local_copilot.RenderPlan
+---@return boolean drawn
 function M.show(plan)
   if plan.seq ~= M.last_seq[plan.buf] then return false end
   if plan.final then on_answered(plan.buf) end

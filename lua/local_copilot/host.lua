@@ -15,7 +15,6 @@ local M = {}
 local state = {
   chan = nil, -- the python3 host's channel, once it runs
   direct = nil, -- the host worker's own channel, once it connected (see use_channel)
-  sent_config_version = -1, -- config.version the host last received
   registered = false, -- the rplugin was found registered (it stays so)
   warned_unregistered = false,
   revived = 0, -- python3 hosts started anew after one exited (see revive)
@@ -83,7 +82,7 @@ function M.stopped() return state.gone end
 function M.retry()
   state.failed, state.gone, state.revived, state.lost = nil, false, 0, false
   -- the host started next has no options yet (one still running gets them again: harmless)
-  state.sent_config_version = -1
+  config.host_lacks_options()
 end
 
 -- The host process is started with jobstart, which returns at once: Neovim's own provider
@@ -228,7 +227,7 @@ local function revive()
   state.revived, state.lost = state.revived + 1, false
   notify('local-copilot: the Python host exited; starting a new one (:LocalCopilot log)', 'warn')
   state.direct = nil
-  state.sent_config_version = -1 -- the new host has no options yet
+  config.host_lacks_options() -- the new host has no options yet
   return spawn()
 end
 
@@ -271,8 +270,9 @@ function M.use_channel(chan)
   on_new_host() -- the next snapshot sends its window whole, on the new channel
 end
 
--- One event to the host (bench/instrument.lua and tests wrap this to see what is sent).
-function M.emit(name, payload)
+-- One event on the channels known, else on the host's channel found or started (dropped
+-- when no host is there to take it).
+local function deliver(name, payload)
   -- the known channels are used as they are (asking Neovim whether one is still open cost
   -- more than the notification); a failed send means the host went away: find or start it
   local direct = state.direct
@@ -283,12 +283,20 @@ function M.emit(name, payload)
   if state.chan and pcall(vim.rpcnotify, state.chan, 'local_copilot_event', name, payload) then return end
   local chan = channel()
   if not chan then return end
-  if state.sent_config_version ~= config.version and name ~= 'config' then
-    -- a host started anew after the last one exited: it needs the options first
-    state.sent_config_version = config.version
-    pcall(vim.rpcnotify, chan, 'local_copilot_event', 'config', config.user)
-  end
+  -- a host started anew after the last one exited needs the options first
+  local opts = name ~= 'config' and config.unsent()
+  if opts then pcall(vim.rpcnotify, chan, 'local_copilot_event', 'config', opts) end
   pcall(vim.rpcnotify, chan, 'local_copilot_event', name, payload)
+end
+
+-- One event to the host (bench/instrument.lua and tests wrap this to see what is sent). This
+-- is where the options go: before any event, when the host has not had their version.
+function M.emit(name, payload)
+  if name ~= 'config' then
+    local opts = config.unsent()
+    if opts then deliver('config', opts) end
+  end
+  deliver(name, payload)
 end
 
 -- An event, when the plugin is registered (starting the host if needed).
@@ -297,32 +305,17 @@ function M.send(name, payload)
   M.emit(name, payload)
 end
 
--- The options, when the host has not had this version of them: returns them to ride along
--- with a request, and counts them as sent.
-function M.take_config()
-  if state.sent_config_version == config.version then return nil end
-  state.sent_config_version = config.version
-  return config.user
-end
-
--- Send an event, starting the host if needed (commands); carries the options the first time.
-function M.send_now(name, payload)
-  if not M.ready() then return end
-  local opts = M.take_config()
-  if opts then M.send('config', opts) end
-  M.send(name, payload)
-end
-
 -- Events the host only counts; never worth starting it for.
 function M.tell(name, payload)
   if M.running() then M.emit(name, payload) end
 end
 
--- New options: a host already running hears about them now, not on the next keystroke.
+-- New options: a host already running that has had options hears about them now, not with
+-- the next event.
 function M.options_changed()
-  if M.running() and state.sent_config_version >= 0 then
-    state.sent_config_version = config.version
-    M.send('config', config.user)
+  if M.running() and config.host_has_options() then
+    local opts = config.unsent()
+    if opts then deliver('config', opts) end
   end
 end
 

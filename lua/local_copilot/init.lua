@@ -18,6 +18,8 @@ local state = {
 
 -- Called by the Python host, which logs the whole message (message.lua fits it to the
 -- command line); safe from any context.
+---@param msg string
+---@param level string|integer
 function M.notify(msg, level) vim.schedule(function() message.show(msg, level, true) end) end
 
 host.setup({
@@ -27,12 +29,15 @@ host.setup({
 trigger.setup({ answering = function() return state.backend ~= 'bad option' and not host.stopped() end })
 ghost.setup({ on_answered = trigger.answered })
 
+---@type fun(name?: string): boolean whether :UpdateRemotePlugins registered the rplugin
 M.registered = host.registered
+---@type fun(buf?: integer): boolean whether completion may run in the buffer
 M.buf_enabled = trigger.buf_enabled
 
 -- Options: see :help local-copilot-config. Stores them; nothing starts here. Options of a
 -- type Lua cannot use are one message naming the option (never a stack trace); they are not
 -- taken, and nothing is asked for until setup() gets good ones.
+---@param opts? local_copilot.Options
 function M.setup(opts)
   local wrong = config.check(opts)
   if wrong then
@@ -106,12 +111,18 @@ local function accepted(kind, ok)
   return ok
 end
 
+---@return boolean accepted (false: nothing shown, a key mapped to it may fall back)
 function M.accept() return accepted('full', ghost.accept()) end
+---@return boolean
 function M.accept_word() return accepted('word', ghost.accept_word()) end
+---@return boolean
 function M.accept_line() return accepted('line', ghost.accept_line()) end
+---@return boolean
 function M.is_visible() return ghost.is_visible() end
+---@return boolean asked (false: off here, or nothing would answer)
 function M.trigger() return trigger.trigger() end
 
+---@return boolean
 function M.dismiss()
   if not ghost.is_visible() then return false end
   trigger.on_leave()
@@ -129,15 +140,22 @@ local function cycle(step)
   return trigger.trigger()
 end
 
+---@return boolean
 function M.next() return cycle(1) end
+---@return boolean
 function M.prev() return cycle(-1) end
 
 -- Next edits (:help local-copilot-next-edit). accept/jump/dismiss return false when no
 -- next edit is shown, so a key can fall back.
+---@return boolean
 function M.next_edit_request() return require('local_copilot.next_edit').request() end
+---@return boolean
 function M.next_edit_jump() return require('local_copilot.next_edit').jump() end
+---@return boolean
 function M.next_edit_accept() return require('local_copilot.next_edit').accept() end
+---@return boolean
 function M.next_edit_dismiss() return require('local_copilot.next_edit').dismiss() end
+---@return boolean
 function M.next_edit_visible() return require('local_copilot.next_edit').visible() end
 
 function M.enable()
@@ -150,14 +168,22 @@ function M.toggle() trigger.set_enabled(not trigger.enabled()) end
 -- Instruction edits (edit.lua): edit({ line1, line2, instruction }) asks for an edit of
 -- those lines of the current buffer (the instruction is asked for when absent) and returns
 -- its id, or false; the preview shows until edit_accept(), edit_cancel() or edit_retry().
+---@param o local_copilot.EditArgs
+---@return integer|false
 function M.edit(o)
   M._define_highlights()
   return require('local_copilot.edit').edit(o)
 end
+---@return boolean
 function M.edit_accept() return require('local_copilot.edit').accept() end
+---@return boolean
 function M.edit_cancel() return require('local_copilot.edit').cancel() end
+---@return boolean
 function M.edit_retry() return require('local_copilot.edit').retry() end
+---@param instruction? string
+---@return boolean
 function M.edit_follow_up(instruction) return require('local_copilot.edit').follow_up(instruction) end
+---@return boolean
 function M.edit_visible() return require('local_copilot.edit').visible() end
 
 local function now()
@@ -176,6 +202,7 @@ end
 -- For statuslines: 'disabled: <why>' (the privacy policy refuses the buffer), 'disabled',
 -- 'host stopped', 'bad option', 'backend down', 'waiting for the server until HH:MM:SS',
 -- 'showing i/n', 'waiting' or 'idle'.
+---@return string
 function M.status()
   local buf = api.nvim_get_current_buf()
   local why = require('local_copilot.privacy').reason(buf, api.nvim_buf_get_name(buf))
@@ -197,6 +224,8 @@ end
 -- Called by the Python host when a request fails or succeeds after failures ('down', 'ok'),
 -- when the server asked it to wait ('held', the time.time() it ends as a string), and when
 -- it rejects the options ('bad option', until the next setup()).
+---@param s 'ok'|'down'|'held'|'bad option'
+---@param msg string
 function M._backend_state(s, msg)
   if s ~= 'ok' then trigger.nothing_waiting() end -- nothing is in flight now
   state.backend, state.backend_message = s, msg or ''

@@ -113,6 +113,7 @@ end
 -- Called by the host: draw the plan if it answers the buffer's latest request, the text is
 -- still what it was asked for, Normal mode holds and no ghost text is on screen. The cursor
 -- may have moved meanwhile: the plan then counts from where it is now.
+---@param plan local_copilot.update.NextEdit
 function M.show(plan)
   local buf = plan.buf
   if buf ~= api.nvim_get_current_buf() or state.latest[buf] ~= plan.seq then return end
@@ -145,7 +146,7 @@ function M.request()
     buf = buf, tick = api.nvim_buf_get_changedtick(buf), row = row, col = cur[2], first = first,
     lines = api.nvim_buf_get_lines(buf, first, math.min(n, row + WINDOW + 1), false), nlines = n,
     path = api.nvim_buf_get_name(buf), ft = vim.bo[buf].filetype, seq = state.seq,
-    cwd = vim.fn.getcwd(), edits = recorder.take(), config = host.take_config(),
+    cwd = vim.fn.getcwd(), edits = recorder.take(),
   })
   return true
 end

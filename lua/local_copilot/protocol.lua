@@ -1,7 +1,7 @@
 -- Every message between this Lua side and the Python host, listed in one place
 -- (python/local_copilot/nvim/protocol.py types the same ones). Events go to the host as
--- vim.rpcnotify(chan, 'local_copilot_event', name, payload); the host calls back the Lua
--- functions listed at the end, with arguments.
+-- vim.rpcnotify(chan, 'local_copilot_event', name, payload); what the host tells Lua goes to
+-- updates.lua.
 local M = {}
 
 ---@class local_copilot.Snapshot what a keystroke sends: the buffer around the cursor
@@ -21,7 +21,6 @@ local M = {}
 ---@field ts integer
 ---@field seq integer increasing id; the render plan echoes it
 ---@field interval? number smoothed milliseconds between keystrokes
----@field config? table the options, when the host has not had them yet
 ---@field shown? integer suggestions shown since the last request (the host counts them)
 ---@field text? string typed_through only: what is left of the suggestion
 
@@ -29,7 +28,7 @@ local M = {}
 ---@field text string
 ---@field words integer[] byte offsets where accept_word() stops
 
----@class local_copilot.RenderPlan what the host tells ghost.show() to draw
+---@class local_copilot.RenderPlan what ghost.show() draws (updates.lua's 'render' update)
 ---@field buf integer
 ---@field tick integer drawn only while b:changedtick equals this
 ---@field row integer
@@ -49,7 +48,7 @@ local M = {}
 ---@field instruction string
 ---@field history string[][] earlier rounds of a follow-up: { instruction, answer } pairs
 
----@class local_copilot.EditUpdate what the host tells edit._update() to draw
+---@class local_copilot.EditUpdate an instruction edit's state (updates.lua's 'edit' update)
 ---@field id integer
 ---@field buf integer
 ---@field state 'waiting'|'streaming'|'done'|'error'
@@ -59,9 +58,70 @@ local M = {}
 ---@field message string why it failed, or a note
 ---@field truncated boolean stopped at the token limit
 
+---@class local_copilot.event.Backend :LocalCopilotBackend
+---@field action 'switch'|'start'|'stop'|'restart'
+---@field name? string the entry (the active one when absent)
+
+---@class local_copilot.event.Chunk another buffer's text for cross-file context
+---@field path string
+---@field lines string[]
+---@field around? integer 0-based row the text is centred on
+
+---@class local_copilot.event.Yank
+---@field path string
+---@field lines string[]
+
+---@class local_copilot.event.Buf cancel (Insert mode left) and forget (the buffer was wiped)
+---@field buf integer
+
+---@class local_copilot.event.Accepted
+---@field kind 'full'|'word'|'line'
+
+---@class local_copilot.event.PathChanged
+---@field path string
+
+---@class local_copilot.EditRecord one change the user made (edit_recorder.lua)
+---@field path string
+---@field row integer 0-based first row changed
+---@field old string[] the rows before
+---@field new string[] the rows after
+---@field before? string[] unchanged rows just above
+---@field after? string[] and just below
+
+---@class local_copilot.event.NextEdit ask for the next edit around the cursor
+---@field buf integer
+---@field tick integer
+---@field row integer
+---@field col integer
+---@field first integer 0-based row of lines[1]
+---@field lines string[]
+---@field nlines integer
+---@field path string
+---@field ft string
+---@field seq integer
+---@field cwd string
+---@field edits local_copilot.EditRecord[] recorded since the last request
+
+---@class local_copilot.event.NextEditNote
+---@field what 'shown'|'accepted'|'dismissed'
+
+---@class local_copilot.event.EditRequest
+---@field id integer Lua's own numbering
+---@field buf integer
+---@field attempt integer retries so far
+---@field spec local_copilot.EditSpec
+
+---@class local_copilot.event.EditWarm
+---@field buf integer
+---@field spec local_copilot.EditSpec
+
+---@class local_copilot.event.EditCancel
+---@field buf integer
+---@field id integer
+
 -- Lua -> host (notifications): name -> what the payload is
 M.events = {
-  config = 'the options table given to setup()',
+  config = 'the options table given to setup(): sent before the next event whenever they changed',
   snapshot = 'local_copilot.Snapshot: ask for a suggestion at the cursor',
   alternatives = 'local_copilot.Snapshot: more candidates for this spot (next()/prev())',
   typed_through = 'local_copilot.Snapshot with text: the user typed part of the suggestion',
@@ -73,7 +133,7 @@ M.events = {
   accepted = '{ kind = full|word|line }',
   forget = '{ buf }: the buffer was wiped',
   path_changed = '{ path }: the file was written, read or a buffer named so: judge where it resolves anew',
-  next_edit = '{ buf, tick, row, col, first, lines, nlines, path, ft, seq, cwd, edits, config? }: ask for the next edit',
+  next_edit = '{ buf, tick, row, col, first, lines, nlines, path, ft, seq, cwd, edits }: ask for the next edit',
   next_edit_note = '{ what = shown|accepted|dismissed }: a next edit on screen (the host counts them)',
   edit_request = '{ id, buf, attempt, spec = local_copilot.EditSpec }: ask for an instruction edit',
   edit_warm = '{ buf, spec = local_copilot.EditSpec }: the instruction is being typed; warm the prompt cache',
@@ -83,10 +143,7 @@ M.events = {
 -- Lua -> host (sync calls through LocalCopilotCall): status, stats, health, backend_status,
 -- debug_state, leaving.
 
--- host -> Lua: ghost.show(plan), init.notify(msg, level), init._backend_state(state, msg),
--- host.use_channel(chan), trigger.resync(buf), trigger.take_shown() (sync),
--- next_edit.show(plan: { buf, tick, seq, cursor, row, col, end_row, end_col, text, old }),
--- edit._update(update), and the
--- LocalCopilotBackendReady User autocmd.
+-- host -> Lua: one tagged union of updates, received by updates.lua's receive() (its LuaCATS
+-- shapes describe each); and one sync question, trigger.take_shown().
 
 return M

@@ -130,9 +130,11 @@ local function watch(buf)
   })
 end
 
--- What the host needs for a request. While the user types on one line the host already has
--- the rest of the window: only that line is sent, with `base` naming the whole window it
--- belongs to (python/local_copilot/nvim/plugin.py rebuilds the snapshot).
+-- What the host needs for a request. This module owns the window: it reads the buffer, picks
+-- the rows and decides when the window goes whole. While the user types on one line the host
+-- already has the rest of it: only that line is sent, with `base` naming the whole window it
+-- belongs to (python/local_copilot/nvim/plugin.py keeps each whole window as sent and puts
+-- the line into it; it decides nothing about the window).
 ---@return local_copilot.Snapshot
 local function snapshot(buf, facts)
   local row, col = unpack(api.nvim_win_get_cursor(0))
@@ -180,7 +182,8 @@ function M.count_shown()
   state.shown = state.shown + 1
 end
 
--- The host lacks the window a snapshot was relative to (it restarted): send it whole.
+-- The host lacks the window a snapshot was relative to (a message of ours it never got):
+-- send it whole.
 function M.resync(buf)
   state.base[buf] = nil
   if buf == api.nvim_get_current_buf() and api.nvim_get_mode().mode:sub(1, 1) == 'i' then M.trigger() end
@@ -195,7 +198,6 @@ function M.request(kind)
   if not facts.on or not answering() or not host.ready() then return false end
   local snap = snapshot(buf, facts)
   ghost.expect(buf, snap.seq)
-  snap.config = host.take_config()
   if state.shown > 0 then snap.shown, state.shown = state.shown, 0 end
   state.waiting[buf] = true
   host.send(kind, snap)
@@ -317,7 +319,6 @@ local function warm_now()
   if not facts.on then return end
   state.warmed = place
   local snap = snapshot(buf, facts)
-  snap.config = host.take_config()
   host.send('warm', snap)
 end
 

@@ -312,7 +312,7 @@ def test_inserted_text_takes_the_buffers_syntax_highlighting(
 
 def test_a_multi_line_edit_is_drawn_and_applied_as_one_undo_step(nvim_bin: str, manifest: Path,
                                                                  nvim_env: dict[str, str], tmp_path: Path) -> None:
-    """The plan as the host sends it (protocol.LUA_NEXT_EDIT_SHOW): `return w * h` becomes three
+    """The plan as the host sends it (updates.NextEditPlan): `return w * h` becomes three
     rows; the deleted `w` is highlighted, the rows it becomes are virtual lines below it."""
     nvim = start_nvim(nvim_bin, manifest, nvim_env, setup={"next_edit": {"enabled": True}})
     try:

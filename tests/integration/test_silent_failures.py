@@ -221,6 +221,24 @@ def test_a_wrong_type_given_to_setup_is_one_message_naming_it_never_a_traceback(
     assert status(nvim) != "bad option"
 
 
+@pytest.mark.parametrize(("call", "args", "said"), [
+    ("edit", [5], "local-copilot: edit() takes a table such as { line1 = 1, line2 = 3, instruction = 'add types' };"
+                  " not 5"),
+    ("edit", [{"line1": "1", "instruction": "x"}], 'local-copilot: edit: line1 must be a number, not "1"'),
+    ("edit", [{"line1": 1, "line2": 2, "instruction": 7}], "local-copilot: edit: instruction must be a string, not 7"),
+    ("edit", [{"line1": 1, "buf": 9999, "instruction": "x"}], "local-copilot: edit: buf 9999 is not a buffer"),
+    ("edit_follow_up", [{"x": 1}], "local-copilot: edit_follow_up: the instruction must be a string, not a table"),
+])
+def test_a_wrong_argument_to_a_public_function_is_one_message_naming_it(call: str, args: list[Any], said: str,
+                                                                       editor: Callable[..., Any]) -> None:
+    nvim = editor()
+    nvim.current.buffer[:] = LINES
+    ok, result = nvim.exec_lua(f"return {{ pcall(require('local_copilot').{call}, ...) }}", *args)
+    assert ok is True  # no Lua error reaches the caller (a stack trace under the user's mapping)
+    assert result is False
+    wait_for(lambda: ours(nvim) == [said], what=f"the message {said!r}", timeout=5)
+
+
 def test_after_options_setup_rejects_nothing_is_asked_with_the_old_ones(healthy: Callable[..., Any]) -> None:
     nvim, typist, script, fake = healthy()
     before = completions(fake)

@@ -21,7 +21,7 @@ from ..core import Core
 from ..errors import ConfigError
 from ..health.checks import Item
 from ..instruct.runner import EditUpdate
-from . import protocol
+from . import protocol, updates
 from ..log import log, log_path, setup_logging
 from ..privacy.policy import Policy
 from ..snapshot import Snapshot
@@ -104,9 +104,11 @@ class LocalCopilotPlugin:
             log.info("no second channel to Neovim: %s", self._channel_note)
 
     def _on_channel_ready(self, channel: NvimChannel) -> None:
-        self._start().editor.channel = channel
+        editor = self._start().editor
+        editor.channel = channel
         # from now on Lua sends keystroke events there (it sends the next window whole)
-        channel.lua(protocol.LUA_USE_CHANNEL, channel.id)
+        if channel.id is not None:
+            editor.update(updates.UseChannel(channel=channel.id))
 
     def _live_channel_id(self) -> int | None:
         """The worker's own channel to Neovim while it is connected (the editor holds it)."""
@@ -149,10 +151,14 @@ class LocalCopilotPlugin:
         run(core.configure, cfg)
 
     def _snapshot(self, msg: protocol.SnapshotMsg) -> Snapshot | None:
-        """The engine's snapshot of a snapshot message. While the user types on one line, Lua
-        sends that line only (`base` = the seq of the last whole window it sent): the window
-        per keystroke would cost Neovim and the host a decode of ~260 lines each. Without the
-        base here (a new host), Lua is told to send the whole window again."""
+        """The engine's snapshot of a snapshot message. Lua owns the window: it reads the
+        buffer, picks the window's rows and decides when to send it whole. While the user types
+        on one line it sends that line only (`base` = the seq of the last whole window it
+        sent): the window per keystroke would cost Neovim and the host a decode of ~260 lines
+        each. The host keeps the last whole window of each buffer exactly as sent (every one,
+        answered or not) and only applies that line to it; it decides nothing about the window.
+        Lua sends the window whole again to a new host and after a channel switch; a base
+        missing here all the same (a message lost) makes the host ask for it (Resync)."""
         buf, seq = msg.buf, msg.seq
         if seq < self._seqs.get(buf, 0):
             # the same Lua sent a newer one already: it came first on the worker's channel
@@ -165,7 +171,8 @@ class LocalCopilotPlugin:
             return snap
         base = self._windows.get(buf)
         if base is None or base.seq != msg.base or msg.first != base.first or msg.line is None:
-            self._start().editor.lua(protocol.LUA_RESYNC, buf)
+            log.info("buffer %s: no window %s here for snapshot %s; asking for it whole", buf, msg.base, seq)
+            self._start().editor.update(updates.Resync(buf=buf))
             return None
         lines = list(base.lines)
         lines[msg.row - base.first] = msg.line
@@ -211,14 +218,12 @@ class LocalCopilotPlugin:
             case protocol.ConfigMsg(options=options):
                 self._configure(options, run)
             case protocol.SnapshotMsg():  # snapshot, alternatives, typed_through
-                if msg.config is not None:
-                    self._configure(msg.config, run)
                 if msg.shown:  # the suggestions Lua showed since its last request
                     run(core.stats.count, "shown", msg.shown)
-                if self.config is None:
-                    return
+                # read before anything may drop the snapshot: the window Lua sent whole is the
+                # base its next one-line snapshots name, whether or not this one is answered
                 snap = self._snapshot(msg)
-                if snap is None:
+                if snap is None or self.config is None:
                     return
                 if isinstance(msg, protocol.Alternatives):
                     run(core.ghost.alternatives, snap)
@@ -239,8 +244,6 @@ class LocalCopilotPlugin:
             case protocol.Accepted(kind=kind):
                 run(core.ghost.note_accept, kind)
             case protocol.NextEditRequest():
-                if msg.config is not None:
-                    self._configure(msg.config, run)
                 if self.config is None:
                     return
                 run(self._next_edit, msg)

@@ -3,8 +3,7 @@
 Lua sends events as `vim.rpcnotify(chan, 'local_copilot_event', name, payload)`; the name is
 the message's tag and the payload its fields (lua/local_copilot/protocol.lua lists the same
 names). `decode(name, payload)` turns one into its Struct once; the plugin dispatches on the
-type. What the host tells Lua are the `Lua*` calls at the end: one Lua function each, called
-with arguments (never generated Lua source).
+type. What the host tells Lua is in updates.py: one tagged union, received by one Lua function.
 """
 
 from __future__ import annotations
@@ -17,9 +16,7 @@ from ..instruct.prompt import EditSpec
 from ..snapshot import Snapshot
 
 __all__ = [
-    "LUA_BACKEND_READY", "LUA_BACKEND_STATE", "LUA_NOTIFY", "LUA_PRIVACY_RULES", "LUA_PRIVACY_VERDICT", "LUA_RESYNC",
-    "LUA_SHOW", "LUA_TAKE_SHOWN", "LUA_USE_CHANNEL",
-    "LUA_NEXT_EDIT_SHOW", "LUA_EDIT_UPDATE", "NAMES", "Accepted",
+    "LUA_TAKE_SHOWN", "NAMES", "Accepted",
     "EditRecord", "NextEditNote", "NextEditRequest", "EditCancel", "EditRequest", "EditWarm",
     "Alternatives", "Backend", "Cancel", "Chunk", "ConfigMsg", "Forget", "Message",
     "PathChanged", "ProtocolViolation", "SnapshotMsg", "TypedThrough", "Warm", "Yank", "decode", "to_snapshot",
@@ -35,7 +32,8 @@ class _Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
 
 
 class ConfigMsg(_Event, frozen=True, kw_only=True, tag="config"):
-    """The user's options as given to setup() (validated by config.load_config)."""
+    """The user's options as given to setup() (validated by config.load_config). The only way
+    options reach the host: Lua sends them before its next event whenever they changed."""
 
     options: Any = None  # a table; Lua sends an empty one as an array
 
@@ -60,9 +58,7 @@ class SnapshotMsg(_Event, frozen=True, kw_only=True, tag="snapshot"):
     lines: list[str] | None = None
     base: int | None = None
     line: str | None = None
-    # riding along: the options when they changed since the host last had them, and the
-    # suggestions Lua showed since its last request (the host counts them)
-    config: Any = None
+    # riding along: the suggestions Lua showed since its last request (the host counts them)
     shown: int = 0
 
 
@@ -152,7 +148,6 @@ class NextEditRequest(_Event, frozen=True, kw_only=True, tag="next_edit"):
     seq: int = 0
     cwd: str = ""  # the prompt names files relative to it
     edits: list[EditRecord] = []
-    config: Any = None
 
 
 class NextEditNote(_Event, frozen=True, kw_only=True, tag="next_edit_note"):
@@ -212,18 +207,7 @@ def to_snapshot(msg: SnapshotMsg, lines: list[str]) -> Snapshot:
                     interval=msg.interval)
 
 
-# -- host -> Lua: the Lua functions the host calls (with arguments, as notifications) -------
-
-LUA_SHOW = "require('local_copilot.ghost').show(...)"  # (plan: render.RenderPlan)
-LUA_NOTIFY = "require('local_copilot').notify(...)"  # (message, level)
-LUA_BACKEND_STATE = "require('local_copilot')._backend_state(...)"  # ('ok'|'down'|'held'|'bad option', message)
-LUA_USE_CHANNEL = "require('local_copilot.host').use_channel(...)"  # (channel id)
-LUA_RESYNC = "require('local_copilot.trigger').resync(...)"  # (buf): send the window whole next time
-LUA_BACKEND_READY = ("vim.api.nvim_exec_autocmds('User', { pattern = 'LocalCopilotBackendReady', "
-                     "modeline = false, data = { backend = ... } })")  # (backend name)
-# (buf, path, reason or None, 'path'|'content'): why the privacy policy refuses a buffer's text
-LUA_PRIVACY_VERDICT = "require('local_copilot.privacy')._verdict(...)"
-LUA_PRIVACY_RULES = "require('local_copilot.privacy')._rules(...)"  # ([[lua pattern, reason], ...])
-LUA_NEXT_EDIT_SHOW = "require('local_copilot.next_edit').show(...)"  # (plan: see next_edit/request.py)
-LUA_EDIT_UPDATE = "require('local_copilot.edit')._update(...)"  # (update: instruct.runner.EditUpdate)
-LUA_TAKE_SHOWN = "return require('local_copilot.trigger').take_shown()"  # sync: suggestions shown since last told
+# -- host -> Lua ------------------------------------------------------------------------------
+# What the host tells Lua is one tagged union of updates (updates.py). The one question it asks
+# Lua, synchronously, is how many suggestions were shown since Lua last said:
+LUA_TAKE_SHOWN = "return require('local_copilot.trigger').take_shown()"
