@@ -34,7 +34,7 @@ def _caches() -> list[str]:
     import gc
 
     out = []
-    pp = sys.modules.get("local_copilot.pipeline.postprocess")
+    pp = sys.modules.get("local_copilot.pipeline.postprocess.compose")
     if pp is not None:
         for name in ("_scan_cached", "_summary", "_walk_back", "_walk_back_from"):
             info = getattr(getattr(pp, name, None), "cache_info", None)

@@ -45,10 +45,10 @@ from typing import NamedTuple
 
 import msgspec
 
-from .chat_answer import chat_code
-from .foreign_tokens import cut_foreign_tokens
-from .invisible_chars import hidden_char
-from ..transport.limits import MAX_SUGGESTION_CHARS, unsafe_char
+from ..chat_answer import chat_code
+from ..foreign_tokens import cut_foreign_tokens
+from ..invisible_chars import hidden_char
+from ...transport.limits import MAX_SUGGESTION_CHARS, unsafe_char
 
 __all__ = [
     "PostContext",
