@@ -34,13 +34,15 @@ def _caches() -> list[str]:
     import gc
 
     out = []
-    pp = sys.modules.get("local_copilot.pipeline.postprocess")
-    if pp is not None:
-        for name in ("_scan_cached", "_summary", "_walk_back", "_walk_back_from"):
-            info = getattr(getattr(pp, name, None), "cache_info", None)
+    pkg = "local_copilot.pipeline.postprocess"
+    scanner, structure, compose = (sys.modules.get(f"{pkg}.{m}") for m in ("scanner", "structure", "compose"))
+    if scanner is not None and structure is not None and compose is not None:
+        for mod, name in ((scanner, "_scan_cached"), (scanner, "_summary"), (structure, "_walk_back"),
+                          (structure, "_walk_back_from")):
+            info = getattr(getattr(mod, name, None), "cache_info", None)
             if info is not None:
                 out.append(f"{name}: {info()}")
-        out.append(f"_RESUME {len(getattr(pp, '_RESUME', {}))}, _LOOPS {len(getattr(pp, '_LOOPS', {}))}")
+        out.append(f"_RESUME {len(getattr(scanner, '_RESUME', {}))}, _LOOPS {len(getattr(compose, '_LOOPS', {}))}")
     privacy = sys.modules.get("local_copilot.privacy.policy")
     if privacy is not None:
         sizes = [len(o._lines) for o in gc.get_objects() if isinstance(o, privacy.Policy)]

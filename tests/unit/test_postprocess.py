@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from local_copilot.pipeline import postprocess as pp
+from local_copilot.pipeline.postprocess import compose, scanner
 from local_copilot.pipeline.postprocess import (
     PostContext,
     Result,
@@ -405,9 +405,9 @@ def test_pure_and_deterministic() -> None:
     for raw, c in _random_cases(rng, 100):
         a = [process(raw[:i], c, final=False) for i in range(len(raw) + 1)]
         # the internal caches must not change any result
-        pp._RESUME.clear()
-        pp._LOOPS.clear()
-        pp._scan_cached.cache_clear()
+        scanner._RESUME.clear()
+        compose._LOOPS.clear()
+        scanner._scan_cached.cache_clear()
         b = [process(raw[:i], c, final=False) for i in range(len(raw) + 1)]
         assert a == b
         assert process(raw, c, final=True) == process(raw, c, final=True)

@@ -1,0 +1,53 @@
+"""Stages 3 and 4 below the cursor: the suggestion stops where it repeats the next existing
+line, and does not emit a closer that line starts with."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .context import PostContext
+from .lines import _first_nonblank, _is_blank, _norm, indent_width
+from .scanner import _OPEN_FOR
+from .structure import _cursor_opener
+
+
+def existing_line_cut(lines: Sequence[str], ctx: PostContext) -> int | None:
+    """Index of the first completion line equal to the next existing non-blank line.
+
+    ``lines[0]`` is the whole cursor line; it only counts when the cursor line was
+    blank (a fresh line that duplicates the one below).  Lines are compared with
+    tabs expanded and trailing whitespace ignored, but with their indentation: a
+    ``}`` or ``return x`` at another depth is a different statement.
+    """
+    nxt = _first_nonblank(ctx.next_lines)
+    if nxt is None:
+        return None
+    target = _norm(nxt, ctx.tabstop)
+    for k, line in enumerate(lines):
+        if k == 0 and not _is_blank(ctx.line_prefix):
+            continue
+        if not _is_blank(line) and _norm(line, ctx.tabstop) == target:
+            return k
+    return None
+
+
+def closer_cut(closer: str, ctx: PostContext) -> bool:
+    """Whether a closer the completion emits for a bracket open at the cursor is
+    already there at the start of the next existing line.
+
+    Only when that line is aligned with the bracket's line and the bracket is the
+    only one that line leaves open - otherwise the existing closer may belong to
+    an outer bracket and the completion's one is needed.
+    """
+    if closer not in _OPEN_FOR:
+        return False
+    nxt = _first_nonblank(ctx.next_lines)
+    if nxt is None or not nxt.lstrip(" \t").startswith(closer):
+        return False
+    o1 = _cursor_opener(ctx)
+    return (
+        o1 is not None
+        and o1.char == _OPEN_FOR[closer]
+        and o1.unclosed_on_line == 1
+        and o1.indent == indent_width(nxt, ctx.tabstop)
+    )
