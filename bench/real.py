@@ -45,7 +45,9 @@ import httpx  # noqa: E402
 import pynvim  # noqa: E402
 
 from local_copilot.devtools.real_shape_model import ensure_model  # noqa: E402
-from local_copilot.servers.llama_cpp import LlamaServer, find_llama_server  # noqa: E402
+from local_copilot.servers.llama_cpp import LlamaServer  # noqa: E402
+from local_copilot.servers.options import ServerOptions  # noqa: E402
+from local_copilot.servers.recipes import find_llama_server  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 INTERVAL_MS = 90
@@ -54,8 +56,8 @@ REST_S = 0.6  # the cursor rests at the new place before `o` (a user finds the s
 TEXTS = ["x = 1; ", "total =", "if a >", "return ", "for i i", "name = ", "count +", "print(s",
          "data = ", "yield i", "args = ", "result ", "key = k", "self.na", "raise V", "path = "]
 MODULES = ("argparse.py", "textwrap.py")
-# the launch recipe's flags (servers/recipes.py) that matter to the cache, as the issue measured;
-# --no-repack: this machine's AMX repacking of Q8_0 weights crashes llama-server (SIGILL/SIGSEGV
+# on top of the users' recipe (servers/recipes.py): --slots, the endpoint the bench polls until
+# the server is idle; --no-repack: this machine's AMX repacking of Q8_0 weights crashes llama-server (SIGILL/SIGSEGV
 # in the warm-up run), so the bench turns it off (it changes nothing of the prompt cache)
 SERVER_FLAGS = ["--slots", "--no-repack"]
 
@@ -357,7 +359,9 @@ def main(argv: list[str] | None = None) -> int:
                          " llama-server (context_window 512)")
     ap.add_argument("--shape", default="qwen2.5-coder-0.5b")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--ctx", type=int, default=8192)
+    ap.add_argument("--ctx", type=int, default=8192, help="tokens per slot (backends.NAME.server.context_tokens)")
+    # one slot unless asked: the budgets compare with -np 1 (the users' recipe gives 2)
+    ap.add_argument("--parallel", type=int, default=1, help="llama-server slots (backends.NAME.server.parallel)")
     ap.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                     help="one more llama-server argument, repeated for each (e.g. --server-arg=-ngl --server-arg=99 "
                          "on a GPU build)")
@@ -386,9 +390,10 @@ def main(argv: list[str] | None = None) -> int:
                 files = [vdir / m for m in MODULES]
                 for f, m in zip(files, MODULES):
                     shutil.copy(stdlib / m, f)
-                server = LlamaServer.for_model(model, binary=binary, ctx=args.ctx, threads=os.cpu_count() or 2,
-                                               extra=[*SERVER_FLAGS, *args.server_arg],
-                                               log_file=vdir / "server.log")
+                # the users' recipe, threads included (llama.cpp's own choice, as users get it)
+                options = ServerOptions(context_tokens=args.ctx, parallel=args.parallel,
+                                        extra_args=[*SERVER_FLAGS, *args.server_arg])
+                server = LlamaServer.for_model(model, binary=binary, options=options, log_file=vdir / "server.log")
                 server.start(180)
                 doc["variants"][label] = {"root": str(root), "server": server.argv[1:], "floor_start": floor_ms(server.url)}
                 manifest = register(nvim_bin, root, vdir / "rplugin.vim") if label != "minuet" else vdir / "none.vim"

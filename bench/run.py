@@ -582,7 +582,7 @@ def main(argv: list[str] | None = None) -> int:
         needs_server = bool({"bursts", "mainthread", "floor", "snapshot", "hoststart"} - skip)
         if needs_server:
             log("starting the tiny llama-server ...")
-        with H.tiny_server(workdir, extra=["--slots"]) if needs_server else contextlib.nullcontext() as server:
+        with H.tiny_server(workdir, "--slots") if needs_server else contextlib.nullcontext() as server:
             if "bursts" not in skip:
                 for name in [p.strip() for p in args.profiles.split(",") if p.strip()]:
                     log(f"typing bursts, settings: {name} {PROFILES[name]}")

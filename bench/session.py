@@ -22,6 +22,7 @@ from harness import make_manifest, metrics, nvim_binary, nvim_env, start_nvim, w
 
 from local_copilot.devtools.tiny_model import write_gguf  # noqa: E402
 from local_copilot.servers.llama_cpp import LlamaServer  # noqa: E402
+from tests.launch import suite_options  # noqa: E402
 
 PHRASE = "run(a, b)\n\tok"
 KEY_GAP = 0.09
@@ -88,7 +89,8 @@ def main() -> int:
     manifest = make_manifest(nvim_bin, work)
     model = write_gguf(work / "phrase.gguf", phrase=PHRASE)
     rows = []
-    with LlamaServer.for_model(model, log_file=work / "server.log") as server:
+    # the suite's options (tests/launch.py): one slot, whose cache hits and tokens the table counts
+    with LlamaServer.for_model(model, log_file=work / "server.log", options=suite_options()) as server:
         for reuse in (True, False):
             rows.append(run(reuse, server, nvim_bin, manifest, work))
     print(f"{'reuse':<6} {'requests':>8} {'cancels':>7} {'typed-through':>13} {'cache hits':>10} {'tokens gen':>10} "

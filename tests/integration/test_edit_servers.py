@@ -15,10 +15,12 @@ from local_copilot.config import load_config
 from local_copilot.health.report import collect
 from local_copilot.instruct.chat import ChatChunk, chat_backend
 from local_copilot.instruct.prompt import EditSpec, build
-from local_copilot.servers.llama_cpp import LlamaServer, free_port
+from local_copilot.servers.llama_cpp import LlamaServer
+from local_copilot.servers.ports import free_port
 
 from ..fakes.fake_chat import FakeChat, chat_sse
 from ..helpers import wait_for
+from ..launch import suite_options
 from .nvim_session import attach_ui, buffer_text, lua, screen_lines, start_nvim
 
 pytestmark = pytest.mark.integration
@@ -31,7 +33,7 @@ N = 12  # edit.n_predict: the tiny model's answer is N x's
 def two_slots(models: dict[str, Path], llama_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
     """The deterministic tiny model on a llama-server with two slots (two edits at once)."""
     log = tmp_path_factory.mktemp("edit-llama") / "server.log"
-    with LlamaServer.for_model(models["x"], binary=llama_bin, log_file=log, parallel=2) as server:
+    with LlamaServer.for_model(models["x"], binary=llama_bin, log_file=log, options=suite_options(parallel=2)) as server:
         yield server
 
 

@@ -21,10 +21,12 @@ from typing import Any
 
 import pytest
 
-from local_copilot.servers.llama_cpp import LlamaServer, free_port
+from local_copilot.servers.llama_cpp import LlamaServer
+from local_copilot.servers.ports import free_port
 
 from ..fakes.fake_server import QWEN_FIM, CLOSE, RESET, FakeServer, Script, Step, infill_stream, llama_props, sse
 from ..helpers import wait_for
+from ..launch import suite_options
 from .nvim_session import lua, start_nvim, suggestion, wait_ghost
 
 pytestmark = pytest.mark.integration
@@ -312,7 +314,8 @@ def test_real_llama_server_killed_mid_stream(session: Callable[..., Session], mo
     port = free_port()
     # a long answer (the x model never stops by itself; ~1 ms a token): still streaming when killed.
     # (the tiny model's trained context caps each request at 4096 tokens, prompt included)
-    server = LlamaServer.for_model(models["x"], binary=llama_bin, port=port, log_file=tmp_path / "killed.log").start()
+    server = LlamaServer.for_model(models["x"], binary=llama_bin, port=port, log_file=tmp_path / "killed.log",
+                                   options=suite_options()).start()
     s = session(server.url, n_predict=3500)
     try:
         s.type("a")
@@ -330,8 +333,8 @@ def test_real_llama_server_killed_mid_stream(session: Callable[..., Session], mo
         s.assert_messages_clean()
     finally:
         server.stop()
-    restarted = LlamaServer.for_model(models["x"], binary=llama_bin, port=port,
-                                      log_file=tmp_path / "restarted.log").start()
+    restarted = LlamaServer.for_model(models["x"], binary=llama_bin, port=port, log_file=tmp_path / "restarted.log",
+                                      options=suite_options()).start()
     try:
         s.assert_resumes(None, lambda t: t.startswith("xxxx") and set(t) == {"x"})
         s.assert_buffer_untouched()

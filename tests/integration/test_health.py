@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
-from local_copilot.servers.llama_cpp import LlamaServer, free_port
+from local_copilot.servers.llama_cpp import LlamaServer
+from local_copilot.servers.ports import free_port
 
 from ..helpers import wait_for
+from ..launch import suite_options
 from .nvim_session import REPO, start_nvim, wait_ghost
 
 pytestmark = pytest.mark.integration
@@ -67,7 +69,9 @@ def small_slot_server(models: dict[str, Path], llama_bin: str, tmp_path_factory:
                       ) -> Iterator[LlamaServer]:
     """-c 512 -np 4: llama-server splits the context, each slot gets 256 tokens (padded)."""
     log = tmp_path_factory.mktemp("small") / "server.log"
-    with LlamaServer.for_model(models["x"], binary=llama_bin, ctx=512, parallel=4, log_file=log) as server:
+    # -c after the recipe's: the recipe never sizes a slot this small, which the test is about
+    options = suite_options("-c", "512", parallel=4)
+    with LlamaServer.for_model(models["x"], binary=llama_bin, log_file=log, options=options) as server:
         yield server
 
 

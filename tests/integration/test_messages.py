@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from local_copilot.servers.llama_cpp import free_port
+from local_copilot.servers.ports import free_port
 
 from ..helpers import wait_for
 from .nvim_session import attach_ui, lua, start_nvim

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from local_copilot.servers.llama_cpp import LlamaServer, free_port
+from local_copilot.servers.llama_cpp import LlamaServer
+from local_copilot.servers.ports import free_port
 
 from ..fakes.fake_server import FakeServer, infill_stream, llama
 from ..fakes.recording_proxy import RecordingProxy

@@ -38,6 +38,7 @@ from local_copilot.servers.supervisor import Supervisor
 
 from ..fakes.editor import RecordingEditor
 from ..helpers import wait_for
+from ..launch import suite_options
 from ..pki import Pki
 from ..unit.test_engine import snap, wait_until
 from .nvim_session import lua, start_nvim, wait_ghost
@@ -59,9 +60,9 @@ def team(pki: Pki, models: dict[str, Path], llama_bin: str, tmp_path_factory: py
     """The team server: https with a certificate for 127.0.0.1 from the team's CA, and a key."""
     cert, key = pki.server("team-server")
     log = tmp_path_factory.mktemp("team") / "server.log"
-    with LlamaServer.for_model(models["x"], binary=llama_bin, log_file=log, parallel=2, tls=pki.context(),
-                               extra=["--ssl-cert-file", str(cert), "--ssl-key-file", str(key),
-                                      "--api-key", TOKEN]) as server:
+    # two slots, the users' recipe's default: a team's server takes several requests at once
+    options = suite_options("--ssl-cert-file", str(cert), "--ssl-key-file", str(key), "--api-key", TOKEN, parallel=2)
+    with LlamaServer.for_model(models["x"], binary=llama_bin, log_file=log, tls=pki.context(), options=options) as server:
         yield server
 
 
@@ -74,7 +75,7 @@ def expired(pki: Pki, models: dict[str, Path], llama_bin: str, tmp_path_factory:
     unchecked.verify_mode = ssl.CERT_NONE
     log = tmp_path_factory.mktemp("expired") / "server.log"
     with LlamaServer.for_model(models["x"], binary=llama_bin, log_file=log, tls=unchecked,
-                               extra=["--ssl-cert-file", str(cert), "--ssl-key-file", str(key)]) as server:
+                               options=suite_options("--ssl-cert-file", str(cert), "--ssl-key-file", str(key))) as server:
         yield server
 
 

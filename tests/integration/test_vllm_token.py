@@ -17,7 +17,8 @@ from local_copilot.core import Core
 from local_copilot.errors import TokenRefused
 from local_copilot.health.report import collect, render_text
 from local_copilot.instruct.chat import chat_backend
-from local_copilot.servers.llama_cpp import LlamaServer, free_port
+from local_copilot.servers.llama_cpp import LlamaServer
+from local_copilot.servers.ports import free_port
 
 from ..conftest import VLLM_PYTHON
 from ..fakes.editor import RecordingEditor

@@ -58,7 +58,7 @@ def test_errors_are_one_line_on_stderr(capsys: pytest.CaptureFixture[str], tmp_p
 
 def test_status_of_nothing_running_exits_3(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    from local_copilot.servers.llama_cpp import free_port
+    from local_copilot.servers.ports import free_port
 
     monkeypatch.setenv("LOCAL_COPILOT_RUNTIME_DIR", str(tmp_path / "run"))
     url = f"http://127.0.0.1:{free_port()}"

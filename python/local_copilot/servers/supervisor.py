@@ -20,13 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import json
 import os
-import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -43,14 +40,15 @@ import msgspec
 import platformdirs
 
 from ..errors import ServerStartError
-from ..transport.owner import listeners
 from ..privacy.files import check_private_dir
 from .janitor import rotate
 from .options import ServerOptions, server_options
 from ..transport.access import sync_client
 from .detached import start_detached
 from .recipes import INSTALL_HINTS, Recipe, check_ollama_model, local_port, make_recipe
+from .ports import port_free, port_owner
 from .registry import ServerFiles, kill_group, pid_alive
+from .server_log import error_quote, model_failed, tail_lines
 
 __all__ = [
     "Supervisor",
@@ -75,18 +73,6 @@ PROGRESS_EVERY_S = 0.5
 POLL_S = 0.1
 STOP_TIMEOUT_S = 15.0
 MAX_BACKOFF_S = 60.0
-
-# lines of a server log that say what went wrong
-_ERROR_LINE = re.compile(r"\b(error|failed|failure|exception|fatal|cannot|can't|unable|invalid|"
-                         r"not found|no such file|out of memory)\b|^\S*Error\b", re.I)
-_MODEL_FAILURE = re.compile(r"failed to load model|error loading model|model loading error|llama_model_load|"
-                            r"gguf_init|no such file|does not appear to have|not a valid|can't load|"
-                            r"could not load|safetensors|Repo id must|is not a local folder|"
-                            r"OSError: .*(model|config)|config\.json|huggingface\.co|model identifier|"
-                            r"HTTPLIB failed", re.I)
-# llama.cpp prefixes lines with "0.00.006.485 E "; keep the message
-_LLAMA_PREFIX = re.compile(r"^\d+\.\d+\.\d+\.\d+ [A-Z] ")
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 class ServerEvent(msgspec.Struct, frozen=True, kw_only=True):
@@ -164,69 +150,6 @@ def list_servers(env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------------------ helpers
-
-
-def _clean(line: str) -> str:
-    line = _ANSI.sub("", line).rstrip()
-    return _LLAMA_PREFIX.sub("", line).strip()
-
-
-def tail_lines(path: Path, n: int = 40, max_bytes: int = 64_000) -> list[str]:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - max_bytes))
-            data = f.read().decode(errors="replace")
-    except OSError:
-        return []
-    lines = [_clean(x) for x in data.splitlines()]
-    return [x for x in lines if x][-n:]
-
-
-def error_quote(lines: list[str], limit: int = 3) -> str:
-    """The log lines that say what went wrong: the first error (usually the cause) and the last
-    ones (what the server concluded), joined on one line."""
-    errors = [x for x in lines if _ERROR_LINE.search(x)]
-    if not errors:
-        errors = lines[-limit:]
-    picked: list[str] = []
-    for line in [errors[0], *errors[-(limit - 1):]] if errors else []:
-        if line not in picked:
-            picked.append(line)
-    return " | ".join(x[:240] for x in picked)
-
-
-def port_free(port: int) -> bool:
-    """Can we bind 127.0.0.1:port? (Also catches a bound socket that is not listening yet,
-    which is what vLLM holds while it loads.)"""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError as exc:
-            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
-                return False
-            raise
-    return True
-
-
-def port_owner(port: int) -> str:
-    """'pid 123 (python3)' for the process listening on `port`, when /proc shows it; else ''."""
-    inodes = {f"socket:[{lst.inode}]" for lst in listeners(port)}
-    if not inodes:
-        return ""
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            for fd in (proc / "fd").iterdir():
-                if os.readlink(fd) in inodes:
-                    comm = (proc / "comm").read_text().strip()
-                    return f"pid {proc.name} ({comm})"
-        except OSError:
-            continue
-    return ""
 
 
 def _resolve_exe(exe: str, env: Mapping[str, str]) -> str | None:
@@ -487,7 +410,7 @@ class Supervisor:
         tail = tail_lines(self.log_path)
         quote = error_quote(tail)
         model = self.options.weights or self.cfg.model or "(the default preset)"
-        if any(_MODEL_FAILURE.search(x) for x in tail if _ERROR_LINE.search(x)):
+        if model_failed(tail):
             msg = (f"{self.name}: the server failed to load the model {model}: {quote} "
                    f"(check backends.{self.name}.model; full log: {self.log_path})")
         else:
