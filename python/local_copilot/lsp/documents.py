@@ -82,6 +82,8 @@ class Documents:
 
     def spot(self, doc: TextDocument, position: types.Position, cfg: Config, encoding: str) -> Spot:
         lines = split_lines(doc.source)
+        if len(lines) > 1 and lines[-1] == "" and position.line < len(lines) - 1:
+            lines.pop()  # the file's final line end ends its last line, as in Neovim's buffer
         row = min(max(position.line, 0), len(lines) - 1)
         line = lines[row]
         col = column(line, position.character, encoding) if position.line == row else len(line)
