@@ -30,7 +30,8 @@ import pytest
 
 from local_copilot.devtools.tiny_model import write_gguf
 from local_copilot.servers.llama_cpp import LlamaServer, free_port
-from local_copilot.servers.registry import pid_alive
+from local_copilot.servers.registry import ServerFiles, pid_alive
+from local_copilot.servers.supervisor import runtime_dir
 
 from ..conftest import PHRASE
 from ..fakes.recording_proxy import RecordingProxy
@@ -71,6 +72,16 @@ def metric(url: str, name: str) -> float:
 
 def processing(url: str) -> bool:
     return any(s.get("is_processing") for s in httpx.get(url + "/slots", timeout=5, trust_env=False).json())
+
+
+def generating(url: str) -> bool:
+    """A slot has written tokens of its answer (past evaluating the prompt)."""
+    for slot in httpx.get(url + "/slots", timeout=5, trust_env=False).json():
+        nxt = slot.get("next_token")
+        decoded = (nxt[0] if isinstance(nxt, list) else nxt or {}).get("n_decoded", 0)
+        if slot.get("is_processing") and decoded > 0:
+            return True
+    return False
 
 
 def fills(proxy: RecordingProxy) -> list[dict[str, Any]]:
@@ -254,7 +265,7 @@ def test_vscode_client_cancel_stops_the_servers_generation(node_client: Any, lla
     before = metric(llama_server.url, "tokens_predicted_total")
     rid = client.start_request("textDocument/completion", {"textDocument": {"uri": uri},
                                                            "position": {"line": 1, "character": 4}})
-    wait_for(lambda: processing(llama_server.url), interval=0.005, what="the server generating")
+    wait_for(lambda: generating(llama_server.url), interval=0.005, what="the server generating")
     client.cancel(rid)
     assert client.response(rid)["error"]["code"] == REQUEST_CANCELLED
     wait_for(lambda: not processing(llama_server.url), what="the generation stopped")
@@ -308,7 +319,9 @@ def test_start_true_starts_the_backend_and_leaves_it_on_exit(node_client: Any, l
         return client.complete(uri, CURSOR)["items"]  # type: ignore[no-any-return]
 
     assert wait_for(items, timeout=120, what="items from the started server")[0]["label"] == "run(a, b)"
-    state = json.loads(next((tmp_path / "run").rglob("*.json")).read_text())
+    files = ServerFiles(runtime_dir(server_env(tmp_path)), "llama.cpp", port)
+    state = files.read_state()
+    assert state is not None and len(files.users()) == 1  # started here, this server its one user
     pid = int(state["pid"])
     assert pid_alive(pid)
     client.close()  # the last user leaves: the server stops
@@ -402,7 +415,7 @@ def test_neovim_client_cancel_stops_the_servers_generation(neovim: Any, llama_se
           _G.answer = { err = err and err.code or vim.NIL, result = result }
         end, 0)
         return id""")
-    wait_for(lambda: processing(llama_server.url), interval=0.005, what="the server generating")
+    wait_for(lambda: generating(llama_server.url), interval=0.005, what="the server generating")
     nv.exec_lua("vim.lsp.get_clients({ name = 'local_copilot_lsp' })[1]:cancel_request(...)", rid)
     wait_for(lambda: not processing(llama_server.url), what="the generation stopped")
     generated = metric(llama_server.url, "tokens_predicted_total") - before

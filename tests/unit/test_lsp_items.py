@@ -123,3 +123,10 @@ def test_options_from_a_client() -> None:
         read_options({"start": "yes"}, {})
     with pytest.raises(ConfigError, match="must be a table"):
         read_options("llama.cpp", {})
+
+
+def test_the_lsp_subcommand_takes_an_options_file_and_the_stdio_flag_clients_pass() -> None:
+    from local_copilot.cli import main as cli
+
+    args = cli.build_parser().parse_args(["lsp", "--stdio", "--config", "/x.toml"])
+    assert args.func is cli._cmd_lsp and args.config == "/x.toml"
