@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -305,7 +306,7 @@ def test_vscode_client_bad_options_are_one_message_and_new_settings_fix_them(
     client.close()
 
 
-def test_start_true_starts_the_backend_and_leaves_it_on_exit(node_client: Any, llama_bin: str,
+def test_start_true_starts_and_supervises_the_backend_and_leaves_it_on_exit(node_client: Any, llama_bin: str,
                                                              tmp_path: Path) -> None:
     model = write_gguf(tmp_path / "phrase.gguf", phrase=PHRASE)
     port = free_port()
@@ -322,8 +323,24 @@ def test_start_true_starts_the_backend_and_leaves_it_on_exit(node_client: Any, l
     files = ServerFiles(runtime_dir(server_env(tmp_path)), "llama.cpp", port)
     state = files.read_state()
     assert state is not None and len(files.users()) == 1  # started here, this server its one user
-    pid = int(state["pid"])
-    assert pid_alive(pid)
+    first = int(state["pid"])
+    assert pid_alive(first)
+
+    # supervised: once it is said to be up (its watch has begun), killed, it is restarted (said
+    # from the supervisor's thread), and items come again
+    wait_for(lambda: any(" is up at " in m["message"] for m in client.notifications("window/showMessage")),
+             what="the server said to be up")
+    os.kill(first, signal.SIGKILL)
+    wait_for(lambda: any("restarting" in m["message"] for m in client.notifications("window/showMessage")),
+             timeout=30, what="the restart said")
+
+    def restarted() -> int:
+        state = files.read_state()
+        pid = int(state["pid"]) if state else 0
+        return pid if pid != first and pid_alive(pid) else 0
+
+    pid = wait_for(restarted, timeout=60, what="a new server")
+    assert wait_for(items, timeout=120, what="items from the restarted server")[0]["label"] == "run(a, b)"
     client.close()  # the last user leaves: the server stops
     wait_for(lambda: not pid_alive(pid), timeout=30, what="the started server stopped")
 

@@ -50,19 +50,35 @@ _LEVELS = {"error": types.MessageType.Error, "warn": types.MessageType.Warning, 
 class _Client:
     """The editor port of the core (ghost/engine.py's Editor) for a language client: messages
     become `window/showMessage`; refusals by the privacy policy go to the client's log. Drawing
-    is the client's own: nothing here draws."""
+    is the client's own: nothing here draws.
+
+    The server's supervisor reports from its own threads (progress, crashes, restarts): their
+    messages are handed to the event loop, which alone writes to the client."""
 
     def __init__(self, ls: LanguageServer) -> None:
         self._ls = ls
+        self.loop: asyncio.AbstractEventLoop | None = None  # the server's, once it runs
 
     def notify(self, message: str, level: str) -> None:
         kind = _LEVELS.get(level, types.MessageType.Log)
-        self._ls.window_show_message(types.ShowMessageParams(type=kind, message=message))
+        self._send(lambda: self._ls.window_show_message(types.ShowMessageParams(type=kind, message=message)))
 
     def private(self, buf: int, path: str, reason: str | None, kind: str) -> None:
         if reason is not None:
-            self._ls.window_log_message(types.LogMessageParams(
-                type=types.MessageType.Info, message=f"local-copilot: not sent: {path or 'the text'} is private: {reason}"))
+            message = f"local-copilot: not sent: {path or 'the text'} is private: {reason}"
+            self._send(lambda: self._ls.window_log_message(
+                types.LogMessageParams(type=types.MessageType.Info, message=message)))
+
+    def _send(self, write: Callable[[], None]) -> None:
+        loop = self.loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is None or running is loop:
+            write()
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(write)
 
     def show(self, plan: Any) -> None: ...
     def backend_state(self, state: str, message: str) -> None: ...
@@ -123,6 +139,7 @@ class CompletionServer:
     # -- options -----------------------------------------------------------------------------
 
     def initialize(self, params: types.InitializeParams) -> None:
+        self.client.loop = asyncio.get_running_loop()
         self._configure(params.initialization_options, initial=True)
 
     def change_configuration(self, params: types.DidChangeConfigurationParams) -> None:
