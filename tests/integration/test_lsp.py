@@ -256,6 +256,25 @@ def test_vscode_client_items_typing_through_full_sync_and_inline(node_client: An
     client.close()
 
 
+def test_vscode_client_the_document_left_is_context_for_the_next(node_client: Any, proxy: RecordingProxy,
+                                                                 tmp_path: Path) -> None:
+    """As the editor sends a buffer it leaves: the text around where the user was asked in one
+    document goes with the requests in another (llama.cpp's input_extra), never a private one."""
+    client = node_client()
+    client.initialize(options(proxy.url), tmp_path)
+    helpers = "".join(f"def helper_{i}(value):\n    return value * {i} + {i}\n\n" for i in range(12))
+    left = client.open(tmp_path / "helpers.py", helpers)
+    secret = client.open(tmp_path / "secrets.py", helpers.replace("helper", "hidden"))
+    job = client.open(tmp_path / "job.py", SOURCE)
+    client.complete(left, {"line": 6, "character": 0})
+    client.complete(secret, {"line": 6, "character": 0})  # refused (secrets.*): asked, nothing sent
+    client.complete(job, CURSOR)
+    extra = fills(proxy)[-1]["input_extra"]
+    assert [chunk["filename"] for chunk in extra] == [str(tmp_path / "helpers.py")]
+    assert "def helper_2(value):" in extra[0]["text"]
+    client.close()
+
+
 def test_vscode_client_cancel_stops_the_servers_generation(node_client: Any, llama_server: LlamaServer,
                                                            tmp_path: Path) -> None:
     client = node_client()

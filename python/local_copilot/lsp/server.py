@@ -37,7 +37,7 @@ from ..ghost.engine import Engine
 from ..log import log, setup_logging
 from ..pipeline.complete import Ask
 from ..servers.backend_manager import BackendManager
-from .documents import Documents, Spot
+from .documents import Documents, Spot, split_lines
 from .items import completion_list, inline_list
 from .options import read_options
 from .typed import Shown
@@ -127,6 +127,7 @@ class CompletionServer:
         self.running: dict[str, asyncio.Task[Any]] = {}  # uri -> its request's task
         self.manager: BackendManager | None = None
         self._started: set[str] = set()  # backends this server started or attached to
+        self._asked: tuple[str, int] | None = None  # the document and row last asked in
         feature = self.ls.feature
         feature(types.INITIALIZE)(_handler(self.initialize))
         feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(_handler(self.change_configuration))
@@ -224,6 +225,7 @@ class CompletionServer:
             return None  # bad options: said when they came
         doc = self.ls.workspace.get_text_document(uri)
         spot = self.docs.spot(doc, position, cfg, self.ls.workspace.position_encoding or "utf-16")
+        self._moved(uri, spot.snap.row)
         if not _filetype_on(cfg, spot.language) or self.core.privacy.refuses(spot.snap):
             self.shown.forget(uri)
             return spot, []
@@ -237,6 +239,17 @@ class CompletionServer:
         texts = texts[:self.MAX_ITEMS]
         self.shown.keep(uri, spot, texts)
         return spot, texts
+
+    def _moved(self, uri: str, row: int) -> None:
+        """A request in another document than the last: the text around where the user was
+        asked in that one becomes cross-file context, as the editor sends a buffer it leaves
+        (the ring takes nothing of a file the privacy policy refuses)."""
+        left, self._asked = self._asked, (uri, row)
+        if left is None or left[0] == uri or self.core.config is None or not self.core.config.context.extra_tokens:
+            return
+        doc = self.ls.workspace.text_documents.get(left[0])
+        if doc is not None and doc.path:
+            self.core.add_chunk(doc.path, split_lines(doc.source), around=left[1])
 
     async def _alternatives(self, spot: Spot, have: list[str]) -> list[str]:
         """Sampled suggestions unlike those in `have`: one request for all where the server
