@@ -17,6 +17,9 @@ pygls (with lsprotocol's types) speaks the protocol and keeps the documents in s
 - Items: typed-through suggestions first (typed.py); else the completion at the cursor, and
   where the user asked for completions (trigger kind Invoked) sampled alternatives as ghost
   text's `next()` asks for them; made into items by items.py.
+- Cross-file context: a request in another document than the last makes the text around
+  where the user was asked in that one a chunk of the ring, as the editor sends a buffer it
+  leaves.
 """
 
 from __future__ import annotations
