@@ -91,7 +91,7 @@ def test_a_snapshot_as_lua_sends_it() -> None:
     assert (snap.row, snap.col, snap.first, snap.lines, snap.nlines) == (5, 3, 3, ["line 3", "line 4", "line 5",
                                                                                    "line 6"], 10)
     assert (snap.tick, snap.path, snap.ft) == (7, "/p/a.py", "python")
-    assert spot.before.endswith("line 4\nlin") and spot.after.startswith("e 5\nline 6")
+    assert (len(spot.lines), spot.lines[5], spot.col) == (10, "line 5", 3)
 
 
 def test_the_cursor_on_the_line_after_the_last_line_end_and_in_a_wide_line() -> None:
@@ -107,8 +107,10 @@ def test_typing_through_answers_with_the_rest_of_each_suggestion_typed_into() ->
     shown.keep(base.snap.path, base, ["return 1", "pass", "re"])
     typed = _spot("def f():\n    re\n", 1, 6)
     assert shown.rests(base.snap.path, typed) == ["turn 1"]  # "re" itself has nothing left
-    elsewhere = _spot("def f():\n    re\nx\n", 1, 6)  # the text after the cursor changed
+    elsewhere = _spot("def f():\n    re\nx\n", 1, 6)  # another line changed too
     assert shown.rests(base.snap.path, elsewhere) == []
+    moved = _spot("def f():\n    re\n", 1, 5)  # the cursor is not after the typed text
+    assert shown.rests(base.snap.path, moved) == []
     assert shown.rests(base.snap.path, base) == []  # nothing typed: the pipeline's cache answers
 
 

@@ -27,7 +27,7 @@ _EOL = re.compile(r"\r\n|\r|\n")
 def split_lines(text: str) -> list[str]:
     """The document's lines as the protocol counts them (a final line end starts one more,
     empty line: the cursor may sit there)."""
-    return _EOL.split(text)
+    return _EOL.split(text) if "\r" in text else text.split("\n")
 
 
 def column(line: str, character: int, encoding: str) -> int:
@@ -50,12 +50,12 @@ def column(line: str, character: int, encoding: str) -> int:
 
 @dataclass(frozen=True)
 class Spot:
-    """A position in a document: its snapshot, and the text before and after it (what typing
-    through compares)."""
+    """A position in a document: its snapshot, and the document's lines with the cursor's
+    row and column in code points (what typing through compares)."""
 
     snap: Snapshot
-    before: str  # the document up to the cursor
-    after: str  # the document from the cursor on
+    lines: list[str]
+    col: int
     indent: str  # the cursor line's leading whitespace, up to the cursor
     language: str
 
@@ -93,8 +93,6 @@ class Documents:
         snap = Snapshot(buf=self.buf(doc.uri), tick=doc.version if doc.version is not None else self._seq,
                         row=row, col=char_to_byte_col(line, col), first=first, lines=lines[first:last],
                         nlines=len(lines), ft=doc.language_id or "", path=doc.path or "", seq=self._seq)
-        before = "\n".join(lines[:row] + [line[:col]])
-        after = "\n".join([line[col:], *lines[row + 1:]])
         head = line[:col]
         indent = head[:len(head) - len(head.lstrip(" \t"))]
-        return Spot(snap, before, after, indent, doc.language_id or "")
+        return Spot(snap, lines, col, indent, doc.language_id or "")
