@@ -176,7 +176,7 @@ class NodeClient:
         result = self.request("initialize", {"processId": os.getpid(), "rootUri": root.as_uri(),
                                              "capabilities": caps, "initializationOptions": init}, timeout=60)
         self.notify("initialized", {})
-        return result  # type: ignore[no-any-return]
+        return result
 
     def open(self, path: Path, text: str, language: str = "python") -> str:
         uri = path.as_uri()
@@ -325,6 +325,17 @@ def test_vscode_client_bad_options_are_one_message_and_new_settings_fix_them(
     client.close()
 
 
+def test_vscode_client_a_server_that_is_down_is_one_message_and_no_items(node_client: Any, tmp_path: Path) -> None:
+    client = node_client()
+    client.initialize({"backends": {"llama.cpp": {"url": f"http://127.0.0.1:{free_port()}"}}}, tmp_path)
+    uri = client.open(tmp_path / "job.py", SOURCE)
+    for _ in range(3):
+        assert client.complete(uri, CURSOR, INVOKED)["items"] == []
+    shown = client.notifications("window/showMessage")
+    assert len(shown) == 1 and shown[0]["type"] == 2 and "cannot reach" in shown[0]["message"], shown
+    client.close()
+
+
 def test_start_true_starts_and_supervises_the_backend_and_leaves_it_on_exit(node_client: Any, llama_bin: str,
                                                              tmp_path: Path) -> None:
     model = write_gguf(tmp_path / "phrase.gguf", phrase=PHRASE)
@@ -336,7 +347,7 @@ def test_start_true_starts_and_supervises_the_backend_and_leaves_it_on_exit(node
     uri = client.open(tmp_path / "job.py", SOURCE)
 
     def items() -> list[Any]:
-        return client.complete(uri, CURSOR)["items"]  # type: ignore[no-any-return]
+        return client.complete(uri, CURSOR)["items"]
 
     assert wait_for(items, timeout=120, what="items from the started server")[0]["label"] == "run(a, b)"
     files = ServerFiles(runtime_dir(server_env(tmp_path)), "llama.cpp", port)

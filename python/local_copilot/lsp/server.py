@@ -235,6 +235,8 @@ class CompletionServer:
         texts = [t for t in (pipeline.recheck(spot.snap, rest) for rest in self.shown.rests(uri, spot)) if t]
         if not texts:
             out = await pipeline.complete(spot.snap)
+            if out.stop == "error":
+                return spot, []  # said once per episode; alternatives would ask the same server
             if out.text:
                 texts.append(out.text)
         if invoked and len(texts) < self.MAX_ITEMS:
