@@ -19,6 +19,7 @@ from local_copilot.pipeline.fallback import Chain
 from local_copilot.servers.llama_cpp import LlamaServer, free_port
 
 from ..fakes.editor import RecordingEditor
+from ..launch import suite_options
 from ..unit.test_engine import snap, wait_until
 
 pytestmark = pytest.mark.integration
@@ -106,7 +107,8 @@ async def test_the_team_server_answers_again_once_it_is_up(phrase_server: Any, m
     core.configure(load_config(options(f"http://127.0.0.1:{port}", phrase_server.url)))
     try:
         assert await suggestion(core, editor, 1) == local
-        with LlamaServer.for_model(models["x"], binary=llama_bin, port=port, log_file=tmp_path / "team.log"):
+        with LlamaServer.for_model(models["x"], options=suite_options(), binary=llama_bin, port=port,
+                                   log_file=tmp_path / "team.log"):
             seq = 2
             # each request while the local entry answers lets the team's ready path be asked
             # (in the background); once it answered, the team answers the next request

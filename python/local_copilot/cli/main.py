@@ -6,6 +6,7 @@
     local-copilot doctor [BACKEND] [--config FILE] [--url URL] [--json]
     local-copilot complete FILE[:LINE[:COL]] [--backend NAME] [--config FILE] [--url URL] [--json]
     local-copilot bench  --backend NAME=URL [--backend NAME=URL ...] [-n TOKENS] [--concurrency 1,2,4,8]
+    local-copilot lsp    [--config FILE]   (a language server on stdin/stdout)
 
 BACKEND is a name from the configuration (built-ins: llama.cpp, vllm, ollama, openai) or
 `auto`. The configuration is the same table as `setup()` takes, from --config, or
@@ -283,6 +284,19 @@ def _cmd_complete(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_lsp(args: argparse.Namespace) -> int:
+    from ..lsp.server import CompletionServer
+
+    server = CompletionServer(read_config_file(config_file(args.config)))
+    # stdout carries the protocol alone: whatever else would write there (a library's print,
+    # a child's output) goes to stderr, which clients keep as the server's log
+    protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
+    server.serve(sys.stdin.buffer, protocol_out)
+    return 0
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from ..backend_bench.cli import run
 
@@ -355,6 +369,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help='{"backend", "text", "seconds"} instead of the text')
     _backend_flags(p, server=False)
     p.set_defaults(func=_cmd_complete)
+
+    p = sub.add_parser("lsp", help="a language server on stdin/stdout (textDocument/completion and "
+                                   "inlineCompletion) taking setup()'s options as initializationOptions")
+    p.add_argument("--config", metavar="FILE", help="JSON or TOML file with the setup() options "
+                                                    "(initializationOptions go over it)")
+    p.add_argument("--stdio", action="store_true", help="accepted for clients that pass it: stdio is the only transport")
+    p.set_defaults(func=_cmd_lsp)
 
     from ..backend_bench.cli import add_arguments
 

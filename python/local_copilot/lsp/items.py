@@ -1,0 +1,88 @@
+"""The items a client is given for suggestions: completion items and inline completion items.
+
+A completion item inserts the whole suggestion at the cursor through its `textEdit`; its label
+is the suggestion's first line and its documentation the whole suggestion as a code block.
+Neovim's `vim.lsp.completion` inserts only the first word of a plain-text edit, and the whole
+of a snippet: where the client takes snippets the text goes as one, escaped so nothing in it
+is read as a tabstop. A snippet's later lines get the cursor line's indentation from the client
+(Neovim's `vim.snippet`, VS Code, Helix), as does any item of a client that says it adjusts
+indentation (`insertTextMode` adjustIndentation): for these the later lines are given relative
+to the cursor line's indentation, so a body written at that indentation lands there. Any other
+client inserts the text as it is (`asIs`), and is given it as the model wrote it. The list is
+incomplete (`isIncomplete`), so a typed character asks again instead of filtering a stale
+suggestion against the new text.
+
+An inline completion item (LSP 3.18) is the suggestion as the model wrote it, inserted at the
+cursor: clients show it as ghost text and insert it as it is.
+"""
+
+from __future__ import annotations
+
+from lsprotocol import types
+
+__all__ = ["completion_list", "inline_list", "label", "relative_indent", "snippet_text"]
+
+DETAIL = "local-copilot"
+
+
+def label(text: str) -> str:
+    """The suggestion's first line, or where it starts with a line end, its first line with
+    text (a label is never empty)."""
+    first = text.split("\n", 1)[0]
+    if first.strip():
+        return first
+    rest = next((ln.strip() for ln in text.split("\n") if ln.strip()), "")
+    return f"\u21b5 {rest}" if rest else "\u21b5"
+
+
+def relative_indent(text: str, base: str) -> str:
+    """`text` with `base` (the cursor line's indentation) taken off each later line that
+    starts with it: the client puts it back."""
+    if not base or "\n" not in text:
+        return text
+    first, *later = text.split("\n")
+    return "\n".join([first, *(ln[len(base):] if ln.startswith(base) else ln for ln in later)])
+
+
+def snippet_text(text: str) -> str:
+    """`text` as a snippet that inserts exactly it."""
+    return text.replace("\\", "\\\\").replace("$", "\\$").replace("}", "\\}")
+
+
+def _fence(text: str, language: str) -> str:
+    longest = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{language}\n{text}\n{fence}"
+
+
+def completion_list(texts: list[str], position: types.Position, *, indent: str, language: str,
+                    snippets: bool, adjusts: bool) -> types.CompletionList:
+    """One item per suggestion in `texts` (the first preselected), each inserting its text at
+    `position`, whose line starts with `indent`: as a snippet where the client takes them,
+    relative to `indent` where the client adds it to later lines (`adjusts`, or a snippet)."""
+    at = types.Range(start=position, end=position)
+    adjusted = snippets or adjusts
+    mode = types.InsertTextMode.AdjustIndentation if adjusted else types.InsertTextMode.AsIs
+    items = []
+    for i, text in enumerate(texts):
+        insert = relative_indent(text, indent) if adjusted else text
+        items.append(types.CompletionItem(
+            label=label(text),
+            kind=types.CompletionItemKind.Text,
+            detail=DETAIL,
+            documentation=types.MarkupContent(kind=types.MarkupKind.Markdown, value=_fence(text, language)),
+            sort_text=f"{i:02d}",
+            preselect=i == 0,
+            text_edit=types.TextEdit(range=at, new_text=snippet_text(insert) if snippets else insert),
+            insert_text_format=types.InsertTextFormat.Snippet if snippets else types.InsertTextFormat.PlainText,
+            insert_text_mode=mode,
+        ))
+    return types.CompletionList(is_incomplete=True, items=items)
+
+
+def inline_list(texts: list[str], position: types.Position) -> types.InlineCompletionList:
+    at = types.Range(start=position, end=position)
+    return types.InlineCompletionList(items=[types.InlineCompletionItem(insert_text=t, range=at) for t in texts])
