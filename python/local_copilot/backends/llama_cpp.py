@@ -19,19 +19,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import msgspec
 
-from ..config import BackendConfig
 from ..errors import BackendError, ConfigError, ProtocolError, ServerError
 from ..prompt.styles import CHAT_TURN_TOKENS, CONTINUE, Decision, name_says, no_fim_family, template_markers
 from ..prompt.templates import FimTemplate, detect_family, get_template, names
 from ..transport.streaming import SSEParser
 from . import registry
 from .base import Chunk, FimRequest, HttpBackend, Wire
+from .chat import ChatBackend
 from .chat_style import chat_body, read_openai_chat
+
+if TYPE_CHECKING:
+    from ..config import BackendConfig
 
 
 def _final(payload: bytes) -> bool:
@@ -44,7 +47,7 @@ def _chat_final(payload: bytes) -> bool:
     return payload == b"[DONE]"
 
 
-__all__ = ["LlamaCppBackend", "CACHE_REUSE_TOKENS", "server_props"]
+__all__ = ["LlamaCppBackend", "LlamaChat", "CACHE_REUSE_TOKENS", "server_props"]
 
 CACHE_REUSE_TOKENS = 64
 
@@ -107,7 +110,7 @@ _CHAT_MARKERS = ("<|im_start|>", "<|im_end|>", "<start_of_turn>", "<end_of_turn>
 
 async def server_props(backend: HttpBackend) -> _Props:
     """`/props`: the per-slot context (`-c` split over `--parallel` slots) and the model.
-    Instruction edits' chat endpoint asks the same (instruct/chat.py)."""
+    Instruction edits' chat endpoint asks the same (LlamaChat)."""
     return await backend.fetch("GET", "/props", _props_decoder)
 
 
@@ -360,6 +363,21 @@ class LlamaCppBackend(HttpBackend):
                      slot=msg.id_slot if msg.id_slot >= 0 else None)
 
 
+class LlamaChat(ChatBackend):
+    """Instruction edits on llama-server: its OpenAI-compatible chat endpoint, its per-slot
+    context from `/props`."""
+
+    async def ensure_ready(self) -> None:
+        if self._ready:
+            return
+        props = await server_props(self)
+        self.n_ctx = props.default_generation_settings.n_ctx or None
+        # (not sent: llama-server answers with the model it has)
+        self.served = props.model_alias or props.model_path.rsplit("/", 1)[-1]
+        self.llama = self.warms = True
+        self._ready = True
+
+
 registry.register(registry.Kind(
     name="llama.cpp", dialect=LlamaCppBackend, default_url="http://127.0.0.1:8012", ready_path="/health",
-    recipe="llama.cpp"))
+    recipe="llama.cpp", chat=LlamaChat))

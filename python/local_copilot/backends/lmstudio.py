@@ -25,6 +25,7 @@ import msgspec
 
 from ..errors import ProtocolError, ServerStartError
 from . import registry
+from .chat import ChatBackend
 from .openai import OpenAIBackend
 from .probe import ModelInfo
 
@@ -114,4 +115,4 @@ def lmstudio_recipe(name: str, cfg: Any, opts: Any, port: int, facts: Any) -> An
 registry.register(registry.Kind(
     name="lmstudio", dialect=LMStudioBackend, default_url=f"http://127.0.0.1:{DEFAULT_PORT}", ready_path="/v1/models",
     recipe="lmstudio", launch=lmstudio_recipe, signature=registry.Signature("/api/v0/models", _says), builtin=True,
-    openai_chat=True))
+    chat=ChatBackend))

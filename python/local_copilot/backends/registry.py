@@ -5,7 +5,7 @@ the server, where such a server listens by default, the path that answers once i
 and the launch recipe that starts one (servers/recipes.py, which also says what to install
 when its program is missing; a kind may bring its recipe along: `launch`), what only such a
 server answers (`signature`: detect.py tells the kinds apart by it), whether it has a built-in
-backend entry of its own name and an OpenAI chat endpoint (instruction edits). The engine, the
+backend entry of its own name, and its chat dialect (instruction edits). The engine, the
 backend switcher, the supervisor and :checkhealth ask the registry; none of them names a kind.
 A new kind is one module that calls `register()` at import, plus its tests and docs.
 """
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from ..config import BackendConfig
     from .base import Backend
+    from .chat import ChatBackend
 
 __all__ = ["Kind", "Signature", "check_recipe", "get", "launcher", "names", "recipes", "register"]
 
@@ -55,8 +56,9 @@ class Kind:
     signature: Signature | None = None
     # a built-in backend entry named as the kind, at default_url (`backend = 'sglang'`)
     builtin: bool = False
-    # the server answers OpenAI's /v1/chat/completions (instruction edits)
-    openai_chat: bool = False
+    # the chat dialect for instruction edits (chat.py's ChatBackend or a subclass): Backend(name,
+    # its BackendConfig, the host's httpx client, timeout_s=...); None: the server has none known
+    chat: Callable[..., ChatBackend] | None = None
 
 
 _KINDS: dict[str, Kind] = {}

@@ -21,6 +21,7 @@ from ..errors import ServerStartError
 from ..prompt.templates import FimTemplate
 from . import registry
 from .base import FimRequest, Wire
+from .chat import ChatBackend
 from .openai import OpenAIBackend
 
 __all__ = ["SGLangBackend", "sglang_argv", "sglang_recipe"]
@@ -95,4 +96,4 @@ def sglang_recipe(name: str, cfg: Any, opts: Any, port: int, facts: Any) -> Any:
 registry.register(registry.Kind(
     name="sglang", dialect=SGLangBackend, default_url=f"http://127.0.0.1:{DEFAULT_PORT}", ready_path="/health",
     recipe="sglang", launch=sglang_recipe, signature=registry.Signature("/get_model_info", _says), builtin=True,
-    openai_chat=True))
+    chat=ChatBackend))
