@@ -15,9 +15,10 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from .transport.access import ca_file_problem
+from .backends import registry
 from .errors import ConfigError
 from .servers.options import ServerOptions
+from .transport.access import ca_file_problem
 
 __all__ = ["BackendConfig", "Config", "ContextConfig", "EditConfig", "NextEditConfig", "PrivacyConfig", "BUILTIN_BACKENDS",
            "builtin_backends", "load_config", "url_problem"]
@@ -188,8 +189,6 @@ BUILTIN_BACKENDS: dict[str, dict[str, Any]] = {
 def builtin_backends() -> dict[str, dict[str, Any]]:
     """BUILTIN_BACKENDS and an entry for each kind that brings its own (`Kind.builtin`:
     `sglang`, `lmstudio`), named as the kind, at the kind's default URL."""
-    from .backends import registry  # the dialects import this module
-
     found = {name: {"kind": name, "url": registry.get(name).default_url}
              for name in registry.names() if registry.get(name).builtin}
     return {**found, **BUILTIN_BACKENDS}
@@ -295,8 +294,6 @@ def load_config(raw: Any = None) -> Config:
     if not isinstance(user_backends, dict):
         got = "array" if isinstance(user_backends, list) else type(user_backends).__name__
         raise ConfigError(f"Expected `object`, got `{got}` - at `$.backends`")
-    from .backends import registry  # the dialects import this module
-
     merged = dict(raw)
     backends = _merge(builtin_backends(), {k: v or {} for k, v in user_backends.items()})
     kinds = registry.names()

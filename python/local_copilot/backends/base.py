@@ -10,20 +10,22 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator
 from contextlib import aclosing
 from datetime import UTC
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import urljoin
 
 import httpx
 import msgspec
 
 from ..transport.access import auth_headers, redact, tls_context, tls_failure, token_refused
-from ..config import BackendConfig
 from ..errors import ProtocolError, ServerError, ServerHeld, ServerUnavailable
 from ..transport.http_stream import StreamClient, StreamResponse
 from ..httpx_streams import HttpxStreams
 from ..transport.limits import MAX_SERVER_MESSAGE_CHARS, clip_message, read_error_body
 from ..prompt.templates import ExtraChunk
 from .exchange import Exchange, Wire
+
+if TYPE_CHECKING:
+    from ..config import BackendConfig
 
 __all__ = ["Backend", "Chunk", "Exchange", "FimRequest", "HttpBackend", "MAX_RETRY_AFTER_S", "Wire", "auth_headers",
            "connect_errors", "raise_for_status", "retry_after"]

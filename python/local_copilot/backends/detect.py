@@ -5,13 +5,15 @@ kind of a bare URL by it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from ..transport.access import auth_headers
-from ..config import BackendConfig
 from . import registry
+
+if TYPE_CHECKING:
+    from ..config import BackendConfig
 
 __all__ = ["detect", "detect_sync", "signatures"]
 

@@ -72,24 +72,20 @@ def register(kind: Kind) -> Kind:
 
 def get(name: str) -> Kind:
     """The record of kind `name` (KeyError when none is registered: config validates first)."""
-    _load_builtins()
     return _KINDS[name]
 
 
 def names() -> list[str]:
-    _load_builtins()
     return sorted(_KINDS)
 
 
 def recipes() -> list[str]:
     """Every launch recipe's name: servers/recipes.py's and the kinds' own."""
-    _load_builtins()
     return [*BUILTIN_RECIPES, *sorted({k.recipe for k in _KINDS.values() if k.launch is not None})]
 
 
 def launcher(recipe: str) -> Callable[..., Any] | None:
     """The `launch` of the kind whose recipe is `recipe`, None for servers/recipes.py's own."""
-    _load_builtins()
     return next((k.launch for k in _KINDS.values() if k.recipe == recipe and k.launch is not None), None)
 
 
@@ -98,8 +94,3 @@ def check_recipe(recipe: str, path: str) -> None:
     known = recipes()
     if recipe not in ("", "none", *known):
         raise ConfigError(f"unknown recipe {recipe!r} - at `{path}`; choose one of: {', '.join(known)}, none")
-
-
-def _load_builtins() -> None:
-    # the built-in dialect modules register themselves when imported
-    from . import llama_cpp, lmstudio, ollama, openai, sglang  # noqa: F401
