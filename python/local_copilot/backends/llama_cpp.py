@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 import msgspec
@@ -32,6 +32,7 @@ from . import registry
 from .base import Chunk, FimRequest, HttpBackend, Wire
 from .chat import ChatBackend
 from .chat_style import chat_body, read_openai_chat
+from .served import Served
 
 if TYPE_CHECKING:
     from ..config import BackendConfig
@@ -328,6 +329,17 @@ class LlamaCppBackend(HttpBackend):
             return frozenset()
         return frozenset(p.piece for p in found.tokens if isinstance(p.piece, str) and p.piece in texts)
 
+    async def described(self) -> Served:
+        return _described(self, await self.ensure_ready())
+
+    @staticmethod
+    def context_advice(backend: str, need: int, slots: int) -> list[str]:
+        want = -(-need // 256) * 256  # llama.cpp pads slots to 256 tokens
+        return [f"start llama-server with -c {want * slots} -np {slots} (or fewer --parallel slots: "
+                f"each gets -c / np tokens)",
+                f"when local-copilot starts it: backends[{backend!r}].server = {{ context_tokens = {want} }}, "
+                f"or parallel = 1"]
+
     @property
     def answers_now(self) -> bool:
         return self._resolved and self.props is not None and not self.via_httpx
@@ -361,6 +373,25 @@ class LlamaCppBackend(HttpBackend):
             return Chunk(text=msg.content)
         return Chunk(text=msg.content, done=True, timings=msg.timings, prompt_tokens=msg.tokens_evaluated,
                      slot=msg.id_slot if msg.id_slot >= 0 else None)
+
+
+def _described(backend: LlamaCppBackend, template: FimTemplate | None) -> Served:
+    props = backend.props
+    assert props is not None
+    prompt: tuple[Literal["ok", "info"], str] | None = None
+    if backend.style != "fim":
+        pass  # no FIM prompt to tell of
+    elif template is not None:
+        how = "configured" if backend.cfg.fim_template else "read from the served vocabulary"
+        prompt = ("ok", f"FIM prompt: {template.name} ({how}), rendered here and sent to /completion "
+                        "(the typed text last: a request can be continued)")
+    else:
+        family = detect_family(props.model_path or props.model_alias or "")
+        prompt = ("info", "FIM prompt: built by llama-server (/infill) from the model's own FIM tokens"
+                  + (f"; the name says {family}" if family else ""))
+    return Served(model=props.model_alias or props.model_path or "(unnamed)", hint=props.model_path or props.model_alias,
+                  prompt=prompt, context=props.default_generation_settings.n_ctx or None, slots=props.total_slots,
+                  program="llamacpp")
 
 
 class LlamaChat(ChatBackend):

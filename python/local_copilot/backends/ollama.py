@@ -23,7 +23,8 @@ from . import registry
 from .base import Chunk, FimRequest, HttpBackend, Wire
 from .chat import ChatBackend, ChatChunk
 from .chat_style import ollama_chat_body, ollama_event_decoder, read_ollama_chat
-from .probe import ModelInfo, configured_style, resolve_template
+from .probe import ModelInfo, configured_style, described_model, resolve_template
+from .served import Served
 
 if TYPE_CHECKING:
     from ..config import BackendConfig
@@ -121,6 +122,16 @@ class OllamaBackend(HttpBackend):
             self.style, self.style_reason = decision.style, decision.reason
             self.model = model
         return self.template
+
+    async def described(self) -> Served:
+        template = await self.ensure_ready()
+        assert self.model is not None
+        return described_model(self.cfg, self.style, self.model, template, await self.context_limit(),
+                               server_template="Ollama's own (the model's template has a suffix slot)")
+
+    @staticmethod
+    def context_advice(backend: str, need: int, slots: int) -> list[str]:
+        return ["give the model a larger context (Ollama: num_ctx)"]
 
     def _decide(self, model: ModelInfo) -> tuple[FimTemplate | None, Decision]:
         """The template (CONTINUE: the continue style; None: Ollama's suffix slot, or the chat

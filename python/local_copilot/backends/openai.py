@@ -21,7 +21,8 @@ from . import registry
 from .base import Chunk, FimRequest, HttpBackend, Wire, auth_headers
 from .chat import ChatBackend, final_event
 from .chat_style import chat_body, read_openai_chat
-from .probe import ModelInfo, listed_model, resolve_style
+from .probe import ModelInfo, described_model, listed_model, resolve_style
+from .served import Served
 
 if TYPE_CHECKING:
     from ..config import BackendConfig
@@ -93,6 +94,15 @@ class OpenAIBackend(HttpBackend):
                 self.stop_token_ids = await self._special_token_ids(self.template)
             self._resolved = True
         return self.template
+
+    async def described(self) -> Served:
+        template = await self.ensure_ready()
+        assert self.model is not None
+        return described_model(self.cfg, self.style, self.model, template, await self.context_limit())
+
+    @staticmethod
+    def context_advice(backend: str, need: int, slots: int) -> list[str]:
+        return [f"start the server with a larger context (vLLM: --max-model-len {-(-need // 1024) * 1024})"]
 
     async def _special_token_ids(self, template: FimTemplate) -> list[int]:
         """Ids of the template's stop tokens in the served model's own vocabulary.

@@ -3,19 +3,20 @@ FIM template and prompt style follow from it (prompt/styles.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
 from ..errors import ConfigError, ProtocolError
 from ..prompt.styles import CONTINUE, Decision, name_says, no_fim_family
 from ..prompt.templates import FimTemplate, detect_family, get_template, names
+from .served import Served
 
 if TYPE_CHECKING:
     from ..config import BackendConfig
     from .base import HttpBackend
 
-__all__ = ["ModelInfo", "listed_model", "resolve_style", "resolve_template"]
+__all__ = ["ModelInfo", "described_model", "listed_model", "resolve_style", "resolve_template"]
 
 
 class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -101,3 +102,19 @@ async def listed_model(backend: HttpBackend) -> ModelInfo:
     else:
         raise ProtocolError(f"{backend.name}: the server lists no models")
     return ModelInfo(id=chosen.id, owned_by=chosen.owned_by, n_ctx=chosen.max_model_len, path=chosen.root or "")
+
+
+def described_model(cfg: BackendConfig, style: str, model: ModelInfo, template: FimTemplate | None,
+                    context: int | None, *, server_template: str = "the server's own") -> Served:
+    """What :checkhealth tells of a server whose model was probed (`/v1/models`, Ollama's
+    `/api/show`); `server_template`: whose FIM template is used when none is rendered here."""
+    prompt: tuple[Literal["ok", "info"], str] | None = None
+    if style != "fim":
+        pass  # no FIM template to tell of
+    elif template is not None:
+        how = "configured" if cfg.fim_template else "detected from the model name"
+        prompt = ("ok", f"FIM template: {template.name} ({how})")
+    else:
+        prompt = ("info", f"FIM template: {server_template}")
+    return Served(model=model.id + (f" ({model.owned_by})" if model.owned_by else ""), hint=model.path or model.id,
+                  prompt=prompt, context=context, program=model.owned_by)

@@ -54,6 +54,9 @@ class Kind:
     # raises ServerStartError
     launch: Callable[..., Any] | None = None
     signature: Signature | None = None
+    # the command that starts such a server by hand, for :checkhealth's advice when none answers:
+    # (the model, '' when none is configured; the port) -> a command line (a kind with `launch`)
+    manual: Callable[[str, int], str] | None = None
     # a built-in backend entry named as the kind, at default_url (`backend = 'sglang'`)
     builtin: bool = False
     # the chat dialect for instruction edits (chat.py's ChatBackend or a subclass): Backend(name,
