@@ -31,11 +31,15 @@ class _Base(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     pass
 
 
+# the kind of an entry that names none
+DEFAULT_KIND = "llama.cpp"
+
+
 class BackendConfig(_Base):
     """One model server. `kind` names its record in backends/registry.py (the wire dialect,
     default URL, launch recipe); the name in `backends` is the user's."""
 
-    kind: str = "llama.cpp"
+    kind: str = DEFAULT_KIND
     url: str = "http://127.0.0.1:8012"  # a new entry without one gets its kind's default_url
     model: str = ""
     # '' = detect from the server's model name; otherwise a name from prompt.templates.names()
@@ -300,7 +304,7 @@ def load_config(raw: Any = None) -> Config:
     for name, value in backends.items():
         if not isinstance(value, dict):
             continue
-        kind = value.get("kind", "llama.cpp")
+        kind = value.get("kind", DEFAULT_KIND)
         if kind not in kinds:
             raise ConfigError(f"unknown kind {kind!r} - at `$.backends.{name}.kind`; choose one of: {', '.join(kinds)}")
         if "url" not in value:

@@ -411,4 +411,4 @@ class LlamaChat(ChatBackend):
 
 registry.register(registry.Kind(
     name="llama.cpp", dialect=LlamaCppBackend, default_url="http://127.0.0.1:8012", ready_path="/health",
-    recipe="llama.cpp", chat=LlamaChat))
+    recipe="llama.cpp", chat=LlamaChat, guess_path="/props"))

@@ -240,4 +240,4 @@ class OllamaChat(ChatBackend):
 
 registry.register(registry.Kind(
     name="ollama", dialect=OllamaBackend, default_url="http://127.0.0.1:11434", ready_path="/api/version",
-    recipe="ollama", chat=OllamaChat))
+    recipe="ollama", chat=OllamaChat, guess_path="/api/version"))

@@ -205,4 +205,4 @@ class OpenAIBackend(HttpBackend):
 
 registry.register(registry.Kind(
     name="openai", dialect=OpenAIBackend, default_url="http://127.0.0.1:8080", ready_path="/v1/models",
-    chat=ChatBackend))
+    chat=ChatBackend, generic=True))

@@ -54,6 +54,11 @@ class Kind:
     # raises ServerStartError
     launch: Callable[..., Any] | None = None
     signature: Signature | None = None
+    # a GET that such a server answers with 200, though not only it (llama-server's /props):
+    # where no signature tells, a bare URL that answers it is taken for this kind (detect.py)
+    guess_path: str = ""
+    # the kind of a server that no other kind claims (any OpenAI-compatible server)
+    generic: bool = False
     # the command that starts such a server by hand, for :checkhealth's advice when none answers:
     # (the model, '' when none is configured; the port) -> a command line (a kind with `launch`)
     manual: Callable[[str, int], str] | None = None
