@@ -3,11 +3,14 @@
 A backend's `kind` (its options' `kind` field) names a record here: the dialect that speaks to
 the server, where such a server listens by default, the path that answers once it is ready,
 and the launch recipe that starts one (servers/recipes.py, which also says what to install
-when its program is missing; a kind may bring its recipe along: `launch`), what only such a
-server answers (`signature`: detect.py tells the kinds apart by it), whether it has a built-in
+when its program is missing; a kind may bring its recipe along: `launch`, and the command that
+starts one by hand: `manual`), what only such a server answers (`signature`: detect.py tells
+the kinds apart by it) or answers among others (`guess_path`), whether it has a built-in
 backend entry of its own name, and its chat dialect (instruction edits). The engine, the
-backend switcher, the supervisor and :checkhealth ask the registry; none of them names a kind.
-A new kind is one module that calls `register()` at import, plus its tests and docs.
+backend switcher, the supervisor, instruction edits and :checkhealth ask the registry; none of
+them names a kind. A new kind is one module that calls `register()` at import (imported by
+the package's __init__.py, so whoever imports the registry finds every built-in kind), plus
+its tests and docs.
 """
 
 from __future__ import annotations
