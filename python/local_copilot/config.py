@@ -15,9 +15,10 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from .transport.access import ca_file_problem
+from .backends import registry
 from .errors import ConfigError
 from .servers.options import ServerOptions
+from .transport.access import ca_file_problem
 
 __all__ = ["BackendConfig", "Config", "ContextConfig", "EditConfig", "NextEditConfig", "PrivacyConfig", "BUILTIN_BACKENDS",
            "builtin_backends", "load_config", "url_problem"]
@@ -30,11 +31,15 @@ class _Base(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     pass
 
 
+# the kind of an entry that names none
+DEFAULT_KIND = "llama.cpp"
+
+
 class BackendConfig(_Base):
     """One model server. `kind` names its record in backends/registry.py (the wire dialect,
     default URL, launch recipe); the name in `backends` is the user's."""
 
-    kind: str = "llama.cpp"
+    kind: str = DEFAULT_KIND
     url: str = "http://127.0.0.1:8012"  # a new entry without one gets its kind's default_url
     model: str = ""
     # '' = detect from the server's model name; otherwise a name from prompt.templates.names()
@@ -192,8 +197,6 @@ BUILTIN_BACKENDS: dict[str, dict[str, Any]] = {
 def builtin_backends() -> dict[str, dict[str, Any]]:
     """BUILTIN_BACKENDS and an entry for each kind that brings its own (`Kind.builtin`:
     `sglang`, `lmstudio`), named as the kind, at the kind's default URL."""
-    from .backends import registry  # the dialects import this module
-
     found = {name: {"kind": name, "url": registry.get(name).default_url}
              for name in registry.names() if registry.get(name).builtin}
     return {**found, **BUILTIN_BACKENDS}
@@ -299,15 +302,13 @@ def load_config(raw: Any = None) -> Config:
     if not isinstance(user_backends, dict):
         got = "array" if isinstance(user_backends, list) else type(user_backends).__name__
         raise ConfigError(f"Expected `object`, got `{got}` - at `$.backends`")
-    from .backends import registry  # the dialects import this module
-
     merged = dict(raw)
     backends = _merge(builtin_backends(), {k: v or {} for k, v in user_backends.items()})
     kinds = registry.names()
     for name, value in backends.items():
         if not isinstance(value, dict):
             continue
-        kind = value.get("kind", "llama.cpp")
+        kind = value.get("kind", DEFAULT_KIND)
         if kind not in kinds:
             raise ConfigError(f"unknown kind {kind!r} - at `$.backends.{name}.kind`; choose one of: {', '.join(kinds)}")
         if "url" not in value:

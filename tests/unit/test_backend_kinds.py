@@ -1,6 +1,8 @@
 """A backend kind is one record in the registry: a toy kind registered through it alone is
 configured, reached and checked like the built-in ones, against a loopback FAKE server that
-speaks the toy's (made-up) protocol."""
+speaks the toy's (made-up) protocol; another, whose FAKE server follows OpenAI's published
+formats, also gets :checkhealth's report, instruction edits and next edits, with nothing of
+the plugin naming it."""
 
 from __future__ import annotations
 
@@ -10,16 +12,23 @@ from typing import Any
 import msgspec
 import pytest
 
-from local_copilot.servers.backend_manager import _healthy
 from local_copilot.backends import registry
 from local_copilot.backends.base import Chunk, FimRequest, HttpBackend, Wire
+from local_copilot.backends.chat import ChatBackend, final_event
 from local_copilot.config import load_config
 from local_copilot.core import Core
 from local_copilot.errors import ConfigError
-from local_copilot.transport.streaming import NDJSONParser
+from local_copilot.health.report import Report, Section, collect
+from local_copilot.instruct.prompt import EditSpec
+from local_copilot.instruct.runner import EditUpdate
+from local_copilot.servers.backend_manager import _healthy
+from local_copilot.snapshot import Snapshot
+from local_copilot.transport.streaming import NDJSONParser, SSEParser
 
-from ..fakes.fake_server import FakeServer
 from ..fakes.editor import RecordingEditor
+from ..fakes.fake_chat import chat_sse
+from ..fakes.fake_next_edit import answer_zeta2
+from ..fakes.fake_server import FakeServer, Step, sse
 from .test_engine import snap, wait_until
 
 
@@ -106,3 +115,173 @@ def test_the_built_in_kinds_say_where_they_are_ready() -> None:
 
 async def test_a_server_that_is_not_there_is_not_healthy(toy_kind: Any) -> None:
     assert not await _healthy("http://127.0.0.1:9", "toy")
+
+
+async def test_a_made_up_kind_gets_a_health_report_from_its_dialect(toy_kind: Any) -> None:
+    server = FakeServer(toy_script)
+    try:
+        report = await collect({"backend": "mine", "backends": {"mine": {"kind": "toy", "url": server.url}}},
+                               env={"PATH": ""}, probe_timeout=5.0)
+    finally:
+        server.close()
+    sec = section(report, "backend mine (active)")
+    assert not failed_checks(sec)
+    assert item(sec, "reachable at")[0] == "ok" and "/toy/ready" in item(sec, "reachable at")[1]
+    assert item(sec, "model: ") == ("ok", "model: (not named)")
+    assert item(sec, "FIM probe")[1].startswith("FIM probe: '42'")
+
+
+# -- a kind on OpenAI's published formats: every request kind --------------------------------------
+
+TOY_MODEL = "zeta-2-toy-instruct"  # the name says the next-edit format (next_edit/formats.py)
+
+
+class _Choice(msgspec.Struct):
+    text: str = ""
+
+
+class _Event(msgspec.Struct):
+    choices: list[_Choice] = []
+    error: Any = None
+
+
+_events = msgspec.json.Decoder(_Event)
+
+
+class ToyOpenAIBackend(HttpBackend):
+    """A kind the plugin knows nothing of, on OpenAI's `/v1/completions`: {model, prompt,
+    suffix, max_tokens, stream} -> SSE events with `choices[].text`, then `data: [DONE]`; a raw
+    completion (next edits) is the same request without a suffix."""
+
+    stop_strings: tuple[str, ...] = ()
+    supports_n = False
+    continues = False
+    counts_full_prompt = False
+
+    async def context_limit(self) -> int | None:
+        return None
+
+    def wire(self, req: FimRequest) -> Wire:
+        body = {"model": self.cfg.model, "prompt": req.prefix + req.middle, "suffix": req.suffix,
+                "max_tokens": req.n_predict, "stream": True}
+        return Wire("/v1/completions", body, SSEParser(), final_event)
+
+    async def raw_wire(self, prompt: str, n_predict: int, stop: tuple[str, ...]) -> Wire:
+        body = {"model": self.cfg.model, "prompt": prompt, "max_tokens": n_predict, "temperature": 0.0,
+                "stream": True, "stop": list(stop)}
+        return Wire("/v1/completions", body, SSEParser(), final_event)
+
+    def decode(self, payload: bytes) -> Chunk:
+        if payload == b"[DONE]":
+            return Chunk(text="", done=True)
+        msg = self._message(_events, payload)
+        return Chunk(text="".join(c.text for c in msg.choices))
+
+
+@pytest.fixture()
+def toy_openai_kind() -> Any:
+    # the chat dialect for instruction edits is the registry's record too
+    kind = registry.register(registry.Kind(name="toy-openai", dialect=ToyOpenAIBackend,
+                                           default_url="http://127.0.0.1:9", ready_path="/v1/models", chat=ChatBackend))
+    yield kind
+    registry._KINDS.pop("toy-openai", None)
+
+
+def fake_openai(path: str, body: dict[str, Any]) -> tuple[int, list[Step]]:
+    """A FAKE OpenAI-compatible server: `/v1/models`, `/v1/completions` (a FIM request, with
+    a suffix, answers "42"; a raw one, the fake Zeta-2 model's edit) and `/v1/chat/completions`."""
+    if path == "/v1/models":
+        return 200, [json.dumps({"object": "list", "data": [{"id": TOY_MODEL, "object": "model"}]}).encode()]
+    if path == "/v1/completions":
+        text = "42" if "suffix" in body else answer_zeta2(body["prompt"])
+        pieces = [text[i:i + 5] for i in range(0, len(text), 5)]
+        return 200, [*(sse({"choices": [{"index": 0, "text": p, "finish_reason": None}]}) for p in pieces),
+                     b"data: [DONE]\n\n"]
+    if path == "/v1/chat/completions":
+        return 200, chat_sse(["y = 1\n"])
+    return 404, [b'{"error": "not found"}']
+
+
+class EditsEditor(RecordingEditor):
+    """Also records instruction edits' updates and the next edits shown."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.edits: list[EditUpdate] = []
+        self.next_edits: list[dict[str, Any]] = []
+
+    def edit_update(self, update: EditUpdate) -> None:
+        self.edits.append(update)
+
+    def show_next_edit(self, plan: dict[str, Any]) -> None:
+        self.next_edits.append(plan)
+
+
+def section(report: Report, name: str) -> Section:
+    return next(s for s in report.sections if s.name == name)
+
+
+def item(sec: Section, start: str) -> tuple[str, str]:
+    found = next(it for it in sec.items if it.message.startswith(start))
+    return found.level, found.message
+
+
+def failed_checks(sec: Section) -> list[str]:
+    return [it.message for it in sec.items if it.message.startswith("the check itself failed")]
+
+
+async def test_a_kind_on_openai_formats_completes_edits_and_suggests_next_edits(toy_openai_kind: Any) -> None:
+    server = FakeServer(fake_openai)
+    raw = {"backend": "mine", "backends": {"mine": {"kind": "toy-openai", "url": server.url, "model": TOY_MODEL}},
+           "next_edit": {"enabled": True}}
+    editor = EditsEditor()
+    engine = Core(editor)
+    try:
+        engine.configure(load_config(raw))
+        # ghost text
+        engine.ghost.submit(snap(1))
+        await wait_until(lambda: any(p.final for p in editor.plans))
+        assert editor.final == ["42"]
+        fim = [b for p, b in server.requests if p == "/v1/completions" and "suffix" in b][0]
+        assert fim["prompt"] == "x = " and fim["suffix"] == "\ny = 2"
+        # an instruction edit, through the kind's chat dialect
+        engine.edits.request(1, 7, EditSpec(path="a.py", ft="python", lines=["y = 2"], instruction="set y to 1"))
+        await wait_until(lambda: any(u.state == "done" for u in editor.edits))
+        done = next(u for u in editor.edits if u.state == "done")
+        assert (done.id, done.lines) == (7, ["y = 1"])
+        chat = [b for p, b in server.requests if p == "/v1/chat/completions"][0]
+        assert chat["model"] == TOY_MODEL and chat["messages"][-1]["role"] == "user"
+        # a next edit, on the kind's raw completions: a rename made above is made below too
+        engine.next_edits.record("calc.py", 0, ["def area(w, h):"], ["def area(width, h):"])
+        lines = ["def area(width, h):", "    return w * h", "", "print(area(2, 3))"]
+        engine.next_edits.request(Snapshot(buf=2, tick=1, row=0, col=19, first=0, lines=lines, seq=1,
+                                           path="calc.py"))
+        await wait_until(lambda: bool(editor.next_edits))
+        shown = editor.next_edits[0]
+        assert (shown["row"], shown["text"]) == (1, "idth")
+        raw_body = [b for p, b in server.requests if p == "/v1/completions" and "suffix" not in b][0]
+        assert raw_body["temperature"] == 0.0 and raw_body["stop"] == [">>>>>>> UPDATED"]
+        assert not editor.notes, editor.notes
+    finally:
+        await engine.close()
+        server.close()
+
+
+async def test_a_kind_on_openai_formats_gets_the_whole_health_report(toy_openai_kind: Any) -> None:
+    server = FakeServer(fake_openai)
+    raw = {"backend": "mine", "backends": {"mine": {"kind": "toy-openai", "url": server.url, "model": TOY_MODEL}},
+           "next_edit": {"enabled": True}}
+    try:
+        report = await collect(raw, env={"PATH": ""}, probe_timeout=5.0)
+    finally:
+        server.close()
+    backend, edits, next_edits = (section(report, n) for n in ("backend mine (active)", "instruction edits",
+                                                               "next edits"))
+    for sec in (backend, edits, next_edits):
+        assert not failed_checks(sec), sec
+    assert item(backend, "reachable at")[0] == "ok"
+    assert item(backend, "model: ") == ("ok", f"model: {TOY_MODEL}")
+    assert item(backend, "FIM probe")[1].startswith("FIM probe: '42'")
+    assert item(edits, "edits use backend mine (toy-openai at")[0] == "ok"
+    level, message = item(next_edits, "next-edit probe")
+    assert level == "ok" and "zeta2 format, detected" in message and "an edit at line 2" in message

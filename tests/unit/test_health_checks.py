@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from local_copilot.backends import LlamaCppBackend, OpenAIBackend
 from local_copilot.health import checks as hc
+
 SUFFIX = "\n    return fibonacci(n - 1) + fibonacci(n - 2)\n\n\nprint(fibonacci(10))\n"
 
 
@@ -56,7 +58,7 @@ def test_long_answers_are_shortened_in_the_message() -> None:
     (128, 128, 4, "error"),
 ])
 def test_context_per_slot(per_slot: int, n_predict: int, slots: int, level: str) -> None:
-    item = hc.judge_context(per_slot, n_predict, slots=slots)
+    item = hc.judge_context(per_slot, n_predict, slots=slots, more=LlamaCppBackend.context_advice)
     assert item.level == level
     if slots > 1:
         assert "--parallel" in item.message
@@ -67,7 +69,7 @@ def test_context_per_slot(per_slot: int, n_predict: int, slots: int, level: str)
 
 
 def test_context_advice_for_vllm_names_max_model_len() -> None:
-    item = hc.judge_context(256, 128, kind="vllm", backend="vllm")
+    item = hc.judge_context(256, 128, more=OpenAIBackend.context_advice, backend="vllm")
     assert item.level == "warn" and "--max-model-len" in item.advice[0]
 
 

@@ -5,9 +5,9 @@
 
 A backend is NAME=URL, optionally followed by ,kind=openai ,model=M ,fim_template=qwen
 ,api_key_env=VAR ,ca_file=PEM ,tls_verify=false; a bare NAME takes its entry from the
-configuration. The kind of a name that is not built in is asked from the server (what only
-SGLang or LM Studio answers, backends/detect.py; /props: llama.cpp, /api/version: Ollama,
-else OpenAI-compatible).
+configuration. The kind of a name that is not built in is asked from the server
+(backends/detect.py: what only SGLang or LM Studio answers, else what llama-server or Ollama
+answers, else OpenAI-compatible).
 """
 
 from __future__ import annotations
@@ -19,11 +19,10 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-import httpx
 import msgspec
 
 from ..transport.access import ca_file_problem, sync_client
-from ..backends.detect import detect_sync
+from ..backends.detect import guess_sync
 from ..config import BackendConfig, builtin_backends
 from ..errors import ConfigError
 from .png import bar_chart
@@ -60,16 +59,7 @@ TARGET_FIELDS = ("kind", "model", "fim_template", "api_key_env", "ca_file", "tls
 
 def _detect_kind(url: str, cfg: BackendConfig) -> str:
     with sync_client(cfg, timeout=2.0) as client:
-        found = detect_sync(client, url)  # what only SGLang or LM Studio answers
-        if found:
-            return found
-        for path, kind in (("/props", "llama.cpp"), ("/api/version", "ollama")):
-            try:
-                if client.get(url.rstrip("/") + path).status_code == 200:
-                    return kind
-            except httpx.HTTPError:
-                continue
-    return "openai"
+        return guess_sync(client, url)
 
 
 def parse_target(spec: str, configured: dict[str, BackendConfig]) -> Target:

@@ -264,11 +264,7 @@ def planned_requests(params: Params) -> int:
 
 async def _model_name(backend: Any) -> str:
     try:
-        if hasattr(backend, "props"):  # llama.cpp
-            props = await backend.probe()
-            return str(props.model_alias or props.model_path)
-        model = getattr(backend, "model", None)
-        return str(getattr(model, "id", "") or getattr(backend.cfg, "model", ""))
+        return str(await backend.served_model())
     except LocalCopilotError:
         return ""
 

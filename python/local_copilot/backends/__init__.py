@@ -3,14 +3,20 @@ the registry (registry.py)."""
 
 from __future__ import annotations
 
-import httpx
+from typing import TYPE_CHECKING
 
-from ..config import BackendConfig
-from . import registry
+# the built-in dialect modules register their kinds when imported: whoever imports the
+# registry (it is in this package) finds them there
+from . import lmstudio, registry, sglang  # noqa: F401  (lmstudio, sglang: registered)
 from .base import Backend, Chunk, FimRequest
 from .llama_cpp import LlamaCppBackend
 from .ollama import OllamaBackend
 from .openai import OpenAIBackend
+
+if TYPE_CHECKING:
+    import httpx
+
+    from ..config import BackendConfig
 
 __all__ = ["Backend", "Chunk", "FimRequest", "LlamaCppBackend", "OllamaBackend", "OpenAIBackend", "make_backend",
            "registry"]

@@ -10,14 +10,13 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator
 from contextlib import aclosing
 from datetime import UTC
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 from urllib.parse import urljoin
 
 import httpx
 import msgspec
 
 from ..transport.access import auth_headers, redact, tls_context, tls_failure, token_refused
-from ..config import BackendConfig
 from ..errors import ProtocolError, ServerError, ServerHeld, ServerUnavailable
 from ..transport.http_stream import StreamClient, StreamResponse
 from ..httpx_streams import HttpxStreams
@@ -25,6 +24,10 @@ from ..transport.limits import MAX_SERVER_MESSAGE_CHARS, clip_message, read_erro
 from ..prompt.templates import ExtraChunk
 from . import registry
 from .exchange import Exchange, Wire
+from .served import Served
+
+if TYPE_CHECKING:
+    from ..config import BackendConfig
 
 __all__ = ["Backend", "Chunk", "Exchange", "FimRequest", "HttpBackend", "MAX_RETRY_AFTER_S", "Wire", "auth_headers",
            "connect_errors", "raise_for_status", "retry_after"]
@@ -145,6 +148,14 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Drop kept connections (the backend is being replaced or the host stops)."""
+        ...
+
+    async def described(self) -> Served:
+        """What :checkhealth tells of the server: its model, how prompts are built, its context."""
+        ...
+
+    def context_advice(self, backend: str, need: int, slots: int) -> list[str]:
+        """How to give each request at least `need` tokens of context on such a server."""
         ...
 
 
@@ -301,6 +312,22 @@ class HttpBackend:
         """Which of `texts` are one token in the served model's vocabulary (where the server
         can say)."""
         return frozenset()
+
+    # -- what :checkhealth tells of the server ------------------------------------------------
+
+    async def described(self) -> Served:
+        """The served model and how prompts are built for it, the server probed as far as
+        completions need (ensure_ready())."""
+        await self.ensure_ready()
+        model = await self.served_model()
+        # (every dialect has context_limit(): the Backend protocol's)
+        return Served(model=model or "(not named)", hint=model, context=await cast("Backend", self).context_limit())
+
+    @staticmethod
+    def context_advice(backend: str, need: int, slots: int) -> list[str]:
+        """How to give each request at least `need` tokens of context on such a server
+        (`backend`: the entry's name; `slots`: requests it runs at once)."""
+        return ["give the model a larger context where its server is started"]
 
     @property
     def probed(self) -> bool:

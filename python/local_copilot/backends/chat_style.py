@@ -62,7 +62,7 @@ class _OllamaEvent(msgspec.Struct):
     eval_duration: int = 0
 
 
-# the chat events of both wires, read here and by instruction edits (instruct/chat.py)
+# the chat events of both wires, read here and by instruction edits (chat.py, ollama.OllamaChat)
 chat_event_decoder = msgspec.json.Decoder(_ChatEvent)
 ollama_event_decoder = msgspec.json.Decoder(_OllamaEvent)
 

@@ -5,15 +5,17 @@ kind of a bare URL by it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from ..transport.access import auth_headers
-from ..config import BackendConfig
 from . import registry
 
-__all__ = ["detect", "detect_sync", "signatures"]
+if TYPE_CHECKING:
+    from ..config import BackendConfig
+
+__all__ = ["detect", "detect_sync", "guess_sync", "signatures"]
 
 
 def signatures() -> list[tuple[str, registry.Signature]]:
@@ -57,3 +59,21 @@ def detect_sync(client: httpx.Client, url: str) -> str | None:
         except httpx.HTTPError:
             return None
     return None
+
+
+def guess_sync(client: httpx.Client, url: str) -> str:
+    """The kind a bare URL most likely is: the one whose signature it answers, else the first
+    whose `guess_path` answers 200, else the generic kind (any OpenAI-compatible server)."""
+    found = detect_sync(client, url)
+    if found:
+        return found
+    for name in registry.names():
+        path = registry.get(name).guess_path
+        if not path:
+            continue
+        try:
+            if client.get(url.rstrip("/") + path).status_code == 200:
+                return name
+        except httpx.HTTPError:
+            continue
+    return next(name for name in registry.names() if registry.get(name).generic)

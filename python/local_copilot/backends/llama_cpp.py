@@ -19,19 +19,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 import msgspec
 
-from ..config import BackendConfig
 from ..errors import BackendError, ConfigError, ProtocolError, ServerError
 from ..prompt.styles import CHAT_TURN_TOKENS, CONTINUE, Decision, name_says, no_fim_family, template_markers
 from ..prompt.templates import FimTemplate, detect_family, get_template, names
 from ..transport.streaming import SSEParser
 from . import registry
 from .base import Chunk, FimRequest, HttpBackend, Wire
+from .chat import ChatBackend
 from .chat_style import chat_body, read_openai_chat
+from .served import Served
+
+if TYPE_CHECKING:
+    from ..config import BackendConfig
 
 
 def _final(payload: bytes) -> bool:
@@ -44,7 +48,7 @@ def _chat_final(payload: bytes) -> bool:
     return payload == b"[DONE]"
 
 
-__all__ = ["LlamaCppBackend", "CACHE_REUSE_TOKENS", "server_props"]
+__all__ = ["LlamaCppBackend", "LlamaChat", "CACHE_REUSE_TOKENS", "server_props"]
 
 CACHE_REUSE_TOKENS = 64
 
@@ -107,7 +111,7 @@ _CHAT_MARKERS = ("<|im_start|>", "<|im_end|>", "<start_of_turn>", "<end_of_turn>
 
 async def server_props(backend: HttpBackend) -> _Props:
     """`/props`: the per-slot context (`-c` split over `--parallel` slots) and the model.
-    Instruction edits' chat endpoint asks the same (instruct/chat.py)."""
+    Instruction edits' chat endpoint asks the same (LlamaChat)."""
     return await backend.fetch("GET", "/props", _props_decoder)
 
 
@@ -327,6 +331,17 @@ class LlamaCppBackend(HttpBackend):
             return frozenset()
         return frozenset(p.piece for p in found.tokens if isinstance(p.piece, str) and p.piece in texts)
 
+    async def described(self) -> Served:
+        return _described(self, await self.ensure_ready())
+
+    @staticmethod
+    def context_advice(backend: str, need: int, slots: int) -> list[str]:
+        want = -(-need // 256) * 256  # llama.cpp pads slots to 256 tokens
+        return [f"start llama-server with -c {want * slots} -np {slots} (or fewer --parallel slots: "
+                f"each gets -c / np tokens)",
+                f"when local-copilot starts it: backends[{backend!r}].server = {{ context_tokens = {want} }}, "
+                f"or parallel = 1"]
+
     @property
     def probed(self) -> bool:
         return self._resolved and self.props is not None
@@ -358,6 +373,40 @@ class LlamaCppBackend(HttpBackend):
                      slot=msg.id_slot if msg.id_slot >= 0 else None)
 
 
+def _described(backend: LlamaCppBackend, template: FimTemplate | None) -> Served:
+    props = backend.props
+    assert props is not None
+    prompt: tuple[Literal["ok", "info"], str] | None = None
+    if backend.style != "fim":
+        pass  # no FIM prompt to tell of
+    elif template is not None:
+        how = "configured" if backend.cfg.fim_template else "read from the served vocabulary"
+        prompt = ("ok", f"FIM prompt: {template.name} ({how}), rendered here and sent to /completion "
+                        "(the typed text last: a request can be continued)")
+    else:
+        family = detect_family(props.model_path or props.model_alias or "")
+        prompt = ("info", "FIM prompt: built by llama-server (/infill) from the model's own FIM tokens"
+                  + (f"; the name says {family}" if family else ""))
+    return Served(model=props.model_alias or props.model_path or "(unnamed)", hint=props.model_path or props.model_alias,
+                  prompt=prompt, context=props.default_generation_settings.n_ctx or None, slots=props.total_slots,
+                  program="llamacpp")
+
+
+class LlamaChat(ChatBackend):
+    """Instruction edits on llama-server: its OpenAI-compatible chat endpoint, its per-slot
+    context from `/props`."""
+
+    async def ensure_ready(self) -> None:
+        if self._ready:
+            return
+        props = await server_props(self)
+        self.n_ctx = props.default_generation_settings.n_ctx or None
+        # (not sent: llama-server answers with the model it has)
+        self.served = props.model_alias or props.model_path.rsplit("/", 1)[-1]
+        self.llama = self.warms = True
+        self._ready = True
+
+
 registry.register(registry.Kind(
     name="llama.cpp", dialect=LlamaCppBackend, default_url="http://127.0.0.1:8012", ready_path="/health",
-    recipe="llama.cpp"))
+    recipe="llama.cpp", chat=LlamaChat, guess_path="/props"))

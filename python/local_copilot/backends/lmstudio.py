@@ -25,6 +25,7 @@ import msgspec
 
 from ..errors import ProtocolError, ServerStartError
 from . import registry
+from .chat import ChatBackend
 from .openai import OpenAIBackend
 from .probe import ModelInfo
 
@@ -56,6 +57,10 @@ def served_models(doc: Any) -> list[_Model]:
 
 class LMStudioBackend(OpenAIBackend):
     supports_n = False  # one choice per request: alternatives are asked for one by one
+
+    @staticmethod
+    def context_advice(backend: str, need: int, slots: int) -> list[str]:
+        return [f"load the model with a larger context (lms load MODEL --context-length {-(-need // 1024) * 1024})"]
 
     async def probe(self) -> ModelInfo:
         models = [m for m in (await self.fetch("GET", "/api/v0/models", _decoder)).data if m.type in GENERATES]
@@ -113,5 +118,5 @@ def lmstudio_recipe(name: str, cfg: Any, opts: Any, port: int, facts: Any) -> An
 
 registry.register(registry.Kind(
     name="lmstudio", dialect=LMStudioBackend, default_url=f"http://127.0.0.1:{DEFAULT_PORT}", ready_path="/v1/models",
-    recipe="lmstudio", launch=lmstudio_recipe, signature=registry.Signature("/api/v0/models", _says), builtin=True,
-    openai_chat=True))
+    recipe="lmstudio", launch=lmstudio_recipe, manual=lambda model, port: f"lms server start --port {port}",
+    signature=registry.Signature("/api/v0/models", _says), builtin=True, chat=ChatBackend))

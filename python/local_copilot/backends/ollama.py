@@ -10,20 +10,24 @@ temperature and top_p are always sent: the server would otherwise use its own de
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import msgspec
 
-from ..config import BackendConfig
 from ..errors import ConfigError, ProtocolError, ServerError
 from ..prompt.styles import CHAT_TURN_TOKENS, CONTINUE, Decision, name_says, no_fim_family, template_markers
 from ..prompt.templates import FimTemplate, detect_family
 from ..transport.streaming import NDJSONParser
 from . import registry
 from .base import Chunk, FimRequest, HttpBackend, Wire
-from .chat_style import ollama_chat_body, read_ollama_chat
-from .probe import ModelInfo, configured_style, resolve_template
+from .chat import ChatBackend, ChatChunk
+from .chat_style import ollama_chat_body, ollama_event_decoder, read_ollama_chat
+from .probe import ModelInfo, configured_style, described_model, resolve_template
+from .served import Served
+
+if TYPE_CHECKING:
+    from ..config import BackendConfig
 
 
 def final_line(payload: bytes) -> bool:
@@ -31,7 +35,7 @@ def final_line(payload: bytes) -> bool:
     return b'"done":true' in payload or b'"done": true' in payload
 
 
-__all__ = ["OllamaBackend", "final_line"]
+__all__ = ["OllamaBackend", "OllamaChat", "final_line"]
 
 KEEP_ALIVE = "30m"  # keep the model loaded between keystrokes; the first request loads it
 
@@ -119,6 +123,16 @@ class OllamaBackend(HttpBackend):
             self.model = model
         return self.template
 
+    async def described(self) -> Served:
+        template = await self.ensure_ready()
+        assert self.model is not None
+        return described_model(self.cfg, self.style, self.model, template, await self.context_limit(),
+                               server_template="Ollama's own (the model's template has a suffix slot)")
+
+    @staticmethod
+    def context_advice(backend: str, need: int, slots: int) -> list[str]:
+        return ["give the model a larger context (Ollama: num_ctx)"]
+
     def _decide(self, model: ModelInfo) -> tuple[FimTemplate | None, Decision]:
         """The template (CONTINUE: the continue style; None: Ollama's suffix slot, or the chat
         style) and the style, from the options, the model's names and its template."""
@@ -190,6 +204,40 @@ class OllamaBackend(HttpBackend):
         return Chunk(text=msg.response, done=True, timings=timings, prompt_tokens=msg.prompt_eval_count or None)
 
 
+class OllamaChat(ChatBackend):
+    """Instruction edits on Ollama: `/api/chat`, NDJSON, the last line `done: true` with the
+    counts."""
+
+    path = "/api/chat"
+    NUM_CTX = 4096  # what Ollama runs a model with unless told otherwise
+
+    async def ensure_ready(self) -> None:
+        if self._ready:
+            return
+        if not self.cfg.model:
+            raise ConfigError(f"set backends[{self.name!r}].model to an Ollama instruct model, "
+                              "e.g. 'qwen2.5-coder:7b-instruct'")
+        show = await self.fetch("POST", "/api/show", _show_decoder, json={"model": self.cfg.model})
+        n_ctx = next((int(v) for k, v in show.model_info.items() if k.endswith(".context_length")), None)
+        self.n_ctx = min(n_ctx or self.NUM_CTX, self.NUM_CTX)
+        self._ready = True
+
+    def body(self, messages: list[dict[str, str]], max_tokens: int, temperature: float, *,
+             warm: bool = False) -> dict[str, Any]:
+        return {"model": self.cfg.model, "messages": messages, "stream": True, "keep_alive": KEEP_ALIVE,
+                "options": {"num_predict": max_tokens, "temperature": temperature}}
+
+    def chat_wire(self, messages: list[dict[str, str]], max_tokens: int, temperature: float) -> Wire:
+        return Wire(self.path, self.body(messages, max_tokens, temperature), NDJSONParser(), final_line)
+
+    def decode(self, payload: bytes) -> Chunk:
+        msg = self._message(ollama_event_decoder, payload)
+        if not msg.done:
+            return ChatChunk(text=msg.message.content)
+        return ChatChunk(text=msg.message.content, done=True, finish=msg.done_reason or "stop",
+                         prompt_tokens=msg.prompt_eval_count or None, timings={"predicted_n": float(msg.eval_count)})
+
+
 registry.register(registry.Kind(
     name="ollama", dialect=OllamaBackend, default_url="http://127.0.0.1:11434", ready_path="/api/version",
-    recipe="ollama"))
+    recipe="ollama", chat=OllamaChat, guess_path="/api/version"))

@@ -9,25 +9,23 @@ model, `continue` for a base one.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import msgspec
 
-from ..config import BackendConfig
-from ..errors import ProtocolError
 from ..prompt.styles import CHAT_TURN_TOKENS
 from ..prompt.templates import FimTemplate
 from ..transport.streaming import SSEParser
 from . import registry
 from .base import Chunk, FimRequest, HttpBackend, Wire, auth_headers
+from .chat import ChatBackend, final_event
 from .chat_style import chat_body, read_openai_chat
-from .probe import ModelInfo, resolve_style
+from .probe import ModelInfo, described_model, listed_model, resolve_style
+from .served import Served
 
-
-def final_event(payload: bytes) -> bool:
-    # OpenAI streams end with a [DONE] event
-    return payload == b"[DONE]"
+if TYPE_CHECKING:
+    from ..config import BackendConfig
 
 
 __all__ = ["OpenAIBackend", "final_event", "listed_model"]
@@ -53,39 +51,8 @@ class _CompletionChunk(msgspec.Struct):
 _decoder = msgspec.json.Decoder(_CompletionChunk)
 
 
-class _Model(msgspec.Struct):
-    id: str
-    owned_by: str = ""
-    max_model_len: int | None = None
-    root: str | None = None
-
-
-class _Models(msgspec.Struct):
-    data: list[_Model] = []
-
-
-_models_decoder = msgspec.json.Decoder(_Models)
-
-
 class _Tokens(msgspec.Struct):
     tokens: list[int] = []
-
-
-async def listed_model(backend: HttpBackend) -> ModelInfo:
-    """Ask `/v1/models` which model runs (and its context length, on vLLM): the configured
-    one, else the first listed. Instruction edits' chat endpoint asks the same (instruct/chat.py)."""
-    models = (await backend.fetch("GET", "/v1/models", _models_decoder)).data
-    wanted = backend.cfg.model
-    if wanted:
-        chosen = next((m for m in models if m.id == wanted), None)
-        if chosen is None:
-            ids = ", ".join(m.id for m in models) or "none"
-            raise ProtocolError(f"{backend.name}: the server has no model {wanted!r} (it serves: {ids})")
-    elif models:
-        chosen = models[0]
-    else:
-        raise ProtocolError(f"{backend.name}: the server lists no models")
-    return ModelInfo(id=chosen.id, owned_by=chosen.owned_by, n_ctx=chosen.max_model_len, path=chosen.root or "")
 
 
 class OpenAIBackend(HttpBackend):
@@ -127,6 +94,15 @@ class OpenAIBackend(HttpBackend):
                 self.stop_token_ids = await self._special_token_ids(self.template)
             self._resolved = True
         return self.template
+
+    async def described(self) -> Served:
+        template = await self.ensure_ready()
+        assert self.model is not None
+        return described_model(self.cfg, self.style, self.model, template, await self.context_limit())
+
+    @staticmethod
+    def context_advice(backend: str, need: int, slots: int) -> list[str]:
+        return [f"start the server with a larger context (vLLM: --max-model-len {-(-need // 1024) * 1024})"]
 
     async def _special_token_ids(self, template: FimTemplate) -> list[int]:
         """Ids of the template's stop tokens in the served model's own vocabulary.
@@ -228,4 +204,5 @@ class OpenAIBackend(HttpBackend):
 
 
 registry.register(registry.Kind(
-    name="openai", dialect=OpenAIBackend, default_url="http://127.0.0.1:8080", ready_path="/v1/models"))
+    name="openai", dialect=OpenAIBackend, default_url="http://127.0.0.1:8080", ready_path="/v1/models",
+    chat=ChatBackend, generic=True))

@@ -1,16 +1,22 @@
-"""What a server tells us about its model, and which FIM template and prompt style follow
-from it (prompt/styles.py)."""
+"""What a server tells us about its model (an OpenAI-compatible server: `/v1/models`), and which
+FIM template and prompt style follow from it (prompt/styles.py)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Literal
+
 import msgspec
 
-from ..config import BackendConfig
-from ..errors import ConfigError
+from ..errors import ConfigError, ProtocolError
 from ..prompt.styles import CONTINUE, Decision, name_says, no_fim_family
 from ..prompt.templates import FimTemplate, detect_family, get_template, names
+from .served import Served
 
-__all__ = ["ModelInfo", "resolve_style", "resolve_template"]
+if TYPE_CHECKING:
+    from ..config import BackendConfig
+    from .base import HttpBackend
+
+__all__ = ["ModelInfo", "described_model", "listed_model", "resolve_style", "resolve_template"]
 
 
 class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -65,3 +71,50 @@ def resolve_style(backend: str, cfg: BackendConfig, model: ModelInfo) -> tuple[F
         if says == "base" or no_fim_family(name):
             return CONTINUE, Decision("continue", f"no FIM family; the name {name!r} says a base model")
     return resolve_template(backend, cfg, model), Decision("fim", "")  # raises: nothing known
+
+
+class _Model(msgspec.Struct):
+    id: str
+    owned_by: str = ""
+    max_model_len: int | None = None
+    root: str | None = None
+
+
+class _Models(msgspec.Struct):
+    data: list[_Model] = []
+
+
+_models_decoder = msgspec.json.Decoder(_Models)
+
+
+async def listed_model(backend: HttpBackend) -> ModelInfo:
+    """Ask `/v1/models` which model runs (and its context length, on vLLM): the configured
+    one, else the first listed. Instruction edits' chat endpoint asks the same (chat.py)."""
+    models = (await backend.fetch("GET", "/v1/models", _models_decoder)).data
+    wanted = backend.cfg.model
+    if wanted:
+        chosen = next((m for m in models if m.id == wanted), None)
+        if chosen is None:
+            ids = ", ".join(m.id for m in models) or "none"
+            raise ProtocolError(f"{backend.name}: the server has no model {wanted!r} (it serves: {ids})")
+    elif models:
+        chosen = models[0]
+    else:
+        raise ProtocolError(f"{backend.name}: the server lists no models")
+    return ModelInfo(id=chosen.id, owned_by=chosen.owned_by, n_ctx=chosen.max_model_len, path=chosen.root or "")
+
+
+def described_model(cfg: BackendConfig, style: str, model: ModelInfo, template: FimTemplate | None,
+                    context: int | None, *, server_template: str = "the server's own") -> Served:
+    """What :checkhealth tells of a server whose model was probed (`/v1/models`, Ollama's
+    `/api/show`); `server_template`: whose FIM template is used when none is rendered here."""
+    prompt: tuple[Literal["ok", "info"], str] | None = None
+    if style != "fim":
+        pass  # no FIM template to tell of
+    elif template is not None:
+        how = "configured" if cfg.fim_template else "detected from the model name"
+        prompt = ("ok", f"FIM template: {template.name} ({how})")
+    else:
+        prompt = ("info", f"FIM template: {server_template}")
+    return Served(model=model.id + (f" ({model.owned_by})" if model.owned_by else ""), hint=model.path or model.id,
+                  prompt=prompt, context=context, program=model.owned_by)

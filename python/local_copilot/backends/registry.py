@@ -3,11 +3,14 @@
 A backend's `kind` (its options' `kind` field) names a record here: the dialect that speaks to
 the server, where such a server listens by default, the path that answers once it is ready,
 and the launch recipe that starts one (servers/recipes.py, which also says what to install
-when its program is missing; a kind may bring its recipe along: `launch`), what only such a
-server answers (`signature`: detect.py tells the kinds apart by it), whether it has a built-in
-backend entry of its own name and an OpenAI chat endpoint (instruction edits). The engine, the
-backend switcher, the supervisor and :checkhealth ask the registry; none of them names a kind.
-A new kind is one module that calls `register()` at import, plus its tests and docs.
+when its program is missing; a kind may bring its recipe along: `launch`, and the command that
+starts one by hand: `manual`), what only such a server answers (`signature`: detect.py tells
+the kinds apart by it) or answers among others (`guess_path`), whether it has a built-in
+backend entry of its own name, and its chat dialect (instruction edits). The engine, the
+backend switcher, the supervisor, instruction edits and :checkhealth ask the registry; none of
+them names a kind. A new kind is one module that calls `register()` at import (imported by
+the package's __init__.py, so whoever imports the registry finds every built-in kind), plus
+its tests and docs.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ if TYPE_CHECKING:
 
     from ..config import BackendConfig
     from .base import Backend
+    from .chat import ChatBackend
 
 __all__ = ["Kind", "Signature", "check_recipe", "get", "launcher", "names", "recipes", "register"]
 
@@ -57,10 +61,19 @@ class Kind:
     # raises ServerStartError
     launch: Callable[..., Any] | None = None
     signature: Signature | None = None
+    # a GET that such a server answers with 200, though not only it (llama-server's /props):
+    # where no signature tells, a bare URL that answers it is taken for this kind (detect.py)
+    guess_path: str = ""
+    # the kind of a server that no other kind claims (any OpenAI-compatible server)
+    generic: bool = False
+    # the command that starts such a server by hand, for :checkhealth's advice when none answers:
+    # (the model, '' when none is configured; the port) -> a command line (a kind with `launch`)
+    manual: Callable[[str, int], str] | None = None
     # a built-in backend entry named as the kind, at default_url (`backend = 'sglang'`)
     builtin: bool = False
-    # the server answers OpenAI's /v1/chat/completions (instruction edits)
-    openai_chat: bool = False
+    # the chat dialect for instruction edits (chat.py's ChatBackend or a subclass): Backend(name,
+    # its BackendConfig, the host's httpx client, timeout_s=...); None: the server has none known
+    chat: Callable[..., ChatBackend] | None = None
 
 
 _KINDS: dict[str, Kind] = {}
@@ -74,24 +87,20 @@ def register(kind: Kind) -> Kind:
 
 def get(name: str) -> Kind:
     """The record of kind `name` (KeyError when none is registered: config validates first)."""
-    _load_builtins()
     return _KINDS[name]
 
 
 def names() -> list[str]:
-    _load_builtins()
     return sorted(_KINDS)
 
 
 def recipes() -> list[str]:
     """Every launch recipe's name: servers/recipes.py's and the kinds' own."""
-    _load_builtins()
     return [*BUILTIN_RECIPES, *sorted({k.recipe for k in _KINDS.values() if k.launch is not None})]
 
 
 def launcher(recipe: str) -> Callable[..., Any] | None:
     """The `launch` of the kind whose recipe is `recipe`, None for servers/recipes.py's own."""
-    _load_builtins()
     return next((k.launch for k in _KINDS.values() if k.recipe == recipe and k.launch is not None), None)
 
 
@@ -100,8 +109,3 @@ def check_recipe(recipe: str, path: str) -> None:
     known = recipes()
     if recipe not in ("", "none", *known):
         raise ConfigError(f"unknown recipe {recipe!r} - at `{path}`; choose one of: {', '.join(known)}, none")
-
-
-def _load_builtins() -> None:
-    # the built-in dialect modules register themselves when imported
-    from . import llama_cpp, lmstudio, ollama, openai, sglang  # noqa: F401

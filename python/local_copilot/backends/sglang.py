@@ -21,6 +21,7 @@ from ..errors import ServerStartError
 from ..prompt.templates import FimTemplate
 from . import registry
 from .base import FimRequest, Wire
+from .chat import ChatBackend
 from .openai import OpenAIBackend
 
 __all__ = ["SGLangBackend", "sglang_argv", "sglang_recipe"]
@@ -37,6 +38,10 @@ class SGLangBackend(OpenAIBackend):
         # (the template's end tokens) would never match: keep them, as for vLLM
         body["skip_special_tokens"] = False
         return body
+
+    @staticmethod
+    def context_advice(backend: str, need: int, slots: int) -> list[str]:
+        return [f"start SGLang with a larger context (--context-length {-(-need // 1024) * 1024})"]
 
     async def raw_wire(self, prompt: str, n_predict: int, stop: tuple[str, ...]) -> Wire:
         wire = await super().raw_wire(prompt, n_predict, stop)
@@ -73,6 +78,10 @@ def sglang_argv(python: str, *, model: str, port: int, served_model_name: str = 
     return [*argv, *extra]
 
 
+def _manual(model: str, port: int) -> str:
+    return f"python -m sglang.launch_server --model-path {model or 'MODEL'} --port {port}"
+
+
 def sglang_recipe(name: str, cfg: Any, opts: Any, port: int, facts: Any) -> Any:
     """The launch recipe of an SGLang entry (servers/recipes.py runs it)."""
     from ..servers.recipes import Recipe, keep_loopback
@@ -94,5 +103,5 @@ def sglang_recipe(name: str, cfg: Any, opts: Any, port: int, facts: Any) -> Any:
 
 registry.register(registry.Kind(
     name="sglang", dialect=SGLangBackend, default_url=f"http://127.0.0.1:{DEFAULT_PORT}", ready_path="/health",
-    recipe="sglang", launch=sglang_recipe, signature=registry.Signature("/get_model_info", _says), builtin=True,
-    openai_chat=True))
+    recipe="sglang", launch=sglang_recipe, manual=_manual, signature=registry.Signature("/get_model_info", _says),
+    builtin=True, chat=ChatBackend))

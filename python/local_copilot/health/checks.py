@@ -8,7 +8,7 @@ here, so every verdict is unit-testable; probes.py gathers the facts.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -103,10 +103,11 @@ def judge_fim_answer(answer: str, suffix: str, *, elapsed_ms: float, ttft_ms: fl
 # ------------------------------------------------------------------------------------ context
 
 
-def judge_context(per_request: int, n_predict: int, *, slots: int = 1, kind: str = "llama.cpp",
+def judge_context(per_request: int, n_predict: int, *, more: Callable[[str, int, int], list[str]], slots: int = 1,
                   backend: str = "llama.cpp") -> Item:
     """Tokens one request may use (llama.cpp: the per-slot n_ctx, i.e. -c / --parallel) against
-    what a completion needs: n_predict + the template's tokens + a useful prompt."""
+    what a completion needs: n_predict + the template's tokens + a useful prompt. `more`: the
+    dialect's context_advice(backend, tokens needed, slots), how to give a request more."""
     hard = n_predict + PROMPT_OVERHEAD + MIN_PROMPT_BUDGET
     need = n_predict + PROMPT_OVERHEAD + MIN_PROMPT_TOKENS
     prompt = per_request - n_predict - PROMPT_OVERHEAD
@@ -114,17 +115,7 @@ def judge_context(per_request: int, n_predict: int, *, slots: int = 1, kind: str
     msg = f"context per request: {per_request} tokens{split}; n_predict={n_predict} leaves {max(prompt, 0)} for the prompt"
     if per_request >= need:
         return Item(level="ok", message=msg)
-    advice: list[str] = []
-    if kind == "llama.cpp":
-        want = -(-need // 256) * 256  # llama.cpp pads slots to 256 tokens
-        advice.append(f"start llama-server with -c {want * slots} -np {slots} (or fewer --parallel slots: "
-                      f"each gets -c / np tokens)")
-        advice.append(f"when local-copilot starts it: backends[{backend!r}].server = {{ context_tokens = {want} }}, "
-                      f"or parallel = 1")
-    elif kind == "vllm" or kind == "openai":
-        advice.append(f"start the server with a larger context (vLLM: --max-model-len {-(-need // 1024) * 1024})")
-    else:
-        advice.append("give the model a larger context (Ollama: num_ctx)")
+    advice = more(backend, need, slots)
     advice.append(f"or lower n_predict (now {n_predict})")
     if per_request < hard:
         return Item(level="error", message=msg + ": completions fail", advice=advice)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..prompt.context import FimContext
+if TYPE_CHECKING:  # (prompt/window.py imports this module)
+    from ..prompt.context import FimContext
 
 __all__ = ["SuggestionCache", "context_key"]
 
