@@ -186,6 +186,8 @@ function M.edit_follow_up(instruction) return require('local_copilot.edit').foll
 ---@return boolean
 function M.edit_visible() return require('local_copilot.edit').visible() end
 
+local LOADING_RETRY_MS = 1000
+
 local function now()
   local sec, usec = vim.uv.gettimeofday()
   return sec + usec / 1e6
@@ -201,7 +203,8 @@ end
 
 -- For statuslines: 'disabled: <why>' (the privacy policy refuses the buffer), 'disabled',
 -- 'host stopped', 'bad option', 'backend down', 'waiting for the server until HH:MM:SS',
--- 'showing i/n', 'waiting' or 'idle'.
+-- 'loading <model>' (the server loads the model the entry names), 'showing i/n', 'waiting' or
+-- 'idle'.
 ---@return string
 function M.status()
   local buf = api.nvim_get_current_buf()
@@ -211,6 +214,7 @@ function M.status()
   if host.stopped() then return 'host stopped' end
   if state.backend == 'bad option' then return 'bad option' end
   if state.backend == 'down' then return 'backend down' end
+  if state.backend == 'loading' then return 'loading ' .. state.backend_message end
   local untl = held()
   if untl then return 'waiting for the server until ' .. os.date('%H:%M:%S', math.floor(untl)) end
   if ghost.is_visible() then
@@ -222,13 +226,22 @@ function M.status()
 end
 
 -- Called by the Python host when a request fails or succeeds after failures ('down', 'ok'),
--- when the server asked it to wait ('held', the time.time() it ends as a string), and when
--- it rejects the options ('bad option', until the next setup()).
----@param s 'ok'|'down'|'held'|'bad option'
+-- when the server asked it to wait ('held', the time.time() it ends as a string), while it
+-- loads the model the entry names ('loading', the model's name), and when it rejects the
+-- options ('bad option', until the next setup()).
+---@param s 'ok'|'down'|'held'|'loading'|'bad option'
 ---@param msg string
 function M._backend_state(s, msg)
   if s ~= 'ok' then trigger.nothing_waiting() end -- nothing is in flight now
   state.backend, state.backend_message = s, msg or ''
+  if s == 'loading' then
+    -- nothing was sent; the place the cursor is at is asked for again in a while, until the
+    -- model is loaded (each ask costs the server one look at its model list)
+    vim.defer_fn(function()
+      if state.backend ~= 'loading' or state.backend_message ~= msg then return end
+      if api.nvim_get_mode().mode:sub(1, 1) == 'i' and not ghost.is_visible() then trigger.trigger() end
+    end, LOADING_RETRY_MS)
+  end
   local untl = s == 'held' and tonumber(msg)
   if untl then
     -- resumes by itself: once the wait is over, the place the cursor is at is asked for

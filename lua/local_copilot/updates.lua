@@ -38,7 +38,7 @@ local M = {}
 
 ---@class local_copilot.update.BackendState
 ---@field type 'backend_state'
----@field state 'ok'|'down'|'held'|'bad option'
+---@field state 'ok'|'down'|'held'|'loading'|'bad option'
 ---@field message? string why; for 'held' the time the wait ends (seconds since the epoch)
 
 ---@class local_copilot.update.BackendReady a backend switch took effect

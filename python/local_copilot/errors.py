@@ -5,6 +5,7 @@
     └── BackendError         anything between us and the model server
         ├── ServerUnavailable   connection refused, timeouts, 503 while loading
         │   ├── ServerHeld      no request sent: the server asked to wait (Retry-After)
+        │   ├── ModelLoading    no request sent: the server is loading the entry's model
         │   └── CertificateRejected  the server's TLS certificate did not pass the check
         ├── ServerError         an HTTP error answer (status and the server's message)
         │   └── TokenRefused    401/403: the token was refused, or none was sent
@@ -21,6 +22,7 @@ __all__ = [
     "BackendError",
     "ServerUnavailable",
     "ServerHeld",
+    "ModelLoading",
     "ServerError",
     "ProtocolError",
     "CertificateRejected",
@@ -59,6 +61,15 @@ class ServerHeld(ServerUnavailable):
     def __init__(self, message: str, *, until: float) -> None:
         super().__init__(message)
         self.until = until
+
+
+class ModelLoading(ServerUnavailable):
+    """Nothing was sent: the server (llama-server in router mode, a llama-swap-style proxy) is
+    loading the entry's `model`; requests wait until it has (the status says so meanwhile)."""
+
+    def __init__(self, message: str, *, model: str) -> None:
+        super().__init__(message)
+        self.model = model
 
 
 class CertificateRejected(ServerUnavailable):

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from urllib.parse import quote
 from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 import msgspec
 
-from ..errors import BackendError, ConfigError, ProtocolError, ServerError
+from ..errors import BackendError, ConfigError, ModelLoading, ProtocolError, ServerError
+from ..log import log
 from ..prompt.styles import CHAT_TURN_TOKENS, CONTINUE, Decision, name_says, no_fim_family, template_markers
 from ..prompt.templates import FimTemplate, detect_family, get_template, names
 from ..transport.streaming import SSEParser
@@ -69,6 +71,7 @@ class _GenSettings(msgspec.Struct):
 
 class _Props(msgspec.Struct):
     default_generation_settings: _GenSettings = msgspec.field(default_factory=_GenSettings)
+    role: str = ""  # "router": one server, several models (`--models-dir`); the model is named per request
     total_slots: int = 1
     model_path: str = ""
     model_alias: str = ""
@@ -109,10 +112,74 @@ _CHAT_MARKERS = ("<|im_start|>", "<|im_end|>", "<start_of_turn>", "<end_of_turn>
                  "<｜Assistant｜>", "[INST]", "[/INST]")
 
 
+class _ModelStatus(msgspec.Struct):
+    value: str = ""
+
+
+class _ListedModel(msgspec.Struct):
+    id: str
+    status: _ModelStatus | None = None
+
+
+class _Models(msgspec.Struct):
+    data: list[_ListedModel] = []
+
+
+_models_decoder = msgspec.json.Decoder(_Models)
+_ignored = msgspec.json.Decoder(Any)
+
+
+def model_query(cfg: BackendConfig) -> str:
+    """The query that names the entry's model on a router-mode llama-server (one server,
+    several models, each loaded when a request names it); a plain llama-server ignores it."""
+    return f"?model={quote(cfg.model, safe='')}" if cfg.model else ""
+
+
 async def server_props(backend: HttpBackend) -> _Props:
-    """`/props`: the per-slot context (`-c` split over `--parallel` slots) and the model.
+    """`/props`: the per-slot context (`-c` split over `--parallel` slots) and the model. On a
+    router-mode server, the entry's `model`'s, once the router has it loaded (ModelLoading
+    until then: the request that names an unloaded model would wait for all of its loading).
     Instruction edits' chat endpoint asks the same (LlamaChat)."""
-    return await backend.fetch("GET", "/props", _props_decoder)
+    cfg = backend.cfg
+    if cfg.model:
+        await _loaded(backend, cfg.model)
+    props = await backend.fetch("GET", "/props" + model_query(cfg), _props_decoder)
+    if props.role == "router":
+        models = await server_models(backend)
+        raise ConfigError(f"{backend.name}: {cfg.url} is a llama-server router serving several models; set "
+                          f"backends.{backend.name}.model to one of: {', '.join(models) or '(none listed)'}")
+    return props
+
+
+async def server_models(backend: HttpBackend) -> list[str]:
+    """The models a router-mode llama-server serves (GET /models), [] where it lists none."""
+    try:
+        listed = await backend.fetch("GET", "/models", _models_decoder)
+    except (ServerError, ProtocolError):
+        return []
+    return [m.id for m in listed.data]
+
+
+async def _loaded(backend: HttpBackend, model: str) -> None:
+    """Return once a router-mode server has `model` loaded (at once on any other server);
+    raises ModelLoading while it loads it, having asked it to (POST /models/load) if it had
+    not started."""
+    try:
+        listed = await backend.fetch("GET", "/models", _models_decoder)
+    except (ServerError, ProtocolError):
+        return  # no router: the model named is the one served, or the server says so itself
+    found = next((m for m in listed.data if m.id == model), None)
+    if found is None or found.status is None:
+        return  # not one of its models: the request says what the server thinks of it
+    state = found.status.value
+    if state == "loaded":
+        return
+    if state not in ("loading",):
+        try:
+            await backend.fetch("POST", "/models/load", _ignored, json={"model": model})
+        except (ServerError, ProtocolError) as exc:
+            log.info("%s: asking the router to load %s: %s", backend.name, model, exc)
+    raise ModelLoading(f"{backend.name}: the server is loading {model}", model=model)
 
 
 class LlamaCppBackend(HttpBackend):
@@ -184,7 +251,7 @@ class LlamaCppBackend(HttpBackend):
         deadline = asyncio.get_running_loop().time() + within_s
         while self._slots_listed:
             try:
-                slots = await self.fetch("GET", "/slots", _slots_decoder)
+                slots = await self.fetch("GET", "/slots" + model_query(self.cfg), _slots_decoder)
             except (BackendError, ConfigError):
                 self._slots_listed = False  # (the request itself reports a server that is down)
                 return
@@ -256,7 +323,7 @@ class LlamaCppBackend(HttpBackend):
         wanted = sorted({m for t in candidates for m in t.markers} | {*_INFILL_ONLY, *_CHAT_MARKERS})
         try:
             found = await self.fetch("POST", "/tokenize", _pieces_decoder,
-                                     json={"content": "\n".join(wanted), "with_pieces": True})
+                                     json={"content": "\n".join(wanted), "with_pieces": True, **self._model()})
         except (ServerError, ProtocolError):
             return set()  # an old or proxied server without /tokenize: /infill still works
         # sentencepiece vocabs spell CodeLlama's markers "▁<PRE>"
@@ -304,18 +371,24 @@ class LlamaCppBackend(HttpBackend):
         })
         if req.seed is not None:
             body["seed"] = req.seed
+        body.update(self._model())
         return body
+
+    def _model(self) -> dict[str, str]:
+        """The entry's model, named in every request: a router-mode server serves several."""
+        return {"model": self.cfg.model} if self.cfg.model else {}
 
     def wire(self, req: FimRequest) -> Wire:
         if self.style == "chat":
-            body = chat_body(req, model="", temperature=self.cfg.temperature if req.temperature is None else req.temperature,
-                             top_p=self.cfg.top_p, thinking_switch=True, llama=True)
+            temperature = self.cfg.temperature if req.temperature is None else req.temperature
+            body = chat_body(req, model=self.cfg.model, temperature=temperature, top_p=self.cfg.top_p,
+                             thinking_switch=True, llama=True)
             return Wire("/v1/chat/completions", body, SSEParser(), _chat_final, read_openai_chat(self.name))
         return Wire(self.endpoint, self.body(req), SSEParser(), _final)
 
     async def raw_wire(self, prompt: str, n_predict: int, stop: tuple[str, ...]) -> Wire:
         body = {"prompt": prompt, "n_predict": n_predict, "cache_prompt": True, "stream": True, "temperature": 0.0,
-                "top_k": 1, "stop": list(stop), "response_fields": RESPONSE_FIELDS}
+                "top_k": 1, "stop": list(stop), "response_fields": RESPONSE_FIELDS, **self._model()}
         return Wire("/completion", body, SSEParser(), _final)
 
     async def served_model(self) -> str:
@@ -326,7 +399,7 @@ class LlamaCppBackend(HttpBackend):
     async def single_tokens(self, texts: tuple[str, ...]) -> frozenset[str]:
         try:
             found = await self.fetch("POST", "/tokenize", _pieces_decoder,
-                                     json={"content": "\n".join(texts), "with_pieces": True})
+                                     json={"content": "\n".join(texts), "with_pieces": True, **self._model()})
         except (ServerError, ProtocolError):
             return frozenset()
         return frozenset(p.piece for p in found.tokens if isinstance(p.piece, str) and p.piece in texts)
@@ -401,8 +474,9 @@ class LlamaChat(ChatBackend):
             return
         props = await server_props(self)
         self.n_ctx = props.default_generation_settings.n_ctx or None
-        # (not sent: llama-server answers with the model it has)
-        self.served = props.model_alias or props.model_path.rsplit("/", 1)[-1]
+        # sent only when the entry names one (a router-mode server serves several); a plain
+        # llama-server answers with the model it has
+        self.served = self.cfg.model or props.model_alias or props.model_path.rsplit("/", 1)[-1]
         self.llama = self.warms = True
         self._ready = True
 

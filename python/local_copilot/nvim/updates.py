@@ -57,9 +57,10 @@ class EditProgress(_Update, frozen=True, kw_only=True, tag="edit"):
 
 class BackendState(_Update, frozen=True, kw_only=True, tag="backend_state"):
     """The backend answers ('ok'), failed ('down'), asked to wait ('held': `message` is the
-    time.time() the wait ends) or the options are rejected ('bad option': `message` says why)."""
+    time.time() the wait ends), is loading the model ('loading': `message` names it) or the
+    options are rejected ('bad option': `message` says why)."""
 
-    state: Literal["ok", "down", "held", "bad option"]
+    state: Literal["ok", "down", "held", "loading", "bad option"]
     message: str = ""
 
 

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from ..backends import Backend, Chunk, FimRequest
 from ..backends.exchange import Exchange
-from ..errors import BackendError, ConfigError, ServerError, ServerHeld
+from ..errors import BackendError, ConfigError, ModelLoading, ServerError, ServerHeld
 from ..log import log
 from ..notify import EpisodeNotifier
 from ..prompt.prepare import Prepared, Preparer
@@ -88,10 +88,12 @@ class Reader:
         self.stats = stats
         self.notifier = notifier  # the backend's failure messages, one per episode
         self.backend: Backend | None = None
+        self._loading = False  # the status says the server is loading the model
 
     def configure(self, backend: Backend, notifier: EpisodeNotifier) -> None:
         self.backend = backend
         self.notifier = notifier
+        self._loading = False
 
     async def read(self, prep: Prepared, req: FimRequest, *, on_text: Callable[[str], None] | None = None,
                    on_answer: Callable[[], None] | None = None, base_raw: str = "",
@@ -240,6 +242,12 @@ class Reader:
         """A request failed. `counted`: it was counted in the stats' requests already (False:
         it failed before its completion request went out, e.g. probing the server; it counts
         as a request here, so the errors are never more than the requests)."""
+        if isinstance(exc, ModelLoading):
+            # nothing was sent: the server is loading the model (router mode); the status says
+            # so until a request is answered, and Lua asks again meanwhile
+            self._loading = True
+            self.editor.backend_state("loading", exc.model)
+            return
         if isinstance(exc, ServerHeld):
             # nothing was sent: the server asked to wait, and the failure that said so was
             # counted and told already; the status says until when
@@ -264,7 +272,8 @@ class Reader:
             self.editor.backend_state("down", str(exc))
 
     def succeeded(self) -> None:
-        if self.notifier.in_episode:
+        if self.notifier.in_episode or self._loading:
+            self._loading = False
             self.editor.backend_state("ok", "")
         self.notifier.success()
 
