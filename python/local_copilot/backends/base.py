@@ -21,7 +21,7 @@ from ..errors import ProtocolError, ServerError, ServerHeld, ServerUnavailable
 from ..transport.http_stream import StreamClient, StreamResponse
 from ..httpx_streams import HttpxStreams
 from ..transport.limits import MAX_SERVER_MESSAGE_CHARS, clip_message, read_error_body
-from ..prompt.templates import ExtraChunk
+from ..prompt.request import FimRequest
 from . import registry
 from .exchange import Exchange, Wire
 from .served import Served
@@ -31,29 +31,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Backend", "Chunk", "Exchange", "FimRequest", "HttpBackend", "MAX_RETRY_AFTER_S", "Wire", "auth_headers",
            "connect_errors", "raise_for_status", "retry_after"]
-
-
-class FimRequest(msgspec.Struct, frozen=True, kw_only=True):
-    prefix: str  # lines above the cursor line
-    middle: str  # the cursor line up to the cursor
-    suffix: str  # the rest of the cursor line and the lines below
-    n_predict: int
-    n_indent: int = 0
-    t_max_predict_ms: int = 0
-    path: str = ""
-    filetype: str = ""  # the buffer's (the chat prompt names the language)
-    # chunks of other files, oldest first (stable prompt start), for repo-level FIM
-    extra: tuple[ExtraChunk, ...] = ()
-    # alternatives: sample more freely, and ask for n candidates where the server can (OpenAI `n`)
-    temperature: float | None = None
-    n: int = 1
-    seed: int | None = None  # distinct seeds make sampled alternatives differ, reproducibly
-    # False: one answer instead of a stream, where the dialect can (llama.cpp). The pipeline
-    # asks so of a server that writes the whole answer within a frame or two anyway.
-    stream: bool = True
-    # an unstreamed answer expected within a frame: awaited in poll() before the event loop
-    # (Exchange.QUICK_ANSWER_S)
-    quick: bool = False
 
 
 class Chunk(msgspec.Struct, frozen=True, kw_only=True):

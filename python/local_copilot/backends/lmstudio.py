@@ -105,7 +105,7 @@ def find_lms(path: str = "") -> str | None:
 
 def lmstudio_recipe(name: str, cfg: Any, opts: Any, port: int, facts: Any) -> Any:
     """`lms server start --port P`: LM Studio's server binds 127.0.0.1 unless told otherwise."""
-    from ..servers.recipes import Recipe
+    from .launch import Recipe
 
     lms = find_lms(opts.env.get("PATH") or facts.path)
     if lms is None:

@@ -84,7 +84,7 @@ def _manual(model: str, port: int) -> str:
 
 def sglang_recipe(name: str, cfg: Any, opts: Any, port: int, facts: Any) -> Any:
     """The launch recipe of an SGLang entry (servers/recipes.py runs it)."""
-    from ..servers.recipes import Recipe, keep_loopback
+    from .launch import Recipe, keep_loopback
 
     model = opts.weights or cfg.model
     if not model:

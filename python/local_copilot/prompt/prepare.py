@@ -9,13 +9,13 @@ ring of cross-file chunks.
 
 from __future__ import annotations
 
-from ..backends.base import FimRequest
 from ..config import Config
 from ..errors import ConfigError
 from ..pipeline.postprocess import PostContext
 from ..snapshot import Snapshot
 from .budget import MIN_PROMPT_BUDGET, PROMPT_OVERHEAD, TokenEstimator, utf8_len
 from .context import FimContext
+from .request import FimRequest
 from .ring import ContextRing
 from .slots import Slots
 from .speed import MIN_CONTEXT_CHARS, ServerSpeed

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 import httpx
 import msgspec
 
+from ..backends.launch import LOOPBACK, Recipe, keep_loopback
 from ..errors import ServerStartError
 from .memory import (
     GiB,
@@ -66,7 +67,6 @@ __all__ = [
 DEFAULT_PRESET = "--fim-qwen-1.5b-default"
 LLAMA_BATCH = 1024  # the FIM presets' -b/-ub
 MODULE_SERVER = "vllm.entrypoints.openai.api_server"
-LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 REPO = Path(__file__).resolve().parents[3]  # the plugin's checkout: `make vllm` puts .venv-vllm here
 
 INSTALL_HINTS = {
@@ -78,22 +78,6 @@ STARTUP_TIMEOUTS = {"llama.cpp": 300.0, "vllm": 600.0, "ollama": 60.0, "custom":
 
 # servers/recipes.py's own; a kind's `launch` adds its name (registry.recipes())
 RecipeKind = Literal["llama.cpp", "vllm", "ollama", "custom"]
-
-
-class Recipe(msgspec.Struct, frozen=True, kw_only=True):
-    backend: str  # the user's name for it ("llama.cpp", "vllm", "lab", ...)
-    kind: str  # which recipe: llama.cpp | vllm | ollama | custom (a user cmd with no known recipe)
-    argv: list[str]
-    env: dict[str, str] = {}  # added to the environment of the server
-    port: int
-    url: str  # always loopback
-    health_path: str = "/health"
-    startup_timeout_s: float = 300.0
-    model: str = ""  # what must be present (Ollama check)
-    notes: list[str] = []  # one-line explanations for the user (sizing, defaults chosen)
-    # the command hands the server to a daemon of its own and returns (`lms server start`):
-    # it is run to its end, then the server is waited for; it is not the plugin's to supervise
-    detached: bool = False
 
 
 class VllmLauncher(msgspec.Struct, frozen=True):
@@ -204,31 +188,6 @@ def llama_model_args(weights: str) -> list[str]:
 # request's prompt (the user's code) at INFO level unless started with --disable-log-requests,
 # a flag newer ones deprecate: the log level keeps those lines out whatever the version
 VLLM_PRIVATE_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
-
-
-def keep_loopback(name: str, extra: list[str] | tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """`extra` without arguments that would bind the server elsewhere than 127.0.0.1, and a
-    note for each one dropped: servers the plugin starts listen on this machine only (a
-    command in backends.NAME.cmd binds where it says)."""
-    out: list[str] = []
-    notes: list[str] = []
-    args = list(extra)
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        key, eq, value = arg.partition("=")
-        if key == "--host":
-            if not eq:
-                value = args[i + 1] if i + 1 < len(args) else ""
-                i += 1
-            if value not in LOOPBACK:
-                notes.append(f"WARNING: backends.{name}.server.extra_args asks to bind {value or '?'}: ignored, the "
-                             f"server listens on 127.0.0.1 only (set backends.{name}.cmd to bind elsewhere)")
-            i += 1
-            continue
-        out.append(arg)
-        i += 1
-    return out, notes
 
 
 def llama_cpp_argv(binary: str, *, port: int, weights: str, context_tokens: int, parallel: int,
