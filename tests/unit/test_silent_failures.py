@@ -15,9 +15,9 @@ from local_copilot.backends.base import MAX_RETRY_AFTER_S, retry_after
 from local_copilot.config import load_config
 from local_copilot.ghost.engine import Engine
 from local_copilot.cli.oneshot import complete_text
-from local_copilot.errors import BackendError, ProtocolError
+from local_copilot.errors import BackendError, NotAStream, ProtocolError
 from local_copilot.health.report import Report, collect
-from local_copilot.transport.streaming import NotAStream, SSEParser
+from local_copilot.transport.streaming import SSEParser
 
 from ..fakes.editor import RecordingEditor
 from ..fakes.fake_server import QWEN_FIM, infill_stream, llama_props, sse
