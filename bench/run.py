@@ -53,17 +53,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import harness as H  # noqa: E402
+import httpx  # noqa: E402
+
 import floor  # noqa: E402
+import harness as H  # noqa: E402
 import host_start  # noqa: E402
 import wakeup  # noqa: E402
-
+from local_copilot.config import load_config  # noqa: E402
 from local_copilot.nvim import protocol  # noqa: E402
 from local_copilot.prompt.budget import TokenEstimator  # noqa: E402
-from local_copilot.config import load_config  # noqa: E402
 from local_copilot.prompt.window import WindowFitter  # noqa: E402
-
-import httpx  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 INTERVAL_MS = 90

@@ -9,7 +9,6 @@ from types import TracebackType
 
 import httpx
 
-
 __all__ = ["HttpxStreams"]
 
 

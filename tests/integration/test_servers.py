@@ -26,6 +26,7 @@ from local_copilot.servers.llama_cpp import free_port
 from local_copilot.servers.options import ServerOptions
 from local_copilot.servers.registry import pid_alive
 from local_copilot.servers.supervisor import ServerEvent, Supervisor
+
 from ..helpers import wait_for
 
 pytestmark = pytest.mark.integration

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from local_copilot.health import checks as hc
+
 SUFFIX = "\n    return fibonacci(n - 1) + fibonacci(n - 2)\n\n\nprint(fibonacci(10))\n"
 
 

@@ -10,10 +10,11 @@ from typing import Any
 
 import httpx
 import pytest
+
 from local_copilot.backends import make_backend
 from local_copilot.config import load_config
-from local_copilot.ghost.engine import Engine
 from local_copilot.errors import ConfigError
+from local_copilot.ghost.engine import Engine
 from local_copilot.health.report import collect
 from local_copilot.prompt.styles import CURSOR, name_says, no_fim_family, template_markers
 from local_copilot.snapshot import Snapshot

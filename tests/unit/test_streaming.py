@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from local_copilot.errors import StreamLineTooLong
 from local_copilot.transport.streaming import (
     MAX_EVENT_BYTES,
