@@ -79,8 +79,12 @@ PROFILES: dict[str, dict[str, Any]] = {
     # the defaults with completions through httpx instead of the hand-written client (the A/B)
     "httpx": {},
 }
-# what a profile changes in the host's environment
-PROFILE_ENV: dict[str, dict[str, str]] = {"httpx": {"LOCAL_COPILOT_HTTP": "httpx"}}
+# what a profile changes in the host's environment: `httpx` puts bench/hooks first on the
+# host's PYTHONPATH, whose sitecustomize.py sends the completions through httpx
+HOOKS = Path(__file__).resolve().parent / "hooks"
+PROFILE_ENV: dict[str, dict[str, str]] = {
+    "httpx": {"PYTHONPATH": os.pathsep.join(filter(None, [str(HOOKS), os.environ.get("PYTHONPATH", "")]))},
+}
 
 # 8 keys each, code-like, never starting a run of "x" (the suggestion): no typed-through
 BURSTS = [

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import email.utils
 import math
-import os
 import ssl
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator
@@ -20,7 +19,6 @@ from ..transport.access import auth_headers, redact, tls_context, tls_failure, t
 from ..config import BackendConfig
 from ..errors import ProtocolError, ServerError, ServerHeld, ServerUnavailable
 from ..transport.http_stream import StreamClient, StreamResponse
-from ..httpx_streams import HttpxStreams
 from ..transport.limits import MAX_SERVER_MESSAGE_CHARS, clip_message, read_error_body
 from ..prompt.templates import ExtraChunk
 from .exchange import Exchange, Wire
@@ -256,9 +254,6 @@ class HttpBackend:
         self.client = client  # probes (small JSON requests)
         # the completion streams, with the entry's trust (access.py)
         self.streams = StreamClient(timeout=cfg.timeout_ms / 1000, tls=self.tls())
-        self.via_httpx = os.environ.get("LOCAL_COPILOT_HTTP") == "httpx"  # make bench's A/B
-        if self.via_httpx:
-            self.streams = HttpxStreams(client)  # type: ignore[assignment]
         self.base = cfg.url.rstrip("/")
         # time.monotonic() before which nothing is sent: the server's Retry-After (hold())
         self._held_until = 0.0

@@ -28,6 +28,7 @@ from ..config import BackendConfig
 from ..errors import BackendError, ConfigError, ProtocolError, ServerError
 from ..prompt.styles import CHAT_TURN_TOKENS, CONTINUE, Decision, name_says, no_fim_family, template_markers
 from ..prompt.templates import FimTemplate, detect_family, get_template, names
+from ..transport.http_stream import StreamClient
 from ..transport.streaming import SSEParser
 from . import registry
 from .base import Chunk, FimRequest, HttpBackend, Wire
@@ -327,7 +328,8 @@ class LlamaCppBackend(HttpBackend):
 
     @property
     def answers_now(self) -> bool:
-        return self._resolved and self.props is not None and not self.via_httpx
+        # an answer within the keystroke's own callback needs the hand-written client's post_now
+        return self._resolved and self.props is not None and isinstance(self.streams, StreamClient)
 
     def context_limit_now(self) -> int | None:
         assert self.props is not None

@@ -1,6 +1,7 @@
-"""Completion streams through httpx (AsyncClient on kept connections), beside the
-hand-written client in http_stream.py, with the same interface and the same exceptions: `make bench` measures the
-two side by side (its `httpx` profile sets LOCAL_COPILOT_HTTP=httpx in the host)."""
+"""Completion streams through httpx (AsyncClient on kept connections) with the interface and
+the exceptions of the hand-written client (local_copilot/transport/http_stream.py), for `make
+bench`'s `httpx` profile, which measures the two side by side (sitecustomize.py puts it in
+the host)."""
 
 from __future__ import annotations
 
