@@ -32,7 +32,7 @@ venv: $(STAMP)
 vllm:
 	scripts/setup_vllm.sh
 
-# ruff over everything, mypy over the package (configured in pyproject.toml)
+# ruff over everything, mypy --strict over the package (both configured in pyproject.toml)
 lint: venv
 	$(PY) -m ruff check python tests bench
 	$(PY) -m mypy python/local_copilot

@@ -468,7 +468,6 @@ class Editor:
     def __init__(self, server: OracleServer, root: Path) -> None:
         from local_copilot.devtools.nvim_bin import nvim_binary
         from local_copilot.devtools.rplugin import register_rplugin
-
         from tests.integration.nvim_session import isolated_env, start_nvim
 
         nvim_bin = nvim_binary()

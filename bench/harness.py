@@ -24,10 +24,10 @@ from local_copilot.devtools.tiny_model import write_gguf  # noqa: E402
 from local_copilot.servers.llama_cpp import LlamaServer  # noqa: E402
 from local_copilot.servers.recipes import find_llama_server  # noqa: E402
 from tests.helpers import wait_for  # noqa: E402,F401
-from tests.launch import suite_options  # noqa: E402
 from tests.integration.nvim_session import attach_child  # noqa: E402,F401
 from tests.integration.nvim_session import isolated_env as nvim_env  # noqa: E402,F401
 from tests.integration.nvim_session import start_nvim as _start_nvim  # noqa: E402
+from tests.launch import suite_options  # noqa: E402
 
 INSTRUMENT = Path(__file__).resolve().parent / "instrument.lua"
 

@@ -25,6 +25,7 @@ twice, the second answered from the cache.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -40,10 +41,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import harness as H  # noqa: E402
 import httpx  # noqa: E402
 import pynvim  # noqa: E402
 
+import harness as H  # noqa: E402
 from local_copilot.devtools.real_shape_model import ensure_model  # noqa: E402
 from local_copilot.servers.llama_cpp import LlamaServer  # noqa: E402
 from local_copilot.servers.options import ServerOptions  # noqa: E402
@@ -432,10 +433,8 @@ def main(argv: list[str] | None = None) -> int:
                     entry["stats"] = repr(exc)
         finally:
             for v in variants:
-                try:
+                with contextlib.suppress(Exception):
                     v.nvim.close()
-                except Exception:  # noqa: BLE001
-                    pass
                 v.server.stop()
     print(table(doc))
     print()

@@ -53,17 +53,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import harness as H  # noqa: E402
+import httpx  # noqa: E402
+
 import floor  # noqa: E402
+import harness as H  # noqa: E402
 import host_start  # noqa: E402
 import wakeup  # noqa: E402
-
+from local_copilot.config import load_config  # noqa: E402
 from local_copilot.nvim import protocol  # noqa: E402
 from local_copilot.prompt.budget import TokenEstimator  # noqa: E402
-from local_copilot.config import load_config  # noqa: E402
 from local_copilot.prompt.window import WindowFitter  # noqa: E402
-
-import httpx  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 INTERVAL_MS = 90
@@ -80,8 +79,12 @@ PROFILES: dict[str, dict[str, Any]] = {
     # the defaults with completions through httpx instead of the hand-written client (the A/B)
     "httpx": {},
 }
-# what a profile changes in the host's environment
-PROFILE_ENV: dict[str, dict[str, str]] = {"httpx": {"LOCAL_COPILOT_HTTP": "httpx"}}
+# what a profile changes in the host's environment: `httpx` puts bench/hooks first on the
+# host's PYTHONPATH, whose sitecustomize.py sends the completions through httpx
+HOOKS = Path(__file__).resolve().parent / "hooks"
+PROFILE_ENV: dict[str, dict[str, str]] = {
+    "httpx": {"PYTHONPATH": os.pathsep.join(filter(None, [str(HOOKS), os.environ.get("PYTHONPATH", "")]))},
+}
 
 # 8 keys each, code-like, never starting a run of "x" (the suggestion): no typed-through
 BURSTS = [

@@ -19,7 +19,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import make_manifest, metrics, nvim_binary, nvim_env, start_nvim, wait_for  # noqa: E402
-
 from local_copilot.devtools.tiny_model import write_gguf  # noqa: E402
 from local_copilot.servers.llama_cpp import LlamaServer  # noqa: E402
 from tests.launch import suite_options  # noqa: E402

@@ -86,10 +86,10 @@ def cold_work_us(lines: list[str], n: int = 30) -> dict[str, dict[str, float]]:
     again), which is why each wakeup costs what it does."""
     import msgspec  # the plugin's own code, from here on
 
-    from local_copilot.prompt.budget import TokenEstimator
     from local_copilot.pipeline.postprocess import PostContext, process
-    from local_copilot.snapshot import Snapshot
+    from local_copilot.prompt.budget import TokenEstimator
     from local_copilot.prompt.window import WindowFitter
+    from local_copilot.snapshot import Snapshot
 
     def snap(i: int) -> Snapshot:
         window = list(lines[:261])

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import copy
 import typing
-from urllib.parse import urlsplit
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import msgspec
 from msgspec import Meta
@@ -325,7 +325,7 @@ def load_config(raw: Any = None) -> Config:
     for key in ("filetypes", "keymaps", "context", "privacy", "next_edit", "edit"):
         if merged.get(key) == []:
             merged[key] = {}
-    cfg = _convert(merged, Config, "$")
+    cfg: Config = _convert(merged, Config, "$")
     if cfg.backend not in cfg.backends:
         names = ", ".join(sorted(cfg.backends))
         raise ConfigError(f"unknown backend {cfg.backend!r} - at `$.backend`; choose one of: {names}")

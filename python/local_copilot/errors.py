@@ -1,17 +1,32 @@
-"""Exception tree of the plugin.
+"""Exception tree of the plugin: every error it reports is one of these.
 
     LocalCopilotError
-    ├── ConfigError          bad option; the message names the field path (`$.backends.vllm.url`)
-    └── BackendError         anything between us and the model server
-        ├── ServerUnavailable   connection refused, timeouts, 503 while loading
-        │   ├── ServerHeld      no request sent: the server asked to wait (Retry-After)
-        │   ├── ModelLoading    no request sent: the server is loading the entry's model
-        │   └── CertificateRejected  the server's TLS certificate did not pass the check
-        ├── ServerError         an HTTP error answer (status and the server's message)
-        │   └── TokenRefused    401/403: the token was refused, or none was sent
-        └── ProtocolError       a stream that does not follow the server's schema
+    ├── ConfigError             bad option; the message names the field path (`$.backends.vllm.url`)
+    │   └── UnknownTemplateError    `fim_template` names no template (also a ValueError)
+    ├── BackendError            anything between us and the model server
+    │   ├── ServerUnavailable       connection refused, timeouts, 503 while loading
+    │   │   ├── ServerHeld              no request sent: the server asked to wait (Retry-After)
+    │   │   ├── ModelLoading            no request sent: the server is loading the entry's model
+    │   │   ├── CertificateRejected     the server's TLS certificate did not pass the check
+    │   │   └── ForeignServer           the loopback server is another user's: nothing sent
+    │   ├── ServerError             an HTTP error answer (status and the server's message)
+    │   │   └── TokenRefused            401/403: the token was refused, or none was sent
+    │   └── ProtocolError           an answer that does not follow the server's schema
+    │       ├── StreamLineTooLong       a stream line, event or stream over the limits (also a ValueError)
+    │       ├── NotAStream              a line that is no event-stream field (also a ValueError)
+    │       └── ErrorEvent              the server's `error:` field in the stream (also a ValueError)
+    ├── PrivateText             the privacy policy refuses to send this text
+    ├── TooLarge                an instruction edit's selection and answer do not fit the server's context
+    └── ServerStartError        a model server could not be started or kept running
 
 Expected errors become one concise, rate-limited notification; details go to the log.
+
+Outside the tree, private to the modules that raise and catch them and never shown as an
+error: `pipeline/reading.py`'s `PromptTooLong` and `Stop` (a request to retry; a caller's
+callback abandoning a completion, as `ghost/engine.py`'s `Superseded` does for a request
+made stale), `nvim/protocol.py`'s
+`ProtocolViolation` (an event from a Lua side of another version: logged by the plugin), and
+`devtools/rplugin.py`'s `RegistrationError` (the tests' and benchmarks' set-up).
 """
 
 from __future__ import annotations
@@ -19,16 +34,22 @@ from __future__ import annotations
 __all__ = [
     "LocalCopilotError",
     "ConfigError",
+    "UnknownTemplateError",
     "BackendError",
     "ServerUnavailable",
     "ServerHeld",
     "ModelLoading",
-    "ServerError",
-    "ProtocolError",
     "CertificateRejected",
-    "TokenRefused",
-    "PrivateText",
     "ForeignServer",
+    "ServerError",
+    "TokenRefused",
+    "ProtocolError",
+    "StreamLineTooLong",
+    "NotAStream",
+    "ErrorEvent",
+    "PrivateText",
+    "TooLarge",
+    "ServerStartError",
 ]
 
 
@@ -38,6 +59,10 @@ class LocalCopilotError(Exception):
 
 class ConfigError(LocalCopilotError):
     pass
+
+
+class UnknownTemplateError(ConfigError, ValueError):
+    """`fim_template` names no template; the message lists every valid name."""
 
 
 class BackendError(LocalCopilotError):
@@ -75,11 +100,11 @@ class ModelLoading(ServerUnavailable):
 class CertificateRejected(ServerUnavailable):
     """The TLS handshake failed on the server's certificate (an issuer not trusted, another
     name, expired), or https met a plain-http server: nothing was sent; the message names the fix
-    (access.py)."""
+    (transport/access.py)."""
 
 
 class ForeignServer(ServerUnavailable):
-    """The server on this machine is another user's (owner.py): nothing is sent to it."""
+    """The server on this machine is another user's (transport/owner.py): nothing is sent to it."""
 
 
 class ServerError(BackendError):
@@ -104,8 +129,32 @@ class ProtocolError(BackendError):
     pass
 
 
+class StreamLineTooLong(ProtocolError, ValueError):
+    """A ProtocolError, so the engine reports it like any bad stream (one notification, the
+    backend marked down); a plain ValueError went the "internal error" way instead
+    (tests/integration/test_faults.py, one 10 MB chunk)."""
+
+
+class NotAStream(ProtocolError, ValueError):
+    """A line that is no event-stream field: the server answered something else (an HTML
+    page, plain text). `sample` holds the line's start; backends/exchange.py names the server."""
+
+    def __init__(self, sample: bytes) -> None:
+        super().__init__(f"not a completion stream: {sample[:60]!r}")
+        self.sample = sample[:60]
+
+
+class ErrorEvent(ProtocolError, ValueError):
+    """The server's `error:` field in the stream (llama-server's way of failing mid-answer)."""
+
+
 class PrivateText(LocalCopilotError):
-    """The privacy policy (privacy.py) refuses to send this text; the message says why."""
+    """The privacy policy (privacy/policy.py) refuses to send this text; the message says why."""
+
+
+class TooLarge(LocalCopilotError):
+    """An instruction edit's selection and its answer do not fit in the context the server
+    gives a request (instruct/prompt.py); the message says how large each is."""
 
 
 class ServerStartError(LocalCopilotError):
@@ -116,6 +165,3 @@ class ServerStartError(LocalCopilotError):
         super().__init__(message)
         self.log_tail = log_tail or []
         self.log_path = log_path
-
-
-__all__.append("ServerStartError")

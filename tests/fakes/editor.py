@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from local_copilot.instruct.runner import EditUpdate
 from local_copilot.ghost.render import RenderPlan
+from local_copilot.instruct.runner import EditUpdate
 
 
 class RecordingEditor:

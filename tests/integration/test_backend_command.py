@@ -3,6 +3,7 @@ recipe, switches when it is ready, shows it, restarts it after kill -9, and stop
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from pathlib import Path
@@ -107,10 +108,8 @@ def test_two_neovims_share_one_server_which_stops_when_the_last_leaves(
         first.close()
         raise
     finally:
-        try:
+        with contextlib.suppress(Exception):
             second.close()
-        except Exception:
-            pass
     wait_for(lambda: not healthy(url), timeout=30, what="server stopped after the last Neovim left")
 
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from local_copilot.nvim.channel import NvimChannel, split_address
 from local_copilot.ghost.render import RenderPlan, candidate
+from local_copilot.nvim.channel import NvimChannel, split_address
 
 from ..helpers import accepts, wait_for
 

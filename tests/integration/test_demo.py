@@ -5,6 +5,7 @@ from PyPI (make venv installs it), which the plugin asks in the continue style."
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import pty
@@ -83,10 +84,8 @@ def test_demo_shows_ghost_text_tab_accepts_and_quitting_stops_the_server(tmp_pat
         assert nvim.current.buffer[row:] == (before + text).split("\n"), (nvim.current.buffer[row:], text)
         # a real model's text: no FIM, chat or turn token came along
         assert not re.search(r"<\|?(fim|im_|end_of_turn|start_of_turn|eos|bos)", text), text
-        try:
+        with contextlib.suppress(Exception):  # the connection ends with Neovim
             nvim.command("qa!")
-        except Exception:  # the connection ends with Neovim
-            pass
         nvim = None
         assert proc.wait(timeout=30) == 0, screen.decode(errors="replace")[-2000:]
         assert _refused(url), "the demo's llama-server is still listening after :qa!"

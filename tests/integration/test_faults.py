@@ -24,7 +24,7 @@ import pytest
 from local_copilot.servers.llama_cpp import LlamaServer
 from local_copilot.servers.ports import free_port
 
-from ..fakes.fake_server import QWEN_FIM, CLOSE, RESET, FakeServer, Script, Step, infill_stream, llama_props, sse
+from ..fakes.fake_server import CLOSE, QWEN_FIM, RESET, FakeServer, Script, Step, infill_stream, llama_props, sse
 from ..helpers import wait_for
 from ..launch import suite_options
 from .nvim_session import lua, start_nvim, suggestion, wait_ghost

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from local_copilot.servers.llama_cpp import LlamaServer
 
 from ..fakes.recording_proxy import RecordingProxy

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from local_copilot.servers.llama_cpp import LlamaServer
 from local_copilot.servers.ports import free_port
 

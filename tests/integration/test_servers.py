@@ -22,10 +22,11 @@ import pytest
 from local_copilot.config import load_config
 from local_copilot.devtools.tiny_model import write_gguf, write_hf_dir
 from local_copilot.errors import ServerStartError
-from local_copilot.servers.ports import free_port
 from local_copilot.servers.options import ServerOptions
+from local_copilot.servers.ports import free_port
 from local_copilot.servers.registry import pid_alive
 from local_copilot.servers.supervisor import ServerEvent, Supervisor
+
 from ..helpers import wait_for
 
 pytestmark = pytest.mark.integration

@@ -24,17 +24,17 @@ from typing import Any
 
 import pytest
 
-from local_copilot.transport.access import async_client
 from local_copilot.backend_bench.runner import Params, Target, bench_backend
-from local_copilot.servers.backend_manager import _healthy
 from local_copilot.backends import FimRequest, make_backend
 from local_copilot.config import load_config
 from local_copilot.core import Core
 from local_copilot.errors import CertificateRejected, TokenRefused
 from local_copilot.health.report import collect, render_text
 from local_copilot.instruct.chat import chat_backend
+from local_copilot.servers.backend_manager import _healthy
 from local_copilot.servers.llama_cpp import LlamaServer
 from local_copilot.servers.supervisor import Supervisor
+from local_copilot.transport.access import async_client
 
 from ..fakes.editor import RecordingEditor
 from ..helpers import wait_for

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from local_copilot.transport.access import async_client
-from local_copilot.servers.backend_manager import _healthy
 from local_copilot.config import load_config
 from local_copilot.core import Core
 from local_copilot.errors import TokenRefused
 from local_copilot.health.report import collect, render_text
 from local_copilot.instruct.chat import chat_backend
+from local_copilot.servers.backend_manager import _healthy
 from local_copilot.servers.llama_cpp import LlamaServer
 from local_copilot.servers.ports import free_port
+from local_copilot.transport.access import async_client
 
 from ..conftest import VLLM_PYTHON
 from ..fakes.editor import RecordingEditor

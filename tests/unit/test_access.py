@@ -13,11 +13,11 @@ from typing import Any
 import certifi
 import pytest
 
-from local_copilot.transport.access import async_client, tls_context
 from local_copilot.backend_bench.cli import parse_target
 from local_copilot.backends import FimRequest, make_backend
 from local_copilot.config import load_config
 from local_copilot.errors import CertificateRejected, ConfigError, ServerError, TokenRefused
+from local_copilot.transport.access import async_client, tls_context
 
 from ..fakes.fake_server import FakeServer
 

@@ -8,10 +8,10 @@ import asyncio
 import threading
 from typing import Any
 
-from local_copilot.servers import backend_manager
-from local_copilot.servers.backend_manager import BackendManager
 from local_copilot.config import load_config
+from local_copilot.servers import backend_manager
 from local_copilot.servers.auto import BackendChoice
+from local_copilot.servers.backend_manager import BackendManager
 
 
 class SlowSupervisor:

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+
 from local_copilot.backends import (
     FimRequest,
     OllamaBackend,
@@ -21,9 +22,9 @@ from local_copilot.core import Core
 from local_copilot.errors import ConfigError, ProtocolError, ServerError
 from local_copilot.snapshot import Snapshot
 
+from ..fakes.editor import RecordingEditor
 from ..fakes.fake_ollama import QWEN_TEMPLATE, fake_ollama
 from ..fakes.fake_server import FakeServer, sse
-from ..fakes.editor import RecordingEditor
 from .test_engine import wait_until
 
 REQ = FimRequest(prefix="def f():\n", middle="    return ", suffix="\nprint(f())", n_predict=16, path="a.py")

@@ -5,6 +5,7 @@ style), and the usual stages still run on what is left."""
 from __future__ import annotations
 
 import pytest
+
 from local_copilot.pipeline.chat_answer import chat_code
 from local_copilot.pipeline.postprocess import PostContext, process
 from local_copilot.prompt.styles import CHAT_TURN_TOKENS

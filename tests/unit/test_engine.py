@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-
 from local_copilot.config import load_config
 from local_copilot.core import Core
 from local_copilot.snapshot import Snapshot

@@ -9,8 +9,8 @@ from local_copilot.core import Core
 from local_copilot.ghost.engine import accepted_snapshot
 from local_copilot.snapshot import Snapshot
 
-from ..fakes.fake_server import infill_stream, llama
 from ..fakes.editor import RecordingEditor
+from ..fakes.fake_server import infill_stream, llama
 from .test_engine import snap, wait_until
 
 

@@ -16,8 +16,8 @@ from local_copilot.config import load_config
 from local_copilot.core import Core
 from local_copilot.ghost.engine import Engine
 
-from ..fakes.fake_server import Step, infill_stream, llama_props
 from ..fakes.editor import RecordingEditor
+from ..fakes.fake_server import Step, infill_stream, llama_props
 from .test_engine import snap, wait_until
 
 

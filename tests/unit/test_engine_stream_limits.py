@@ -16,8 +16,8 @@ from typing import Any
 from local_copilot.config import load_config
 from local_copilot.core import Core
 
-from ..fakes.fake_server import Step, infill_stream, llama_props, sse
 from ..fakes.editor import RecordingEditor
+from ..fakes.fake_server import Step, infill_stream, llama_props, sse
 from .test_engine import snap, wait_until
 
 

@@ -11,8 +11,8 @@ from local_copilot.config import load_config
 from local_copilot.core import Core
 from local_copilot.snapshot import Snapshot
 
-from ..fakes.fake_server import Step, infill_stream, llama_props
 from ..fakes.editor import RecordingEditor
+from ..fakes.fake_server import Step, infill_stream, llama_props
 from .test_engine import wait_until
 
 LINES = [f"value_{i} = {i}" for i in range(100)]

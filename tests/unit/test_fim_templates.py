@@ -67,10 +67,8 @@ def _golden_doc(template: ft.FimTemplate, prompt: str) -> dict[str, object]:
 def test_golden(case: str) -> None:
     name, with_repo = GOLDEN_CASES[case]
     template = ft.get_template(name)
-    if with_repo:
-        prompt = template.render(PREFIX, SUFFIX, extra=EXTRA, path=PATH, repo=REPO)
-    else:
-        prompt = template.render(PREFIX, SUFFIX)
+    prompt = (template.render(PREFIX, SUFFIX, extra=EXTRA, path=PATH, repo=REPO) if with_repo
+              else template.render(PREFIX, SUFFIX))
     doc = _golden_doc(template, prompt)
     path = GOLDEN_DIR / f"{case}.json"
     if UPDATE:

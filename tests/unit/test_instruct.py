@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from local_copilot.errors import TooLarge
 from local_copilot.instruct.answer import code_lines, fit, is_prose, reindent
-from local_copilot.instruct.prompt import EditSpec, TooLarge, build
+from local_copilot.instruct.prompt import EditSpec, build
 
 SPEC = EditSpec(path="/src/calc.py", ft="python", lines=["def add(a, b):", "    return a + b"],
                 before=[f"line_{i} = {i}" for i in range(100)], after=["", "def sub(a, b):"], instruction="add hints")

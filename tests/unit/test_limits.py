@@ -7,7 +7,9 @@ from typing import Any
 
 import httpx
 import pytest
+
 from local_copilot.errors import ProtocolError
+from local_copilot.pipeline.postprocess import process
 from local_copilot.transport.limits import (
     MAX_ERROR_BODY_BYTES,
     MAX_NOTIFY_CHARS,
@@ -17,7 +19,6 @@ from local_copilot.transport.limits import (
     read_error_body,
     unsafe_char,
 )
-from local_copilot.pipeline.postprocess import process
 
 from .test_postprocess import ctx
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+
 from local_copilot.transport import owner
 from local_copilot.transport.http_stream import StreamClient
 from local_copilot.transport.limits import CappedTransport

@@ -10,8 +10,8 @@ from local_copilot.config import load_config
 from local_copilot.core import Core
 from local_copilot.nvim.plugin import LocalCopilotPlugin
 
-from ..fakes.fake_server import infill_stream, llama
 from ..fakes.editor import RecordingEditor
+from ..fakes.fake_server import infill_stream, llama
 from .test_engine import snap, wait_until
 
 

@@ -9,12 +9,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from local_copilot.pipeline.postprocess import compose, scanner
 from local_copilot.pipeline.postprocess import (
     PostContext,
     Result,
     block_indent,
     closer_cut,
+    compose,
     cut_stop_strings,
     drop_duplicate_closer,
     drop_suffix_repeat,
@@ -26,6 +26,7 @@ from local_copilot.pipeline.postprocess import (
     process,
     repeat_cut,
     repeat_holdback,
+    scanner,
 )
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "postprocess" / "golden.json"

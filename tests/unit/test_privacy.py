@@ -13,16 +13,16 @@ from typing import Any
 
 import pytest
 
-from local_copilot.privacy import policy as privacy
 from local_copilot.cli import main as cli
 from local_copilot.config import load_config
 from local_copilot.core import Core
+from local_copilot.privacy import policy as privacy
 from local_copilot.privacy.policy import Policy
 from local_copilot.prompt.ring import ContextRing
 from local_copilot.snapshot import Snapshot
 
-from ..fakes.fake_server import infill_stream, llama
 from ..fakes.editor import RecordingEditor
+from ..fakes.fake_server import infill_stream, llama
 from .test_engine import wait_until
 
 # the files of issue 24 that drew requests, and their kin, in the case a user may write them

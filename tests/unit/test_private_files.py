@@ -8,6 +8,7 @@ import stat
 from pathlib import Path
 
 import pytest
+
 from local_copilot.errors import ServerStartError
 from local_copilot.privacy.files import (
     PrivateRotatingFileHandler,

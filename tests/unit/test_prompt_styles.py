@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+
 from local_copilot.backends import make_backend
 from local_copilot.config import load_config
 from local_copilot.core import Core

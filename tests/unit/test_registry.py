@@ -9,6 +9,7 @@ from pathlib import Path
 
 from local_copilot.servers.janitor import copytruncate, rotate
 from local_copilot.servers.registry import ServerFiles, pid_alive, proc_start_time
+
 from ..helpers import wait_for
 
 

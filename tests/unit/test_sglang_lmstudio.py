@@ -16,7 +16,6 @@ from typing import Any
 import httpx
 import pytest
 
-from local_copilot.transport.access import async_client
 from local_copilot.backend_bench.cli import parse_target
 from local_copilot.backends import FimRequest, make_backend
 from local_copilot.backends.detect import detect
@@ -25,14 +24,15 @@ from local_copilot.core import Core
 from local_copilot.errors import ConfigError, ProtocolError, ServerStartError, TokenRefused
 from local_copilot.health.kinds import kind_items
 from local_copilot.instruct.chat import ChatBackend, chat_backend
-from local_copilot.servers.ports import free_port
 from local_copilot.servers.options import ServerOptions
+from local_copilot.servers.ports import free_port
 from local_copilot.servers.recipes import HostFacts, build_recipe
 from local_copilot.servers.supervisor import Supervisor
+from local_copilot.transport.access import async_client
 
 from ..fakes.editor import RecordingEditor
 from ..fakes.fake_lmstudio import fake_lmstudio
-from ..fakes.fake_server import FakeServer, llama, infill_stream
+from ..fakes.fake_server import FakeServer, infill_stream, llama
 from ..fakes.fake_sglang import fake_sglang
 from .test_engine import snap, wait_until
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from local_copilot.backends.base import MAX_RETRY_AFTER_S, retry_after
+from local_copilot.cli.oneshot import complete_text
 from local_copilot.config import load_config
 from local_copilot.core import Core
-from local_copilot.cli.oneshot import complete_text
 from local_copilot.errors import BackendError, ProtocolError
 from local_copilot.health.report import Report, collect
 from local_copilot.transport.streaming import NotAStream, SSEParser

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 import pytest
+
+from local_copilot.errors import StreamLineTooLong
 from local_copilot.transport.streaming import (
     MAX_EVENT_BYTES,
     MAX_STREAM_BYTES,
     NDJSONParser,
     SSEParser,
-    StreamLineTooLong,
 )
 
 STREAM = (

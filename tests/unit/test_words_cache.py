@@ -1,9 +1,9 @@
 from __future__ import annotations
 
+from local_copilot.ghost.words import word_stops
 from local_copilot.pipeline.cache import SuggestionCache, context_key
 from local_copilot.prompt.context import build_context
 from local_copilot.snapshot import Snapshot
-from local_copilot.ghost.words import word_stops
 
 
 def cut(text: str) -> list[str]:

@@ -21,10 +21,10 @@ from typing import Any, TextIO
 
 import msgspec
 
-from ..transport.access import ca_file_problem, sync_client
 from ..backends.detect import guess_sync
 from ..config import BackendConfig, builtin_backends
 from ..errors import ConfigError
+from ..transport.access import ca_file_problem, sync_client
 from .png import bar_chart
 from .report import BenchReport, make_report, render_tables
 from .runner import BackendResult, Params, Target, bench_backend, planned_requests

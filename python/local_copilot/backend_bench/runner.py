@@ -25,11 +25,11 @@ from typing import Any
 import httpx
 import msgspec
 
-from ..transport.access import async_client
 from ..backends import FimRequest, make_backend
 from ..config import BackendConfig
 from ..errors import LocalCopilotError
 from ..stats import percentile
+from ..transport.access import async_client
 
 __all__ = [
     "Target",
@@ -156,7 +156,7 @@ def _force_length(backend: Any) -> None:
     original = backend.body
 
     def body(*args: Any, **kwargs: Any) -> dict[str, Any]:
-        b = original(*args, **kwargs)
+        b: dict[str, Any] = original(*args, **kwargs)
         if "options" in b:  # Ollama has no ignore_eos; stop strings would end it early
             b["options"].pop("stop", None)
             return b

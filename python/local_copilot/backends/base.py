@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import email.utils
 import math
-import os
 import ssl
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator
@@ -16,12 +15,11 @@ from urllib.parse import urljoin
 import httpx
 import msgspec
 
-from ..transport.access import auth_headers, redact, tls_context, tls_failure, token_refused
 from ..errors import ProtocolError, ServerError, ServerHeld, ServerUnavailable
-from ..transport.http_stream import StreamClient, StreamResponse
-from ..httpx_streams import HttpxStreams
-from ..transport.limits import MAX_SERVER_MESSAGE_CHARS, clip_message, read_error_body
 from ..prompt.request import FimRequest
+from ..transport.access import auth_headers, redact, tls_context, tls_failure, token_refused
+from ..transport.http_stream import StreamClient, StreamResponse
+from ..transport.limits import MAX_SERVER_MESSAGE_CHARS, clip_message, read_error_body
 from . import registry
 from .exchange import Exchange, Wire
 from .served import Served
@@ -240,9 +238,6 @@ class HttpBackend:
         self.client = client  # probes (small JSON requests)
         # the completion streams, with the entry's trust (access.py)
         self.streams = StreamClient(timeout=cfg.timeout_ms / 1000, tls=self.tls())
-        self.via_httpx = os.environ.get("LOCAL_COPILOT_HTTP") == "httpx"  # make bench's A/B
-        if self.via_httpx:
-            self.streams = HttpxStreams(client)  # type: ignore[assignment]
         self.base = cfg.url.rstrip("/")
         # time.monotonic() before which nothing is sent: the server's Retry-After (hold())
         self._held_until = 0.0

@@ -44,11 +44,10 @@ class ChatBackend(HttpBackend):
 
     def __init__(self, name: str, cfg: BackendConfig, client: httpx.AsyncClient, *, timeout_s: float = 60.0) -> None:
         super().__init__(name, cfg, client)
-        if not self.via_httpx:
-            # an instruct model may think for a while before its first token on a long prompt
-            # (edit.timeout_ms, not the completion's timeout_ms)
-            self.streams.close()
-            self.streams = StreamClient(timeout=timeout_s, tls=self.tls())
+        # an instruct model may think for a while before its first token on a long prompt
+        # (edit.timeout_ms, not the completion's timeout_ms)
+        self.streams.close()
+        self.streams = StreamClient(timeout=timeout_s, tls=self.tls())
         self._ready = False
         self.model = cfg.model
         self.served = cfg.model  # the model's name as the server tells it (once probed)

@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import msgspec
 
-from ..errors import ProtocolError
+from ..errors import NotAStream, ProtocolError
 from ..transport.http_stream import Sent, StreamResponse, TransportError
 from ..transport.limits import MAX_ANSWER_BYTES
-from ..transport.streaming import NotAStream
 
 if TYPE_CHECKING:
     from .base import Chunk, FimRequest, HttpBackend

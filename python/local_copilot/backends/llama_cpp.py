@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from urllib.parse import quote
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import quote
 
 import httpx
 import msgspec

@@ -32,8 +32,8 @@ import msgspec
 
 from ..config import BackendConfig, load_config
 from ..errors import BackendError, ConfigError, LocalCopilotError, PrivateText, ServerUnavailable
-from ..transport.limits import clip_message
 from ..servers.options import ServerOptions, server_options
+from ..transport.limits import clip_message
 from .config_file import config_file, read_config_file
 
 __all__ = ["main", "build_parser", "resolve_backend"]

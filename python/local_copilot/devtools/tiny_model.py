@@ -243,9 +243,7 @@ def _readable_bias(toks: list[str]) -> np.ndarray:
     bias = np.zeros(len(toks), np.float32)
     byte_of = {ch: b for b, ch in BYTE_ENCODER.items()}
     for i, tok in enumerate(toks):
-        if tok in SPECIALS:
-            bias[i] = -30.0
-        elif len(tok) == 1 and tok in byte_of and not 32 <= byte_of[tok] < 127:
+        if tok in SPECIALS or len(tok) == 1 and tok in byte_of and not 32 <= byte_of[tok] < 127:
             bias[i] = -30.0
     return bias
 

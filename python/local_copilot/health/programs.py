@@ -81,8 +81,7 @@ class LlamaServer(Program):
         return f"llama-server {f'-m {model}' if model else '--fim-qwen-1.5b-default'} --port {port}"
 
     def installed(self, opts: ServerOptions, env: Mapping[str, str], missing: Level, note: str) -> list[Item]:
-        from ..servers.llama_cpp import find_llama_server
-        from ..servers.recipes import INSTALL_HINTS
+        from ..servers.recipes import INSTALL_HINTS, find_llama_server
 
         exe = find_llama_server()
         if not exe:

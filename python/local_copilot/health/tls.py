@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from ..transport.access import certificate_verdict, tls_context
 from ..config import BackendConfig
+from ..transport.access import certificate_verdict, tls_context
 from .checks import Item
 
 __all__ = ["CertInfo", "judge_tls_verify", "parse_der", "peer_certificate", "tls_items"]

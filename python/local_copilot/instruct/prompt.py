@@ -4,7 +4,7 @@ and language, the instruction, and earlier rounds of a follow-up.
 The instruction comes last in the last message, so the prompt without it (sent while the
 user types the instruction, to warm the server's prompt cache) is a prefix of the real one.
 The code around the selection is fitted to the context the server gives a request; a
-selection that does not fit with its answer is refused with one message (`TooLarge`).
+selection that does not fit with its answer is refused with one message (`TooLarge`, errors.py).
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import math
 import os
 
 import msgspec
+
+from ..errors import TooLarge
 
 __all__ = ["BYTES_PER_TOKEN", "EditSpec", "Prompt", "TooLarge", "build", "estimate_tokens"]
 
@@ -53,10 +55,6 @@ class Prompt(msgspec.Struct, frozen=True, kw_only=True):
     messages: list[dict[str, str]]
     tokens: int  # estimated prompt tokens
     max_tokens: int  # what the answer may use
-
-
-class TooLarge(Exception):
-    """The selection and its answer do not fit in the context the server gives a request."""
 
 
 def estimate_tokens(text: str) -> int:

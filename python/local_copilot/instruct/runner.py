@@ -16,16 +16,16 @@ from typing import Literal, Protocol
 import httpx
 import msgspec
 
-from ..transport.access import async_client
 from ..buffer_state import BufferState
 from ..config import Config
-from ..errors import BackendError, ConfigError, ServerError, ServerUnavailable
+from ..errors import BackendError, ConfigError, ServerError, ServerUnavailable, TooLarge
 from ..log import log
 from ..privacy.policy import Gate
 from ..stats import Stats
+from ..transport.access import async_client
 from . import answer
 from .chat import ChatBackend, ChatChunk, chat_backend
-from .prompt import EditSpec, TooLarge, build
+from .prompt import EditSpec, build
 
 __all__ = ["EditEditor", "EditRunner", "EditUpdate"]
 

@@ -10,13 +10,23 @@ from typing import Any
 import msgspec
 import pynvim
 
-from ..transport.limits import clip_message
-from ..log import LEVELS, log
-from ..instruct.runner import EditUpdate
 from ..ghost.render import RenderPlan
+from ..instruct.runner import EditUpdate
+from ..log import LEVELS, log
+from ..transport.limits import clip_message
 from .channel import NvimChannel
-from .updates import (RECEIVE, BackendReady, BackendState, EditProgress, NextEditPlan, Notice, PrivacyRules,
-                      PrivacyVerdict, Render, Update)
+from .updates import (
+    RECEIVE,
+    BackendReady,
+    BackendState,
+    EditProgress,
+    NextEditPlan,
+    Notice,
+    PrivacyRules,
+    PrivacyVerdict,
+    Render,
+    Update,
+)
 
 __all__ = ["NvimEditor"]
 

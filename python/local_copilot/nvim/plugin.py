@@ -15,19 +15,19 @@ from typing import Any, TypeVar
 import msgspec
 import pynvim
 
-from ..servers.backend_manager import BackendManager
 from ..config import Config, load_config
 from ..core import Core
 from ..errors import ConfigError
 from ..health.checks import Item
 from ..instruct.runner import EditUpdate
-from . import protocol, updates
 from ..log import log, log_path, setup_logging
 from ..privacy.policy import Policy
+from ..servers.backend_manager import BackendManager
 from ..snapshot import Snapshot
-from .worker import Worker
+from . import protocol, updates
 from .bridge import NvimEditor
 from .channel import NvimChannel
+from .worker import Worker
 
 __all__ = ["LocalCopilotPlugin"]
 
@@ -421,7 +421,8 @@ class LocalCopilotPlugin:
         host = next((sec for sec in report.sections if sec.name == "host interpreter and packages"), None)
         if host is not None:
             host.items.append(self._channel_item())
-        return msgspec.to_builtins(report.sections)
+        sections: list[dict[str, Any]] = msgspec.to_builtins(report.sections)
+        return sections
 
     def _channel_item(self) -> Item:
         chan = self._live_channel_id()

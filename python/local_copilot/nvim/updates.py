@@ -115,4 +115,5 @@ TAGS = frozenset(t.__struct_config__.tag for t in get_args(Update))  # updates.l
 
 def decode(data: Any) -> Update:
     """An update from its builtins form (tests: what Lua would receive decodes as sent)."""
-    return msgspec.convert(data, Update)
+    update: Update = msgspec.convert(data, Update)
+    return update

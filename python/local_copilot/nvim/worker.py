@@ -6,6 +6,7 @@ pynvim's handler thread only hands values over (`call`); nothing there waits on 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 from collections.abc import Callable
@@ -20,10 +21,8 @@ def set_scheduling(policy: str) -> None:
     value = getattr(os, policy, None)
     if value is None:
         return
-    try:
+    with contextlib.suppress(OSError):  # the default policy works too
         os.sched_setscheduler(0, value, os.sched_param(0))  # 0: the calling thread
-    except OSError:
-        pass  # the default policy works too
 
 
 class Worker:

@@ -48,7 +48,7 @@ def finish_key(head: Any, middle: str, line_suffix: str, tail: bytes) -> str:
     h.update(middle.encode("utf-8", "surrogateescape") + b"\x00")
     h.update(line_suffix.encode("utf-8", "surrogateescape") + b"\x00")
     h.update(tail)
-    return h.hexdigest()
+    return str(h.hexdigest())
 
 
 class SuggestionCache:

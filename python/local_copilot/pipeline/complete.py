@@ -29,8 +29,8 @@ from ..prompt.prepare import Prepared, Preparer, post_context
 from ..snapshot import Snapshot
 from ..stats import Stats
 from .cache import SuggestionCache, context_key
-from .postprocess import process
 from .fallback import Chain, falls_back
+from .postprocess import process
 from .reading import Completion, PromptTooLong, Reader, failure
 
 __all__ = ["Ask", "Completion", "Pipeline"]

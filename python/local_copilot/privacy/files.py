@@ -4,6 +4,7 @@ logs nor plant state that stop/restart would act on."""
 
 from __future__ import annotations
 
+import contextlib
 import logging.handlers
 import os
 import stat
@@ -37,10 +38,8 @@ def open_private(path: Path | str, mode: str = "ab") -> IO[Any]:
     existing one so)."""
     flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if "a" in mode else os.O_TRUNC)
     fd = os.open(path, flags, 0o600)
-    try:
+    with contextlib.suppress(OSError):
         os.fchmod(fd, 0o600)
-    except OSError:
-        pass
     if "b" in mode:
         return os.fdopen(fd, mode)
     return os.fdopen(fd, mode, encoding="utf-8")

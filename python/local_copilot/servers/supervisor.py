@@ -41,12 +41,12 @@ import platformdirs
 
 from ..errors import ServerStartError
 from ..privacy.files import check_private_dir
-from .janitor import rotate
-from .options import ServerOptions, server_options
 from ..transport.access import sync_client
 from .detached import start_detached
-from .recipes import INSTALL_HINTS, Recipe, check_ollama_model, local_port, make_recipe
+from .janitor import rotate
+from .options import ServerOptions, server_options
 from .ports import port_free, port_owner
+from .recipes import INSTALL_HINTS, Recipe, check_ollama_model, local_port, make_recipe
 from .registry import ServerFiles, kill_group, pid_alive
 from .server_log import error_quote, model_failed, tail_lines
 

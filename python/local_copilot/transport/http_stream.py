@@ -23,6 +23,7 @@ the next request.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import select
 import socket
 import ssl
@@ -114,11 +115,9 @@ class _SocketConn(_Conn):
         return await self.loop.sock_recv(self.sock, READ_SIZE)
 
     def abort(self) -> None:
-        try:
-            # RST at once (not a graceful FIN): the server's next write fails, generation stops
+        # RST at once (not a graceful FIN): the server's next write fails, generation stops
+        with contextlib.suppress(OSError):
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-        except OSError:
-            pass
         self.sock.close()
 
     def reusable(self, idle_s: float) -> bool:

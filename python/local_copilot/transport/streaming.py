@@ -6,33 +6,15 @@ payloads; the backends decode each payload with a msgspec Decoder created once.
 
 from __future__ import annotations
 
-from ..errors import ProtocolError
+from ..errors import ErrorEvent, NotAStream, StreamLineTooLong
 from .limits import MAX_EVENT_BYTES, MAX_STREAM_BYTES
 
-__all__ = ["MAX_EVENT_BYTES", "MAX_STREAM_BYTES", "ErrorEvent", "NDJSONParser", "NotAStream", "SSEParser", "StreamLineTooLong"]
+__all__ = ["MAX_EVENT_BYTES", "MAX_STREAM_BYTES", "NDJSONParser", "SSEParser"]
 
 # An event larger than MAX_EVENT_BYTES (one line, or all the `data:` lines of one event) is
 # not a completion chunk, nor is a stream of more than MAX_STREAM_BYTES: refused instead of
-# buffered (limits.py).
-
-
-class StreamLineTooLong(ProtocolError, ValueError):
-    """A ProtocolError, so the engine reports it like any bad stream (one notification, the
-    backend marked down); a plain ValueError went the "internal error" way instead
-    (tests/integration/test_faults.py, one 10 MB chunk)."""
-
-
-class NotAStream(ProtocolError, ValueError):
-    """A line that is no event-stream field: the server answered something else (an HTML
-    page, plain text). `sample` holds the line's start; exchange.py names the server."""
-
-    def __init__(self, sample: bytes) -> None:
-        super().__init__(f"not a completion stream: {sample[:60]!r}")
-        self.sample = sample[:60]
-
-
-class ErrorEvent(ProtocolError, ValueError):
-    """The server's `error:` field in the stream (llama-server's way of failing mid-answer)."""
+# buffered (limits.py): StreamLineTooLong. A line that is no event-stream field is NotAStream,
+# an `error:` field ErrorEvent (errors.py).
 
 
 # the event-stream fields (https://html.spec.whatwg.org/#event-stream-interpretation);

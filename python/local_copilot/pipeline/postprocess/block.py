@@ -10,7 +10,6 @@ from .lines import _is_blank, indent_width
 from .scanner import _OPEN_FOR, _QUOTES, _opens_block
 from .structure import _walk_back
 
-
 # C preprocessor conditionals sit at column 0 inside blocks: their indentation ends nothing
 # (a #define or #include there more often starts what follows the block)
 _PREPROC_RE = re.compile(r"#\s*(?:if|ifdef|ifndef|elif|else|endif)\b")

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from ...transport.limits import MAX_SUGGESTION_CHARS, unsafe_char
 from ..chat_answer import chat_code
 from ..foreign_tokens import cut_foreign_tokens
 from ..invisible_chars import hidden_char
-from ...transport.limits import MAX_SUGGESTION_CHARS, unsafe_char
 from .block import _leaves_string, block_indent, leaves_block
 from .context import PostContext, Result
 from .cursor_line import _mid_line_final, _mid_line_hold, keep_first_line

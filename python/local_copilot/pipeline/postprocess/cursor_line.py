@@ -84,7 +84,7 @@ def drop_suffix_repeat(line: str, ctx: PostContext) -> str | None:
         # as balanced as the line without the insertion, as with all of it (the tail has no
         # bracket of its own: a call the middle opens goes on below), or better balanced than
         # with all of it: the tail's closers and quotes are the ones already after the cursor
-        if cut == e0 or cut == w_state or c_imb < whole or c_imb == 0:
+        if cut in (e0, w_state) or c_imb < whole or c_imb == 0:
             return line[:p]
     return None
 

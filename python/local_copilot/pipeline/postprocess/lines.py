@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-
 # ASCII whitespace only: U+3000 and friends are content in CJK text, not padding.
 _WS = " \t\r\n\f\v"
 

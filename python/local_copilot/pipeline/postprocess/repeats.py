@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from .context import PostContext
 from .lines import _WS, _is_blank, _norm, _rstrip
 
-
 _MAX_PERIOD = 8  # longest repeated block looked for (lines)
 
 

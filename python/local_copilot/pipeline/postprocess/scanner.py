@@ -10,7 +10,6 @@ from typing import NamedTuple
 
 from .lines import _WS, _is_word
 
-
 _QUOTES = "\"'`"
 _OPENERS = "([{"
 _OPEN_FOR = {")": "(", "]": "[", "}": "{"}

@@ -13,7 +13,6 @@ from .context import PostContext
 from .lines import _first_nonblank, _is_blank, _rstrip, indent_width
 from .scanner import _OPEN_FOR, _QUOTES, _end_state, _imbalance, _scan_line, _summary
 
-
 _WALK_LIMIT = 64  # how far back we look for the start of the cursor's statement
 
 

@@ -1,6 +1,7 @@
-"""Completion streams through httpx (AsyncClient on kept connections), beside the
-hand-written client in http_stream.py, with the same interface and the same exceptions: `make bench` measures the
-two side by side (its `httpx` profile sets LOCAL_COPILOT_HTTP=httpx in the host)."""
+"""Completion streams through httpx (AsyncClient on kept connections) with the interface and
+the exceptions of the hand-written client (local_copilot/transport/http_stream.py), for `make
+bench`'s `httpx` profile, which measures the two side by side (sitecustomize.py puts it in
+the host)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from collections.abc import AsyncIterator
 from types import TracebackType
 
 import httpx
-
 
 __all__ = ["HttpxStreams"]
 
@@ -42,6 +42,12 @@ class HttpxStreams:
         request = self.client.build_request("POST", url, content=body,
                                             headers={"content-type": "application/json", **headers})
         return _Response(await self.client.send(request, stream=True))
+
+    def post_now(self, url: str, body: bytes, headers: dict[str, str], wait_s: float, *,
+                 whole: bool = False) -> None:
+        """httpx cannot send without the event loop: nothing is sent here (the exchange then
+        sends through post())."""
+        return None
 
     def close(self) -> None:
         pass
