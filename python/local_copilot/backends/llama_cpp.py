@@ -356,7 +356,7 @@ class LlamaCppBackend(HttpBackend):
             "n_indent": req.n_indent,
             "t_max_predict_ms": req.t_max_predict_ms,
             "cache_prompt": True,
-            # chunk reuse (§1.12): lines dropped from the prompt's start are shifted out of the
+            # chunk reuse (`n_cache_reuse`): lines dropped from the prompt's start are shifted out of the
             # cache instead of evaluating the rest again. The FIM presets' 256-token chunks are
             # longer than a slow server's whole window (prompt/speed.py), so ask for shorter ones
             "n_cache_reuse": CACHE_REUSE_TOKENS,

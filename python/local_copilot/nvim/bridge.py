@@ -51,7 +51,7 @@ class NvimEditor:
         self._pending: dict[int, Render] = {}
         self._queued = False
         # pynvim's public async_call formats the caller's stack on every call (for its error
-        # message), a tenth of the host's budget per render plan. Updates take the session's
+        # message), on every render plan. Updates take the session's
         # thread-safe hop directly; _flush and _later catch their own errors.
         session = getattr(nvim, "_session", None)
         self._hop = getattr(session, "threadsafe_call", None) or nvim.async_call

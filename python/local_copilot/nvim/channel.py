@@ -2,8 +2,8 @@
 
 Through the python3 host's own channel every keystroke crosses three threads: pynvim's loop
 reads the snapshot and runs the handler in a new greenlet, hands it to the worker loop, and
-the render plan hops back to pynvim's loop to be written, with a wakeup at each hop: more
-than the host's CPU budget per keystroke. Here the worker connects to Neovim's own server address
+the render plan hops back to pynvim's loop to be written, with a thread wakeup at each hop.
+Here the worker connects to Neovim's own server address
 (`$NVIM`, v:servername), tells Lua its channel id, and Lua sends snapshots there: they are
 read, turned into requests and answered with render plans on one thread, one event loop.
 

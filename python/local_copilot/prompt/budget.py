@@ -72,7 +72,7 @@ class LineCosts:
     `cum` are the lines' cumulative UTF-8 bytes (nearest the cursor first); a line costs its
     bytes and its newline at `bpt`, plus one token (a line's tokens end at its newline). This
     runs per keystroke, where a Python loop over a window's lines, or a bisection calling a
-    cost function per probe, is a tenth of the host's budget per key. Scaled by `bpt` the
+    cost function per probe, costs a call per line or probe. Scaled by `bpt` the
     costs are sums in C, and how many lines fit is one bisection in C."""
 
     __slots__ = ("bpt", "_scaled")

@@ -1,7 +1,8 @@
 """FIM prompt templates per model family: how to render a prompt, and where output must stop.
 
-Facts come from shared/reference/backends.md §4 (prompt formats) and §1.3 (the token texts
-llama.cpp recognises). The names in `names()` are the public values of `fim_template`.
+The formats are the model families' own (their model cards and tokenizer configs), and the
+token texts those llama.cpp recognises as FIM tokens (its llama-vocab.cpp). The names in
+`names()` are the public values of `fim_template`.
 
 The client renders prompts itself because vLLM and llama.cpp's /v1/completions ignore `suffix`.
 Prefix and suffix are inserted verbatim: a template never trims, escapes or drops user text.

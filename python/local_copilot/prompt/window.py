@@ -1,8 +1,8 @@
 """The local window around the cursor, fitted to the server's context, kept between keystrokes.
 
 A snapshot becomes a FIM context (the joined lines around the cursor), cut to fit the
-server's context and hashed for the suggestion cache. Doing all of that per keystroke is a
-large share of the host's CPU budget per key; but while the user types on one line only the
+server's context and hashed for the suggestion cache. Doing all of that anew per keystroke
+would cost the host more than anything else it does per key; but while the user types on one line only the
 cursor line changes, so comparing the lines around it with the last snapshot's (in C) is
 enough to reuse their byte counts, their joins and their hash. The result is the same as
 cutting each snapshot anew (tests/unit/window_reference.py, tests/unit/test_window.py).
@@ -81,7 +81,7 @@ class WindowFitter:
         it less. All this keeps the server's prompt cache as the cursor moves: llama-server
         keeps the common start of the cached prompt and evaluates everything after the first
         inserted token again, so the suffix (after the cursor's split) is evaluated again on
-        each move (../shared/reference/backends.md §1.12): it must be short, and the start must
+        each move (llama.cpp's server README, `--cache-reuse`): it must be short, and the start must
         not move up while the user edits down a file."""
         idx = snap.row - snap.first
         lines = snap.lines

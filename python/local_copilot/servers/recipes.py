@@ -196,7 +196,7 @@ def llama_cpp_argv(binary: str, *, port: int, weights: str, context_tokens: int,
     # the preset goes first: flags after it override its port and -c 0.
     # --cache-reuse: lines dropped from the start of a cached prompt (the cursor moved down) are
     # shifted out of the slot's KV cache instead of everything after them being evaluated again
-    # (../shared/reference/backends.md §1.12); the plugin's requests ask for shorter chunks
+    # (llama.cpp's server README, `--cache-reuse`); the plugin's requests ask for shorter chunks
     # themselves (backends/llama_cpp.py CACHE_REUSE_TOKENS), this serves other clients too.
     # --metrics: the bench and checkhealth read the server's token counters.
     # -np with -c = slots x the per-slot context: llama-server splits -c evenly, so each slot

@@ -3,9 +3,8 @@
 Completion streams are the host's hot path: one request per keystroke, one event per token.
 Through httpx each request costs a connection-pool round and five layers of async generators
 per read, and no answer can be awaited without the event loop; `make bench`'s `httpx` profile
-measures the difference (host CPU per key about three times this client's). Even behind an
-httpx transport of this client's own, httpx's client around each request and h11's framing
-would cost a seventh of the host's budget per request, one or two requests per key. This client
+measures the difference. Even behind an httpx transport of this client's own, httpx's client
+around each request and h11's framing would stay, one or two requests per key. This client
 writes the request, parses the status line and headers, and hands back the body as each read
 delivers it (chunked or not); it raises httpx's exceptions. Probes, health checks and
 everything else keep httpx.
