@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from local_copilot.privacy.policy import Policy
@@ -168,21 +166,12 @@ def test_local_key_memoised() -> None:
     assert ring._local_key is key
 
 
-def test_performance_full_ring() -> None:
+def test_a_full_ring_keeps_its_newest_chunks_and_gives_them_all_where_they_fit() -> None:
+    # (its time per call is bench/micro.py's)
     ring = ContextRing()
     for i in range(40):  # more than fits: exercises eviction too
         ring.add(f"f{i}.py", code(f"f{i}", 64))
     assert len(ring) == 16
     local = "\n".join(code("local", 320))
-    n = 200
-    t0 = time.perf_counter()
-    for k in range(n):  # a new local text each time, as per keystroke
-        out = ring.extra_for(local + f"\nx = {k}", 100_000, est)
-    per_call = (time.perf_counter() - t0) / n * 1000
-    t0 = time.perf_counter()
-    for k in range(n):
-        ring.add(f"g{k % 4}.py", code(f"g{k}", 64))
-    per_add = (time.perf_counter() - t0) / n * 1000
-    print(f"\nextra_for (16 x 64 lines, 321-line local): {per_call:.3f} ms; add: {per_add:.3f} ms")
+    out = ring.extra_for(local + "\nx = 1", 100_000, est)
     assert len(out) == 16
-    assert per_call < 50 and per_add < 50
