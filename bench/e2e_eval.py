@@ -385,7 +385,7 @@ def _cut_middle(case: Case) -> str | None:
 def _junk_options(case: Case, pool: list[str]) -> dict[str, Junk]:
     """The junk kinds that fit the case, each with its text (and the answer's own middle
     where it is not the file's)."""
-    out = {k: (v, None) for k, v in _junk_texts(case, pool).items()}
+    out: dict[str, Junk] = {k: (v, None) for k, v in _junk_texts(case, pool).items()}
     if case.kind == "complete":
         return out
     lines, (br, bc) = case.lines, case.b
@@ -597,6 +597,10 @@ return { status, row - 1, col, vim.api.nvim_get_mode().mode }
 class Editor:
     """One headless Neovim with the plugin, reused for every case."""
 
+    # seconds settle() waits for the plugin's answer: the fake answers at once, a real model
+    # on a loaded CPU takes many seconds (bench/real_eval.py sets more)
+    patience = 10.0
+
     def __init__(self, server: OracleServer, root: Path) -> None:
         from local_copilot.devtools.nvim_bin import nvim_binary
         from local_copilot.devtools.rplugin import register_rplugin
@@ -630,7 +634,7 @@ class Editor:
     def settle(self, row: int, col: int) -> None:
         """Until the key reached the buffer and the plugin has its answer (or needs none)."""
         calm = 0
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + self.patience
         while calm < 2 and time.monotonic() < deadline:
             status, r, c, mode = self.nvim.exec_lua(_SETTLE_LUA)
             calm = calm + 1 if (r, c) == (row, col) and status != "waiting" and mode.startswith("i") else 0
