@@ -23,7 +23,10 @@ What Tab inserted is judged against the text around it:
 - rest_of_line   the text after the cursor on its line (3 or more characters) written again
 - next_line      a line of the 5 below the cursor written again, at any indentation
 - closer         a closing bracket the line already has after the cursor written again
-- wrapper        a fence, a think block, a cursor marker or a chat turn token
+- wrapper        a fence, a think block, a cursor marker (the plugin's or minuet's prompt
+                 tags) or a chat turn token
+- prompt_example the answer of the prompt's own example (the plugin's chat example, minuet's
+                 few-shot answer) where the file does not have it
 - first-line exact: the first line inserted is the first line of the text that was cut out
 
 The models are small: what they write is often wrong, and first-line exact says how often it
@@ -59,8 +62,12 @@ RESULTS = Path(__file__).resolve().parent / "results"
 MODELS = {"gemma": GEMMA, "smollm": SMOLLM}
 # where the cursor is: the rest of a line missing, a span inside a line, a line of a block
 CASE_KINDS = ("line_end", "mid_line", "blank_line")
-JUNK = ("rest_of_line", "next_line", "closer", "wrapper")
-WRAPPERS = ("```", "~~~", CURSOR, "<think>", "</think>", "<code>", "</code>", *CHAT_TURN_TOKENS)
+JUNK = ("rest_of_line", "next_line", "closer", "wrapper", "prompt_example")
+WRAPPERS = ("```", "~~~", CURSOR, "<think>", "</think>", "<code>", "</code>", *CHAT_TURN_TOKENS,
+            "<cursorPosition>", "<contextBeforeCursor>", "<contextAfterCursor>")
+# the answers of the prompts' examples: the plugin's chat example (prompt/styles.py), minuet's
+# default few-shot answer (its lua/minuet/config.lua)
+EXAMPLE_ANSWERS = ("width * height", "let processed = item", "processed.toUpperCase()")
 PATIENCE_S = 120.0  # a real model on a loaded 2-core machine: a cold prompt takes tens of seconds
 
 # minuet's settings for a local llama-server (its README's llama.cpp example: one completion,
@@ -147,6 +154,8 @@ def judge(case: E.Case, after: list[str]) -> dict[str, Any]:
         junk.append("closer")
     if any(w in ins for w in WRAPPERS):
         junk.append("wrapper")
+    if any(e in ins and e not in case.text for e in EXAMPLE_ANSWERS):
+        junk.append("prompt_example")
     return {"inserted": ins, "junk": junk,
             "first_line_exact": bool(ins) and ins.split("\n")[0] == case.middle.split("\n")[0]}
 
