@@ -24,7 +24,8 @@ What Tab inserted is judged against the text around it:
 - next_line      a line of the 5 below the cursor written again, at any indentation
 - closer         a closing bracket the line already has after the cursor written again
 - wrapper        a fence, a think block, a cursor marker (the plugin's or minuet's prompt
-                 tags) or a chat turn token
+                 tags) or a chat turn token, where the file does not have it (Neovim's Lua
+                 documents its examples in fences)
 - prompt_example the answer of the prompt's own example (the plugin's chat example, minuet's
                  few-shot answer) where the file does not have it
 - first-line exact: the first line inserted is the first line of the text that was cut out
@@ -152,7 +153,7 @@ def judge(case: E.Case, after: list[str]) -> dict[str, Any]:
     closer = rest.lstrip()[:1]
     if closer in (")", "]", "}") and ins.count(closer) > ins.count({")": "(", "]": "[", "}": "{"}[closer]):
         junk.append("closer")
-    if any(w in ins for w in WRAPPERS):
+    if any(w in ins and w not in case.text for w in WRAPPERS):
         junk.append("wrapper")
     if any(e in ins and e not in case.text for e in EXAMPLE_ANSWERS):
         junk.append("prompt_example")
