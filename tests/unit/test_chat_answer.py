@@ -94,7 +94,8 @@ def test_the_prompts_example_answered_again_elsewhere_shows_nothing() -> None:
     # a small chat model answers the prompt's example again wherever the cursor is: code
     # that names none of the words before the cursor is the example's, not this file's
     prev = ("local function add(t, v)", "  local items = {}")
-    for raw in ("width * height", "width * height * height * height", "```lua\nwidth * height\n```"):
+    for raw in ("width * height", "width * height * height * height", "```lua\nwidth * height\n```",
+                "def area(width, height):", "def area(width, height):\n    return width * height"):
         assert shown(raw, line_prefix="  ", prev_lines=prev) == "", raw
         for end in range(1, len(raw)):  # nothing of it shows while it streams either
             assert shown(raw[:end], line_prefix="  ", prev_lines=prev, final=False) == "", raw[:end]
