@@ -14,7 +14,7 @@ STAMP := $(VENV)/.installed
 export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 
-.PHONY: all venv vllm lint test test-unit demo bench bench-real eval eval-e2e clean
+.PHONY: all venv vllm lint test test-unit demo bench bench-real eval eval-e2e eval-real clean
 
 all: test
 
@@ -63,6 +63,11 @@ eval: venv
 # standard library, C headers, Neovim's Lua) against a fake llama-server that knows the file
 eval-e2e: venv
 	$(PY) bench/e2e_eval.py $(EVAL_ARGS)
+
+# real models' output (Gemma 3 270M base, SmolLM2 135M Instruct) through the plugin on held-out
+# files, and minuet beside it when EVAL_REAL_ARGS names its checkout (--minuet DIR)
+eval-real: venv
+	$(PY) bench/real_eval.py $(EVAL_REAL_ARGS)
 
 clean:
 	rm -rf $(VENV) .cache

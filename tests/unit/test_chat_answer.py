@@ -89,3 +89,19 @@ def test_an_unfinished_wrapper_is_held_back_while_streaming() -> None:
     assert chat_code("width * height\n```", line_prefix="", final=False).text == "width * height\n```"
     fenced = chat_code("```python\nwidth * height\n``", line_prefix="", final=False)
     assert fenced.text == "width * height" and not fenced.ended
+
+
+def test_the_prompts_example_answered_again_elsewhere_shows_nothing() -> None:
+    # a small chat model answers the prompt's example again wherever the cursor is: code
+    # that names none of the words before the cursor is the example's, not this file's
+    prev = ("local function add(t, v)", "  local items = {}")
+    for raw in ("width * height", "width * height * height * height", "```lua\nwidth * height\n```",
+                "def area(width, height):", "def area(width, height):\n    return width * height"):
+        assert shown(raw, line_prefix="  ", prev_lines=prev) == "", raw
+        for end in range(1, len(raw)):  # nothing of it shows while it streams either
+            assert shown(raw[:end], line_prefix="  ", prev_lines=prev, final=False) == "", raw[:end]
+    # where the code before the cursor has its words, it is this file's answer
+    assert shown("width * height", line_prefix="    area = ", prev_lines=("def f(width, height):",)) == "width * height"
+    # other code is shown as it streams
+    assert shown("items[#items + 1] = v", line_prefix="  ", prev_lines=prev) == "items[#items + 1] = v"
+    assert shown("wid", line_prefix="  ", prev_lines=prev, final=False) == ""

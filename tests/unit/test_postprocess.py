@@ -617,3 +617,51 @@ def test_a_preprocessor_line_inside_a_block_comment_leaves_the_comment_text() ->
     c = ctx("    x = 1;", "", ["}"], ["int f(void) {"])
     raw = "\n#ifdef DEBUG\n    log(x);\n#endif"
     assert process(raw, c, final=True).text == raw
+
+
+def test_the_next_line_written_again_at_another_indentation_ends_the_suggestion() -> None:
+    # a model that writes the line below the cursor again often gets its depth wrong: one
+    # step deeper under the line that has it, back at column 0, or with a tab for spaces
+    c = ctx("    total = ", "", ["    results.append(total)", "    return results"],
+            ["def collect(items):", "    results = []"], tabstop=8)
+    for raw in ("sum(items)\n        results.append(total)", "sum(items)\nresults.append(total)",
+                "sum(items)\n\t    results.append(total)"):
+        assert process(raw, c, final=True).text == "sum(items)"
+        assert_stream_consistent(raw, c)
+    # a closer, a keyword or a short statement recurs at every depth as another statement
+    assert process("\n        c = 3", ctx("    a = 1", "", ["    c = 3"]), final=True).text == "\n        c = 3"
+    assert process("\n    end", ctx("  if x then", "", ["  end"]), final=True).text == "\n    end"
+
+
+def test_a_closer_the_line_has_and_then_its_rest_again_are_both_left_out() -> None:
+    # two junk pieces at once on the cursor line: the `)` already after the cursor, then the
+    # line's whole rest written again
+    for prefix, suffix, raw, want in [
+        ("    value = compute(", ") + offset", "args)) + offset", "args"),
+        ("  for _, v in pairs(", ") do", "t)) do", "t"),
+        ("    keys = [k for k in d[", "]]", "name]]]", "name"),
+    ]:
+        c = ctx(prefix, suffix)
+        assert process(raw, c, final=True).text == want, (prefix, raw)
+        assert_stream_consistent(raw, c)
+    # a closer of a bracket the answer or the line still leaves open stays
+    assert process("items)) + 1", ctx("n = max(len(", ") + 1"), final=True).text == "items)"
+    assert process("items))", ctx("print(len(", ")"), final=True).text == "items)"
+
+
+def test_a_long_line_without_words_written_again_deeper_ends_the_suggestion() -> None:
+    # a comment's rule of `=` or `-` is the same line at any depth
+    c = ctx("    return x", "", ["    # ---------------------------------", "    def g():"])
+    raw = "\n        # ---------------------------------"
+    assert process(raw, c, final=True).text == ""
+    assert_stream_consistent(raw, c)
+
+
+def test_brackets_of_a_c_preprocessor_directive_count_on_the_cursor_line() -> None:
+    # in C a `#` line is a directive, not a comment: its closer after the cursor is there,
+    # and a closer the answer writes again before the line's rest is left out
+    for ft in ("c", "cpp"):
+        assert process("4, 3))", ctx("#if __GNUC_PREREQ (", ")", filetype=ft), final=True).text == "4, 3"
+        c = ctx("#  define twice(", ") ((x) * 2)", filetype=ft)
+        assert process("x) ((x) * 2))", c, final=True).text == "x"
+        assert_stream_consistent("x) ((x) * 2))", c)

@@ -4,7 +4,10 @@ to insert at the cursor.
 Asked for the missing code only, instruct models still often wrap it: a reasoning block
 (``<think>...</think>``), a line of prose ("Here is the code:"), a Markdown fence, a sentence
 after the code, the next turn's token; or they write the cursor line again from its start, or
-the lines above it again, before the new code. The post-processor runs this first on every
+the lines above it again, before the new code. A small one answers the prompt's own example
+again wherever the cursor is (its answer `width * height`, or its code `def area(width,
+height):`): that is nothing to insert where the code before the cursor names none of the
+example's names. The post-processor runs this first on every
 streamed chunk of a chat-style answer (the accumulated text), then its usual stages (the text
 after the cursor repeated, the block's end, brackets) on what is left. While a wrapper may
 still be arriving (an open think block, a fence line not finished) nothing is shown yet; text
@@ -13,10 +16,12 @@ once shown is never taken back by a later chunk, except where the usual stages h
 
 from __future__ import annotations
 
+import builtins
+import keyword
 import re
 from collections.abc import Sequence
 
-from ..prompt.styles import CHAT_TURN_TOKENS, CURSOR
+from ..prompt.styles import _EXAMPLE, CHAT_TURN_TOKENS, CURSOR
 
 __all__ = ["ChatCode", "chat_code"]
 
@@ -33,6 +38,20 @@ _INTRO_WORDS = ("sure", "certainly", "of", "okay", "ok", "here", "below", "this"
 _INTRO_START = re.compile(rf"({'|'.join(_INTRO_WORDS)})\b", re.I)
 _INLINE = re.compile(r"^\s*`([^`\n]+)`\s*$")
 _TURN_PREFIXES = frozenset(t[:k] for t in CHAT_TURN_TOKENS for k in range(1, len(t)))
+_WORD = re.compile(r"\w+")
+
+
+def _example_lines() -> tuple[str, ...]:
+    """The lines of the prompt's example file with its answer in place, and the answer alone."""
+    (_path, _lang, before, after), answer = _EXAMPLE
+    lines = (before + answer + after).split("\n")
+    return tuple(dict.fromkeys(ln.strip() for ln in (*lines, answer) if ln.strip()))
+
+
+_EXAMPLE_LINES = _example_lines()
+# the names the example defines (`area`, `width`, `height`): no keyword, no builtin
+_EXAMPLE_NAMES = frozenset(w for ln in _EXAMPLE_LINES for w in _WORD.findall(ln)
+                           if w.isidentifier() and not keyword.iskeyword(w) and not hasattr(builtins, w))
 
 
 class ChatCode:
@@ -182,4 +201,23 @@ def chat_code(raw: str, *, line_prefix: str, prev_lines: Sequence[str] = (), fin
     code, closed = _unwrap(body, final)
     if code is None:
         return ChatCode(None, False)
-    return ChatCode(_drop_restated(code, line_prefix, prev_lines), ended or closed)
+    code = _drop_restated(code, line_prefix, prev_lines)
+    echo = _echoes_example(code, line_prefix, prev_lines, final or closed)
+    if echo is None:
+        return ChatCode(None, False)
+    return ChatCode("" if echo else code, ended or closed)
+
+
+def _echoes_example(code: str, line_prefix: str, prev_lines: Sequence[str], final: bool) -> bool | None:
+    """Whether the code is the prompt's example again (it starts with a line of it that names
+    one of its names) where the code before the cursor names none of them (with no code
+    before the cursor there is nothing to tell them apart: it stays); None while the code so
+    far may still become it."""
+    start = code.lstrip()
+    before = [ln for ln in (*prev_lines, line_prefix) if ln.strip()]
+    if not start or not before or any(_EXAMPLE_NAMES.intersection(_WORD.findall(ln)) for ln in before):
+        return False
+    lines = [ln for ln in _EXAMPLE_LINES if _EXAMPLE_NAMES.intersection(_WORD.findall(ln))]
+    if any(start.startswith(ln) for ln in lines):
+        return True
+    return None if not final and any(ln.startswith(start.rstrip()) for ln in lines) else False

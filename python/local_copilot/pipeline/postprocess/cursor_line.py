@@ -1,15 +1,32 @@
 """Stages 2 to 4 on the cursor line, when text follows the cursor: the suggestion stays on
 that line, drops the part that repeats the text after the cursor, and does not insert a
-closer the line already has."""
+closer the line already has (also where that closer comes before the repeated part)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from .context import PostContext
 from .lines import _WS, _is_word, _rstrip
 from .scanner import _OPEN_FOR, _end_state, _first_outer, _imbalance
 from .structure import _continues_below, _entry_stack
+
+
+# languages with the C preprocessor, whose `#` lines are directives, not comments
+_PREPROCESSED = frozenset({"c", "cpp", "objc", "objcpp", "cuda", "arduino", "ch"})
+_DIRECTIVE = re.compile(r"[ \t]*#[ \t]*(?:if|ifdef|ifndef|elif|else|endif|define|undef|include|pragma|error|warning|line)\b")
+
+
+def _code_prefix(ctx: PostContext) -> str:
+    """The text before the cursor as the bracket scan reads it: in a C preprocessor
+    directive (``#if __GNUC_PREREQ (``, ``#  define f(x)``) the `#` is no comment, its
+    brackets count as any line's (the scan, language-blind, takes `#` for a comment)."""
+    pre = ctx.line_prefix
+    if ctx.filetype in _PREPROCESSED and _DIRECTIVE.match(pre):
+        i = pre.index("#")
+        return pre[:i] + " " + pre[i + 1:]
+    return pre
 
 
 def keep_first_line(text: str) -> tuple[str, bool]:
@@ -62,7 +79,7 @@ def drop_suffix_repeat(line: str, ctx: PostContext) -> str | None:
     """
     s_r, s_l = _suffix_forms(ctx.line_suffix)
     lr = _rstrip(line)
-    pre, suf = ctx.line_prefix, ctx.line_suffix
+    pre, suf = _code_prefix(ctx), ctx.line_suffix
     e0: tuple[tuple[str, ...], int] | None = None
     whole = 0
     entry: tuple[str, ...] = ()
@@ -97,7 +114,7 @@ def drop_duplicate_closer(line: str, ctx: PostContext) -> str:
     closer does that job: cut there.  ``foo(|)`` + ``bar) {`` -> ``bar``, while
     ``g(x))`` keeps ``g(x)`` (the first ``)`` closes the new ``(``).
     """
-    pre, suf = ctx.line_prefix, ctx.line_suffix
+    pre, suf = _code_prefix(ctx), ctx.line_suffix
     whole = _end_state(pre + line + suf)
     if whole == _end_state(pre + suf):
         return line  # balanced as it is (e.g. '"a", "b' inside ["|"])
@@ -114,9 +131,10 @@ def drop_duplicate_closer(line: str, ctx: PostContext) -> str:
 def _mid_line_hold(line: str, ctx: PostContext) -> int:
     """While streaming: index from which the partial cursor line may still be cut."""
     h = len(line)
-    q = _first_outer(ctx.line_prefix, line)
+    pre = _code_prefix(ctx)
+    q = _first_outer(pre, line)
     if q is not None:
-        s = _first_outer(ctx.line_prefix, ctx.line_suffix)
+        s = _first_outer(pre, ctx.line_suffix)
         if s is not None and s[1] == q[1]:
             h = q[0]
     s_r, s_l = _suffix_forms(ctx.line_suffix)
@@ -132,9 +150,10 @@ def _padded_closer(text: str, closer: str) -> bool:
 
 
 def _mid_line_final(line: str, ctx: PostContext) -> str:
-    out = drop_suffix_repeat(line, ctx)
-    if out is None:
-        out = drop_duplicate_closer(line, ctx)
+    # two junk pieces come together too: a closer the line already has, then the line's
+    # rest written again (`pairs(|) do` answered `t)) do`): the closer goes after the rest
+    cut = drop_suffix_repeat(line, ctx)
+    out = drop_duplicate_closer(line if cut is None else cut, ctx)
     suf = ctx.line_suffix
     # Keep a space that separates the insertion from a following word/operand, and one
     # before a closer whose bracket the line pads on the inside.

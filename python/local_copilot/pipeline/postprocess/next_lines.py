@@ -1,8 +1,10 @@
 """Stages 3 and 4 below the cursor: the suggestion stops where it repeats the next existing
-line, and does not emit a closer that line starts with."""
+line (as it is, or a statement of its own at another indentation), and does not emit a
+closer that line starts with."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from .context import PostContext
@@ -29,6 +31,32 @@ def existing_line_cut(lines: Sequence[str], ctx: PostContext) -> int | None:
         if not _is_blank(line) and _norm(line, ctx.tabstop) == target:
             return k
     return None
+
+
+_WORDS = re.compile(r"\w+")
+
+
+def statement_of_its_own(body: str) -> bool:
+    """Whether `body`, a line without its indentation, says enough to be the same line
+    wherever it is indented: 8 characters or more with two words or more, or 16 characters
+    or more of anything (a rule of `=` under a comment mark). A closer, a keyword or a short
+    assignment (``}``, ``end``, ``else:``, ``c = 3``) recurs at every depth as a different
+    statement; ``self.items.append(item)`` written again one step deeper under the line
+    that has it is the model writing the next line again."""
+    return len(body) >= 16 or (len(body) >= 8 and len(_WORDS.findall(body)) >= 2)
+
+
+def reindented_repeat(line: str, next_body: str | None, *, partial: bool) -> bool | None:
+    """For a later line of the suggestion (`line`, tabs expanded): True when it is the next
+    existing line again at another indentation (`next_body`: that line without its
+    indentation, when it is a statement of its own), None while a streamed partial line may
+    still become it, else False."""
+    if next_body is None:
+        return False
+    body = line.lstrip(" \t")
+    if partial:
+        return None if body and next_body.startswith(body) else False
+    return body == next_body
 
 
 def closer_cut(closer: str, ctx: PostContext) -> bool:
