@@ -37,6 +37,7 @@ is not; the junk kinds say what the post-processing let through.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import sys
@@ -48,16 +49,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import pynvim  # noqa: E402
+
 import e2e_eval as E  # noqa: E402
 import harness as H  # noqa: E402
-import pynvim  # noqa: E402
-from real import PEER_LUA  # noqa: E402
-
 from local_copilot.devtools.real_models import GEMMA, NO_REPACK, SMOLLM, RealModel, find  # noqa: E402
 from local_copilot.prompt.styles import CHAT_TURN_TOKENS, CURSOR  # noqa: E402
 from local_copilot.servers.llama_cpp import LlamaServer  # noqa: E402
 from local_copilot.servers.options import ServerOptions  # noqa: E402
 from local_copilot.servers.recipes import find_llama_server  # noqa: E402
+from real import PEER_LUA  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MODELS = {"gemma": GEMMA, "smollm": SMOLLM}
@@ -321,10 +322,8 @@ def main(argv: list[str] | None = None) -> int:
                               f"{r['seconds']} s")
             finally:
                 for editor in editors.values():
-                    try:
+                    with contextlib.suppress(Exception):  # (a Neovim that died says so above)
                         editor.close()
-                    except Exception:  # noqa: BLE001
-                        pass
                 server.stop()
             doc["models"][model.title] = {k: {"summary": summarize(v), "results": v} for k, v in results.items()}
     doc["seconds"] = round(time.monotonic() - t_start)

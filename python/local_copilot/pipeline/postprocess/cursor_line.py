@@ -12,7 +12,6 @@ from .lines import _WS, _is_word, _rstrip
 from .scanner import _OPEN_FOR, _end_state, _first_outer, _imbalance
 from .structure import _continues_below, _entry_stack
 
-
 # languages with the C preprocessor, whose `#` lines are directives, not comments
 _PREPROCESSED = frozenset({"c", "cpp", "objc", "objcpp", "cuda", "arduino", "ch"})
 _DIRECTIVE = re.compile(r"[ \t]*#[ \t]*(?:if|ifdef|ifndef|elif|else|endif|define|undef|include|pragma|error|warning|line)\b")
