@@ -1,7 +1,7 @@
 """The request after a superseded one runs in the llama-server slot that holds the buffer's
-prompt, on a real llama-server launched by the users' recipe (servers/recipes.py) with 1, 2
-(the recipe's default) and 4 slots, with and without a unified KV cache, and at llama-server's
-own slot default, which users who start it themselves run.
+prompt, on a real llama-server started as users start it by hand (its own defaults: this test
+does not use the plugin's launch recipe, whose batch sizes and slots are the plugin's choice)
+and with 1, 2 and 4 slots, with and without a unified KV cache.
 
 A key typed while the previous request still streams supersedes it. The server notices the
 closed stream only at its next token, so a new request sent at once arrives while the old one
@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from local_copilot.servers.llama_cpp import LlamaServer
-from local_copilot.servers.options import ServerOptions
+from local_copilot.servers.llama_cpp import LlamaServer, free_port
 
 from ..helpers import wait_for
 from .nvim_session import start_nvim
@@ -28,14 +27,13 @@ pytestmark = pytest.mark.integration
 
 TEXT = [line for i in range(40) for line in (f"def scale_{i}(value, factor):", f"    return value * {i} + factor")]
 
-# the recipe's slots, each of the whole configured context (8192 tokens unless said); "defaults":
-# -np after the recipe's, llama-server's own choice (in this llama.cpp: 4 slots, a unified KV cache)
+# what users run: llama-server's defaults (in this llama.cpp: 4 slots, a unified KV cache)
 SERVERS = {
-    "defaults": ServerOptions(extra_args=["-np", "-1", "-c", "8192"]),
-    "np1": ServerOptions(parallel=1),
-    "np2": ServerOptions(parallel=2),
-    "np4-unified": ServerOptions(parallel=4, extra_args=["--kv-unified"]),
-    "np4-split": ServerOptions(parallel=4, context_tokens=4096, extra_args=["--no-kv-unified"]),
+    "defaults": [],
+    "np1": ["-np", "1"],
+    "np2": ["-np", "2"],
+    "np4-unified": ["-np", "4", "--kv-unified"],
+    "np4-split": ["-np", "4", "--no-kv-unified", "-c", "16384"],
 }
 
 N_PREDICT = 600
@@ -53,7 +51,10 @@ GENERATED = re.compile(r"print_timing: id +\d+ \| task (\d+) \|        eval time
 def server(request: pytest.FixtureRequest, models: dict[str, Path], llama_bin: str,
            tmp_path: Path) -> Iterator[tuple[LlamaServer, Path]]:
     log = tmp_path / "server.log"
-    with LlamaServer.for_model(models["x"], binary=llama_bin, log_file=log, options=SERVERS[request.param]) as srv:
+    port = free_port()
+    argv = [llama_bin, "-m", str(models["x"]), "--host", "127.0.0.1", "--port", str(port), "-c", "8192",
+            "--cache-reuse", "256", "--metrics", "--no-webui", *SERVERS[request.param]]
+    with LlamaServer(argv, port=port, log_file=log) as srv:
         yield srv, log
 
 
