@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Protocol
 
 from ..buffer_state import KEYSTROKE, BufferState
@@ -82,6 +83,14 @@ def plan(snap: Snapshot, texts: list[str], *, final: bool, cached: bool = False)
 
 class Superseded(Stop):
     """A newer snapshot waited for this request's answer to start; this one is stale."""
+
+
+def _answered(state: BufferState) -> None:
+    """The server started answering the buffer's request: it is answered, and stale when a
+    newer snapshot waited for that (Engine.submit)."""
+    state.unanswered = False
+    if state.waiting is not None:
+        raise Superseded()
 
 
 class _Drawer:
@@ -257,12 +266,7 @@ class Engine:
                 # of this prompt
                 await backend.slot_idle(slot, self.SLOT_WAIT_S)
             state.unanswered = True
-
-            def answered() -> None:
-                state.unanswered = False
-                if state.waiting is not None:
-                    raise Superseded()
-
+            answered = partial(_answered, state)
             out = await self.pipeline.complete(snap, self.FIRST, on_text=drawer.on_text, on_answer=answered)
             if out.stop == "error":
                 if drawer.drawn:  # a stream that broke half-way: its partial text is not to be accepted
@@ -299,12 +303,7 @@ class Engine:
         try:
             self.stats.count("continuations")
             state.unanswered = True
-
-            def answered() -> None:
-                state.unanswered = False
-                if state.waiting is not None:
-                    raise Superseded()
-
+            answered = partial(_answered, state)
             rest = cfg.n_predict - (first.sent.n_predict if first.sent is not None else cfg.n_predict_first)
             ask = Ask(n_predict=rest, whole_within_s=self.WHOLE_ANSWER_S)
             out = await self.pipeline.complete(snap, ask, after=first, on_text=drawer.on_text, on_answer=answered)
