@@ -76,7 +76,11 @@ local show = ghost.show
 ghost.show = timed(show, function(_, res, plan)
   if not B.recording or not res[2] then return end
   if ghost.current and ghost.text() ~= '' and #api.nvim_buf_get_extmarks(plan.buf, ghost.ns, 0, -1, { limit = 1 }) > 0 then
-    B.draws[#B.draws + 1] = { t = hr(), tick = plan.tick, final = plan.final }
+    -- what the user sees: the characters shown, and whether the cursor's line is whole yet
+    -- (the suggestion goes on below it, or nothing more is coming)
+    local text = ghost.text()
+    B.draws[#B.draws + 1] = { t = hr(), tick = plan.tick, final = plan.final, chars = vim.fn.strchars(text),
+      whole_line = plan.final == true or text:find('\n', 1, true) ~= nil }
   end
 end, 'ghost.show')
 

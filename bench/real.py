@@ -1,25 +1,34 @@
 """The realistic profile: what a user feels on a real-size model, not the plugin's own overhead.
 
-    python bench/real.py [--bursts 12] [--compare /path/to/other/checkout] [--plugin-root PATH]
-    make bench-real
+    python bench/real.py [--launch defaults,np1] [--rest 0,0.6] [--minuet DIR] [--bursts 10]
+                         [--compare /path/to/other/checkout] [--shape qwen2.5-coder-1.5b]
+    make bench-real BENCH_REAL_ARGS='--minuet ~/.cache/local-copilot/minuet'
 
-A llama-server runs a random-weight model with Qwen2.5-Coder-0.5B's exact compute shape
-(python/local_copilot/devtools/real_shape_model.py; generated once, ~530 MB, cached), where
-the server's prompt evaluation is the cost. The plugin types in a real headless Neovim, in two
-standard-library modules, bursts of 8 keys at 90 ms/key at positions that move as a user's do:
-the next line, a few lines down, another function, back to an earlier place, another buffer.
-Before each burst the cursor rests at the new place in Normal mode (REST_S), then `o` opens a
-line and 7 characters follow.
+A server runs a random-weight model with Qwen2.5-Coder-0.5B's exact compute shape
+(python/local_copilot/devtools/real_shape_model.py; generated once, cached), where the
+server's prompt evaluation is the cost, started as `--launch` says (bench/servers.py: llama-server
+at its own defaults as users start it by hand, with -np 1, with the plugin's recipe; vLLM with
+prefix caching on and off). The plugin types in a real headless Neovim, in two standard-library
+modules, bursts of 8 keys at 90 ms/key at positions that move as a user's do: the next line, a
+few lines down, another function, back to an earlier place, another buffer. Before each burst
+the cursor rests at the new place in Normal mode for each `--rest` (0: the user types at once;
+0.6 s: time a warm-up may use), then `o` opens a line and 7 characters follow.
 
-Per burst: last key -> ghost text for that text (timed in Neovim, bench/instrument.lua), the
-server's prompt tokens evaluated and tokens generated (--metrics deltas), the plugin's requests
-(its stats), and the server's measured prompt and generation speeds over the burst.
+Per burst: last key -> first ghost text for that text, the characters it shows, last key -> the
+first whole line on screen (the suggestion reaches past the cursor's line, or nothing more is
+coming), all timed in Neovim (bench/instrument.lua); the server's prompt tokens evaluated and
+tokens generated (its /metrics), the plugin's requests, the server's measured speeds.
 
-With --compare, a second checkout's python/ and lua/ (e.g. `git archive main | tar -x -C DIR`)
-run the same bursts against its own server (same flags, same model), interleaved burst by
-burst with this checkout's, so both see the same machine load: the before/after table of one
-run. The floor is measured on each server at the start and the end: the same short request
-twice, the second answered from the cache.
+Clients, each with its own Neovim: this checkout; --compare checkouts (e.g. `git archive main |
+tar -x -C DIR`), interleaved burst by burst so all see the same machine load; with --minuet DIR
+(a minuet-ai.nvim snapshot, e.g. from the `fetch` tool), minuet at its README's settings for a
+local llama-server ("minuet") and tuned for speed, debounce and throttle 0 ("minuet tuned").
+On llama-server every client has its own server; on vLLM (minutes to start, gigabytes each) the
+clients share one, one after the other, its prefix cache emptied between them.
+
+Two floors per server: "cached 6-token request" (the same short request again, answered whole
+from the cache) and "first token, prompt cached" (the window with one more character, streamed
+to its first token: the least a suggestion can wait after a key, measured as the plugin waits).
 """
 
 from __future__ import annotations
@@ -41,26 +50,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import httpx  # noqa: E402
 import pynvim  # noqa: E402
 
 import harness as H  # noqa: E402
-from local_copilot.devtools.real_shape_model import ensure_model  # noqa: E402
-from local_copilot.servers.llama_cpp import LlamaServer  # noqa: E402
-from local_copilot.servers.options import ServerOptions  # noqa: E402
-from local_copilot.servers.recipes import find_llama_server  # noqa: E402
+import servers as S  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 INTERVAL_MS = 90
-REST_S = 0.6  # the cursor rests at the new place before `o` (a user finds the spot, then types)
 # 7 characters after `o`: code-like, never the model's text
 TEXTS = ["x = 1; ", "total =", "if a >", "return ", "for i i", "name = ", "count +", "print(s",
          "data = ", "yield i", "args = ", "result ", "key = k", "self.na", "raise V", "path = "]
 MODULES = ("argparse.py", "textwrap.py")
-# on top of the users' recipe (servers/recipes.py): --slots, the endpoint the bench polls until
-# the server is idle; --no-repack: this machine's AMX repacking of Q8_0 weights crashes llama-server (SIGILL/SIGSEGV
-# in the warm-up run), so the bench turns it off (it changes nothing of the prompt cache)
-SERVER_FLAGS = ["--slots", "--no-repack"]
 
 
 log, pct = H.log, H.pct
@@ -119,10 +119,11 @@ def start_nvim(nvim_bin: str, root: Path, manifest: Path, env: dict[str, str], s
 
 
 class Variant:
-    """One checkout of the plugin, its own server and its own Neovim."""
+    """One client (this checkout, another, minuet) at one rest, its Neovim, against `server`."""
 
-    def __init__(self, label: str, root: Path, server: LlamaServer, nvim: pynvim.Nvim, files: list[Path]) -> None:
-        self.label, self.root, self.server, self.nvim, self.files = label, root, server, nvim, files
+    def __init__(self, label: str, rest: float, server: S.BenchServer, nvim: pynvim.Nvim,
+                 files: list[Path]) -> None:
+        self.label, self.rest, self.server, self.nvim, self.files = label, rest, server, nvim, files
         self.samples: list[dict[str, Any]] = []
         self.added = [0, 0]  # lines typed into each buffer so far (rows below shift down)
         self.placed: dict[int, list[int]] = {0: [], 1: []}  # where lines were opened, per buffer
@@ -139,7 +140,11 @@ class Variant:
             "return g.current ~= nil and g.current.tick == vim.api.nvim_buf_get_changedtick(0) and g.text() ~= ''"))
 
     def settle(self, timeout: float = 90.0) -> None:
-        H.settle(self.nvim, self.server.url, timeout)
+        """The suggestion on screen is final (its rest is fetched once typing pauses), then the server idle."""
+        H.wait_for(lambda: self.nvim.exec_lua(
+            "local g = require('local_copilot.ghost')\n"
+            "return g.current == nil or g.current.final == true"), timeout=timeout, what="a final suggestion")
+        self.server.settle(timeout)
 
     def row_now(self, buf: int, row: int) -> int:
         """A row of the original file, in the buffer as it is now (lines typed above push it down)."""
@@ -150,12 +155,13 @@ class Variant:
         nvim.input("<Esc>")
         H.wait_for(lambda: nvim.api.get_mode()["mode"] == "n", timeout=10, what="Normal mode")
         # counted from before the move: a warm-up while the cursor rests is part of the burst
-        m0, c0 = H.metrics(self.server.url), self.counters()
+        m0, c0 = self.server.counters(), self.counters()
         nvim.command(f"buffer {self.files[buf]}")
         target = self.row_now(buf, row)
         nvim.input(f"{target}G")  # typed, as a user moves: CursorMoved runs as it does for them
         H.wait_for(lambda: nvim.current.window.cursor[0] == target, timeout=10, what="the cursor moved")
-        time.sleep(REST_S)  # the user's pause at the new place (what a warm-up may use)
+        if self.rest:
+            time.sleep(self.rest)  # the user's pause at the new place (what a warm-up may use)
         keys = ["o", *text]
         nvim.exec_lua("LCB.burst(...)", keys, INTERVAL_MS)
         H.wait_for(lambda: nvim.exec_lua("return LCB.done"), timeout=20, what="the burst typed")
@@ -165,20 +171,22 @@ class Variant:
         except AssertionError:
             got = False
         self.settle()
-        m1, c1 = H.metrics(self.server.url), self.counters()
+        m1, c1 = self.server.counters(), self.counters()
         res = nvim.exec_lua("return LCB.result()")
         nvim.exec_lua("LCB.stop()")
         self.placed[buf].append(row)
         last = res["keys"][-1]
-        draws = [d for d in res["draws"] if d["tick"] == res["tick"] and d["t"] >= last]
-        d = {k: m1.get(k, 0) - m0.get(k, 0) for k in m1}
-        pt, ps = d.get("llamacpp:prompt_tokens_total", 0), d.get("llamacpp:prompt_seconds_total", 0)
-        gt, gs = d.get("llamacpp:tokens_predicted_total", 0), d.get("llamacpp:tokens_predicted_seconds_total", 0)
+        draws = [d for d in res["draws"] if d["tick"] == res["tick"] and d["t"] >= last] if got else []
+        whole = [d for d in draws if d.get("whole_line")]
+        d = m1.minus(m0)
         sample = {
             "move": kind, "buffer": buf, "row": row, "text": text,
-            "latency_ms": (draws[0]["t"] - last) / 1e6 if draws and got else None,
-            "prompt_tokens": pt, "tokens_generated": gt,
-            "prompt_tps": pt / ps if ps else None, "gen_tps": gt / gs if gs else None,
+            "latency_ms": (draws[0]["t"] - last) / 1e6 if draws else None,
+            "chars_first": draws[0].get("chars") if draws else None,
+            "whole_line_ms": (whole[0]["t"] - last) / 1e6 if whole else None,
+            "prompt_tokens": d.prompt_tokens, "tokens_generated": d.generated,
+            "prompt_tps": d.prompt_tokens / d.prompt_s if d.prompt_s > 0 else None,
+            "gen_tps": d.generated / d.gen_s if d.gen_s > 0 else None,
             "requests": c1.get("requests", 0) - c0.get("requests", 0),
             "warmups": c1.get("warmups", 0) - c0.get("warmups", 0),
         }
@@ -195,10 +203,19 @@ local ns = api.nvim_create_namespace(...)
 local B = { keys = {}, draws = {}, requests = 0, recording = false }
 _G.LCB = B
 local set_extmark = api.nvim_buf_set_extmark
-api.nvim_buf_set_extmark = function(buf, id, ...)
-  local r = set_extmark(buf, id, ...)
+api.nvim_buf_set_extmark = function(buf, id, line, col, opts)
+  local r = set_extmark(buf, id, line, col, opts)
   if id == ns and B.recording then
-    B.draws[#B.draws + 1] = { t = hr(), tick = api.nvim_buf_get_changedtick(buf == 0 and api.nvim_get_current_buf() or buf) }
+    -- what the user sees: the characters of the virtual text and lines; minuet draws a
+    -- completion once its request has ended (or its timeout fired), so every draw is whole
+    local chars = 0
+    for _, chunk in ipairs(opts and opts.virt_text or {}) do chars = chars + vim.fn.strchars(chunk[1]) end
+    for _, l in ipairs(opts and opts.virt_lines or {}) do
+      chars = chars + 1
+      for _, chunk in ipairs(l) do chars = chars + vim.fn.strchars(chunk[1]) end
+    end
+    B.draws[#B.draws + 1] = { t = hr(), tick = api.nvim_buf_get_changedtick(buf == 0 and api.nvim_get_current_buf() or buf),
+      chars = chars, whole_line = true }
   end
   return r
 end
@@ -228,17 +245,20 @@ return true
 """
 
 # minuet's settings for a local llama-server, from its README ("context_window = 512" as it
-# advises to start with; max_tokens 56; one completion); everything else its defaults
+# advises to start with; max_tokens 56; one completion); everything else its defaults, or, tuned
+# for speed, debounce and throttle 0 (its config.lua: "use 0 to disable")
 MINUET_SETUP = r"""
-local url = ...
+local url, model, tuned = ...
 require('minuet').setup({
   provider = 'openai_fim_compatible',
   n_completions = 1,
   context_window = 512,
+  throttle = tuned and 0 or nil,
+  debounce = tuned and 0 or nil,
   virtualtext = { auto_trigger_ft = { '*' } },
   provider_options = {
     openai_fim_compatible = {
-      api_key = 'TERM', name = 'Llama.cpp', end_point = url .. '/v1/completions', model = 'PLACEHOLDER',
+      api_key = 'TERM', name = 'Llama.cpp', end_point = url .. '/v1/completions', model = model,
       optional = { max_tokens = 56, top_p = 0.9 },
       template = {
         prompt = function(before, after, _)
@@ -252,18 +272,19 @@ require('minuet').setup({
 """
 
 
-def start_peer(nvim_bin: str, root: Path, env: dict[str, str], url: str) -> pynvim.Nvim:
+def start_peer(nvim_bin: str, root: Path, env: dict[str, str], server: S.BenchServer, tuned: bool) -> pynvim.Nvim:
     argv = [nvim_bin, "--clean", "--embed", "--headless", "-n", "--cmd", f"set rtp^={root}",
             "--cmd", "set columns=120 lines=40"]
     nvim = H.attach_child(argv, env)
     nvim.command("set autoindent expandtab shiftwidth=4")
     nvim.exec_lua(PEER_LUA, "minuet.virtualtext")
-    nvim.exec_lua(MINUET_SETUP, url)
+    model = S.SERVED_NAME if server.kind == "vllm" else "PLACEHOLDER"
+    nvim.exec_lua(MINUET_SETUP, server.url, model, tuned)
     return nvim
 
 
 class PeerVariant(Variant):
-    """A peer plugin (minuet) in its own Neovim against its own server."""
+    """A peer plugin (minuet) in its own Neovim."""
 
     def counters(self) -> dict[str, int]:
         return {"requests": int(self.nvim.exec_lua("return LCB.requests"))}
@@ -272,36 +293,17 @@ class PeerVariant(Variant):
         return bool(self.nvim.exec_lua("return LCB.ghost_now()"))
 
     def settle(self, timeout: float = 90.0) -> None:
-        deadline = time.monotonic() + timeout
-        idle = 0
-        while idle < 3:
-            if time.monotonic() > deadline:
-                raise TimeoutError("the server did not go idle")
-            slots = httpx.get(self.server.url + "/slots", timeout=5, trust_env=False).json()
-            idle = idle + 1 if not any(s.get("is_processing") for s in slots) else 0
-            time.sleep(0.05)
-
-
-def floor_ms(url: str, reps: int = 3) -> dict[str, float]:
-    """The same 6-token request with its prompt already cached: the fastest a suggestion gets."""
-    src = (Path(sysconfig.get_paths()["stdlib"]) / "textwrap.py").read_text()
-    body = {"prompt": "<|fim_prefix|>" + src[:2500] + "<|fim_suffix|>" + src[2500:3000] + "<|fim_middle|>",
-            "n_predict": 6, "temperature": 0.1, "cache_prompt": True, "samplers": ["top_k", "top_p", "temperature"]}
-    httpx.post(url + "/completion", json=body, timeout=120, trust_env=False)
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        httpx.post(url + "/completion", json=body, timeout=120, trust_env=False)
-        times.append((time.perf_counter() - t0) * 1000)
-    return {"p50_ms": statistics.median(times), "min_ms": min(times)}
+        self.server.settle(timeout)
 
 
 def summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
     lat = [s["latency_ms"] for s in samples if s["latency_ms"] is not None]
-    med = lambda key: statistics.median([s[key] for s in samples if s[key] is not None] or [float("nan")])  # noqa: E731
+    whole = [s["whole_line_ms"] for s in samples if s.get("whole_line_ms") is not None]
+    med = lambda key: statistics.median([s[key] for s in samples if s.get(key) is not None] or [float("nan")])  # noqa: E731
     return {
         "bursts": len(samples), "missing": sum(1 for s in samples if s["latency_ms"] is None),
         "p50_ms": pct(lat, 50), "p90_ms": pct(lat, 90),
+        "chars_first_p50": med("chars_first"), "whole_line_p50_ms": pct(whole, 50),
         "prompt_tokens_per_burst": statistics.fmean(s["prompt_tokens"] for s in samples),
         "tokens_generated_per_burst": statistics.fmean(s["tokens_generated"] for s in samples),
         "requests_per_burst": statistics.fmean(s["requests"] for s in samples),
@@ -310,134 +312,200 @@ def summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def table(doc: dict[str, Any]) -> str:
-    labels = list(doc["variants"])
-    rows = [
-        ("last key -> ghost text p50", lambda v: f"{v['p50_ms']:.0f} ms"),
-        ("p90", lambda v: f"{v['p90_ms']:.0f} ms"),
-        ("prompt tokens evaluated / burst", lambda v: f"{v['prompt_tokens_per_burst']:.0f}"),
-        ("tokens generated / burst", lambda v: f"{v['tokens_generated_per_burst']:.0f}"),
-        ("requests / burst", lambda v: f"{v['requests_per_burst']:.1f}"),
-        ("warm-ups / burst", lambda v: f"{v['warmups_per_burst']:.1f}"),
-        ("bursts without a suggestion", lambda v: f"{v['missing']} of {v['bursts']}"),
-        ("server prompt tokens/s (median)", lambda v: f"{v['prompt_tps']:.0f}"),
-        ("server generated tokens/s (median)", lambda v: f"{v['gen_tps']:.0f}"),
-        ("floor: cached 6-token request", lambda v: f"{v['floor_ms']:.0f} ms"),
-    ]
-    head = ["", *labels]
-    body = [[name, *(fmt(doc["variants"][lb]["summary"]) for lb in labels)] for name, fmt in rows]
+ROWS = [
+    ("last key -> first ghost text p50", lambda v: f"{v['p50_ms']:.0f} ms"),
+    ("p90", lambda v: f"{v['p90_ms']:.0f} ms"),
+    ("characters shown at the first ghost text (p50)", lambda v: f"{v['chars_first_p50']:.0f}"),
+    ("last key -> first whole line p50", lambda v: f"{v['whole_line_p50_ms']:.0f} ms"),
+    ("prompt tokens evaluated / burst", lambda v: f"{v['prompt_tokens_per_burst']:.0f}"),
+    ("tokens generated / burst", lambda v: f"{v['tokens_generated_per_burst']:.0f}"),
+    ("requests / burst", lambda v: f"{v['requests_per_burst']:.1f}"),
+    ("warm-ups / burst", lambda v: f"{v['warmups_per_burst']:.1f}"),
+    ("bursts without a suggestion", lambda v: f"{v['missing']} of {v['bursts']}"),
+    ("server prompt tokens/s (median)", lambda v: f"{v['prompt_tps']:.0f}"),
+    ("server generated tokens/s (median)", lambda v: f"{v['gen_tps']:.0f}"),
+]
+
+
+def table(doc: dict[str, Any], launch: str) -> str:
+    """One launch's table: a column per client and rest."""
+    entries = {k: v for k, v in doc["variants"].items() if v["launch"] == launch}
+    floors = doc["servers"][launch]["floors"]
+    head = ["", *(f"{v['client']}, rest {v['rest']:g} s" for v in entries.values())]
+    body = [[name, *(fmt(v["summary"]) for v in entries.values())] for name, fmt in ROWS]
     widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
     line = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |"  # noqa: E731
-    return "\n".join([line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, body)])
+    server = doc["servers"][launch]
+    return "\n".join([
+        f"### {launch}: {server['kind']} {' '.join(server['argv'])}",
+        f"slots: {server.get('slots') or '-'}; floors on this server: cached 6-token request "
+        f"{floors['cached_6_ms']:.0f} ms, first token with the prompt cached {floors['first_token_ms']:.0f} ms",
+        "", line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, body)])
 
 
 def verdicts(doc: dict[str, Any]) -> list[str]:
-    """The design's real-size budgets for the measured checkout (the first variant)."""
-    label = next(iter(doc["variants"]))
-    v = doc["variants"][label]
-    s = v["summary"]
-    rows = [("last key -> ghost text p50 <= 600 ms", f"{s['p50_ms']:.0f} ms", s["p50_ms"] <= 600),
-            ("last key -> ghost text p90 <= 1.5 s", f"{s['p90_ms']:.0f} ms", s["p90_ms"] <= 1500)]
-    if "minuet" in doc["variants"]:
-        m = doc["variants"]["minuet"]["summary"]["p50_ms"]
-        rows.append(("p50 at least 4 x sooner than minuet's", f"{m / s['p50_ms']:.1f} x", m >= 4 * s["p50_ms"]))
-    stats = v.get("stats")
-    ctx = (stats.get("sizing") or {}).get("context") or {} if isinstance(stats, dict) else {}
-    if ctx.get("chars"):
-        rows.append(("context around the cursor >= 512 characters", f"{ctx['chars']} characters ({ctx.get('lines_before')}"
-                     f" lines above, {ctx.get('window_tokens')} tokens)", ctx["chars"] >= 512))
-    return [f"{'PASS' if ok else 'FAIL'}  {what}: {value}" for what, value, ok in rows]
+    """The issue's targets, per launch and rest, for this checkout against minuet at its defaults."""
+    out = []
+    by: dict[tuple[str, float], dict[str, Any]] = {}
+    for v in doc["variants"].values():
+        by.setdefault((v["launch"], v["rest"]), {})[v["client"]] = v["summary"]
+    for (launch, rest), clients in by.items():
+        s = clients.get("this")
+        if s is None:
+            continue
+        rows = [("p50 <= 600 ms", f"{s['p50_ms']:.0f} ms", s["p50_ms"] <= 600),
+                ("p90 <= 1.5 s", f"{s['p90_ms']:.0f} ms", s["p90_ms"] <= 1500)]
+        m = clients.get("minuet")
+        if m:
+            rows += [("p50 <= minuet's p50 / 5", f"{s['p50_ms']:.0f} vs {m['p50_ms']:.0f} ms",
+                      s["p50_ms"] * 5 <= m["p50_ms"]),
+                     ("p90 <= minuet's p50 / 2.5", f"{s['p90_ms']:.0f} vs {m['p50_ms']:.0f} ms",
+                      s["p90_ms"] * 2.5 <= m["p50_ms"])]
+        out += [f"{'PASS' if ok else 'FAIL'}  {launch}, rest {rest:g} s: {what}: {value}" for what, value, ok in rows]
+    one = {rest: c["this"]["p50_ms"] for (launch, rest), c in by.items() if launch == "np1" and "this" in c}
+    for (launch, rest), c in by.items():
+        if launch == "defaults" and "this" in c and rest in one:
+            p = c["this"]["p50_ms"]
+            out.append(f"{'PASS' if p <= 1.25 * one[rest] else 'FAIL'}  defaults within 25 % of -np 1, rest {rest:g} s: "
+                       f"{p:.0f} vs {one[rest]:.0f} ms")
+    return out
+
+
+def run_bursts(variants: list[Variant], plan: list[tuple[str, int, int]]) -> None:
+    """Every variant types every burst of `plan`, interleaved burst by burst; the first burst
+    starts the host and fills the cache and is not measured."""
+    for n, (kind, buf, row) in enumerate(plan):
+        for v in variants:
+            s = v.burst(kind, buf, row, TEXTS[n % len(TEXTS)])
+            if n == 0:
+                v.samples.clear()
+            lat = "none" if s["latency_ms"] is None else f"{s['latency_ms']:.0f} ms"
+            log(f"[{v.server.launch} {v.label} rest {v.rest:g}] {'warm-up' if n == 0 else n}: {kind} "
+                f"({MODULES[buf]}:{row}) -> {lat}, {s['chars_first'] or 0} chars, {s['prompt_tokens']:.0f} prompt / "
+                f"{s['tokens_generated']:.0f} generated tokens, {s['requests']} requests, {s['warmups']} warm-ups, "
+                f"server {s['prompt_tps'] or 0:.0f} / {s['gen_tps'] or 0:.0f} tokens/s")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--bursts", type=int, default=12, help="measured bursts per checkout")
+    ap.add_argument("--bursts", type=int, default=10, help="measured bursts per variant")
+    ap.add_argument("--launch", default="defaults,np1",
+                    help=f"comma-separated servers, each a table: {', '.join(S.LAUNCHES)} (see bench/servers.py)")
+    ap.add_argument("--rest", default="0,0.6", help="comma-separated rests before typing, in seconds")
     ap.add_argument("--plugin-root", type=Path, default=H.REPO, help="the checkout measured (default: this one)")
     ap.add_argument("--compare", type=Path, action="append", default=[],
                     help="another checkout measured in the same run, burst by burst (e.g. the 'before')")
     ap.add_argument("--minuet", type=Path, default=None,
-                    help="a minuet-ai.nvim checkout, measured in the same run with its README's settings for a local"
-                         " llama-server (context_window 512)")
+                    help="a minuet-ai.nvim checkout, measured in the same run at its README's settings for a local"
+                         " llama-server and tuned for speed")
     ap.add_argument("--shape", default="qwen2.5-coder-0.5b")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--ctx", type=int, default=8192, help="tokens per slot (backends.NAME.server.context_tokens)")
-    # one slot unless asked: the budgets compare with -np 1 (the users' recipe gives 2)
-    ap.add_argument("--parallel", type=int, default=1, help="llama-server slots (backends.NAME.server.parallel)")
+    ap.add_argument("--ctx", type=int, default=8192, help="the server's -c / --max-model-len")
     ap.add_argument("--server-arg", action="append", default=[], metavar="ARG",
-                    help="one more llama-server argument, repeated for each (e.g. --server-arg=-ngl --server-arg=99 "
-                         "on a GPU build)")
+                    help="one more server argument, repeated for each (e.g. --server-arg=-ngl --server-arg=99)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
-
-    model = ensure_model(args.shape)
-    binary = find_llama_server()
-    if not binary:
-        raise SystemExit("llama-server not found: run `make venv`")
+    launches = [x for x in args.launch.split(",") if x]
+    rests = [float(x) for x in args.rest.split(",") if x]
+    if bad := [x for x in launches if x not in S.LAUNCHES]:
+        raise SystemExit(f"unknown --launch {bad}: one of {', '.join(S.LAUNCHES)}")
     nvim_bin = H.nvim_binary()
-    roots = [("this" if args.plugin_root == H.REPO else str(args.plugin_root), args.plugin_root.resolve())]
-    roots += [(str(p), p.resolve()) for p in args.compare]
+    clients: list[tuple[str, Path]] = [("this" if args.plugin_root == H.REPO else str(args.plugin_root),
+                                        args.plugin_root.resolve())]
+    clients += [(str(p), p.resolve()) for p in args.compare]
     if args.minuet:
-        roots.append(("minuet", args.minuet.resolve()))
-    doc: dict[str, Any] = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "model": str(model), "shape": args.shape,
-                           "typing": {"keys": 8, "interval_ms": INTERVAL_MS, "rest_s": REST_S}, "variants": {}}
+        if not (args.minuet / "lua" / "minuet").is_dir():
+            raise SystemExit(f"--minuet {args.minuet}: not a minuet-ai.nvim checkout (no lua/minuet)")
+        clients += [("minuet", args.minuet.resolve()), ("minuet tuned", args.minuet.resolve())]
+    else:
+        log("no --minuet checkout given: measuring the plugin alone (a snapshot of minuet-ai.nvim, e.g. from the"
+            " `fetch` tool, goes in --minuet DIR)")
+    doc: dict[str, Any] = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "shape": args.shape,
+                           "typing": {"keys": 8, "interval_ms": INTERVAL_MS, "rests_s": rests},
+                           "servers": {}, "variants": {}}
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    floor_text = (stdlib / "textwrap.py").read_text()
     with tempfile.TemporaryDirectory(prefix="lc-bench-real-") as tmp:
         work = Path(tmp)
-        stdlib = Path(sysconfig.get_paths()["stdlib"])
-        variants: list[Variant] = []
-        try:
-            for i, (label, root) in enumerate(roots):
-                vdir = work / f"v{i}"
-                vdir.mkdir()
-                files = [vdir / m for m in MODULES]
-                for f, m in zip(files, MODULES):
-                    shutil.copy(stdlib / m, f)
-                # the users' recipe, threads included (llama.cpp's own choice, as users get it)
-                options = ServerOptions(context_tokens=args.ctx, parallel=args.parallel,
-                                        extra_args=[*SERVER_FLAGS, *args.server_arg])
-                server = LlamaServer.for_model(model, binary=binary, options=options, log_file=vdir / "server.log")
-                server.start(180)
-                doc["variants"][label] = {"root": str(root), "server": server.argv[1:], "floor_start": floor_ms(server.url)}
-                manifest = register(nvim_bin, root, vdir / "rplugin.vim") if label != "minuet" else vdir / "none.vim"
-                env = H.nvim_env(vdir, manifest)
-                if label == "minuet":
-                    nvim = start_peer(nvim_bin, root, env, server.url)
-                else:
-                    nvim = start_nvim(nvim_bin, root, manifest, env, {"backends": {"llama.cpp": {"url": server.url}}})
-                for f in reversed(files):
-                    nvim.command(f"edit {f}")
-                v = (PeerVariant if label == "minuet" else Variant)(label, root, server, nvim, files)
-                variants.append(v)
-            sizes = {i: len(Path(variants[0].files[i]).read_text().splitlines()) for i in range(2)}
-            plan = moves(args.bursts + 1, args.seed, sizes)
-            for n, (kind, buf, row) in enumerate(plan):
-                for v in variants:
-                    s = v.burst(kind, buf, row, TEXTS[n % len(TEXTS)])
-                    if n == 0:
-                        v.samples.clear()  # the first burst starts the host and fills the cache: not measured
-                    lat = "none" if s["latency_ms"] is None else f"{s['latency_ms']:.0f} ms"
-                    log(f"[{v.label}] {'warm-up' if n == 0 else n}: {kind} ({MODULES[buf]}:{row}) -> {lat}, "
-                        f"{s['prompt_tokens']:.0f} prompt / {s['tokens_generated']:.0f} generated tokens, "
-                        f"{s['requests']} requests, {s['warmups']} warm-ups, server "
-                        f"{s['prompt_tps'] or 0:.0f} / {s['gen_tps'] or 0:.0f} tokens/s")
-            for v in variants:
+        manifests: dict[Path, Path] = {}
+        sizes = {i: len((stdlib / m).read_text().splitlines()) for i, m in enumerate(MODULES)}
+        plan = moves(args.bursts + 1, args.seed, sizes)
+        n = 0
+
+        def variant(label: str, root: Path, rest: float, server: S.BenchServer) -> Variant:
+            nonlocal n
+            n += 1
+            vdir = work / f"v{n}"
+            vdir.mkdir()
+            files = [vdir / m for m in MODULES]
+            for f, m in zip(files, MODULES):
+                shutil.copy(stdlib / m, f)
+            peer = label.startswith("minuet")
+            if not peer and root not in manifests:
+                manifests[root] = register(nvim_bin, root, work / f"rplugin-{len(manifests)}.vim")
+            env = H.nvim_env(vdir, manifests.get(root, vdir / "none.vim"))
+            if peer:
+                nvim = start_peer(nvim_bin, root, env, server, tuned=label.endswith("tuned"))
+            else:
+                nvim = start_nvim(nvim_bin, root, manifests[root], env, server.backend())
+            for f in reversed(files):
+                nvim.command(f"edit {f}")
+            return (PeerVariant if peer else Variant)(label, rest, server, nvim, files)
+
+        def record(v: Variant) -> None:
+            with contextlib.suppress(Exception):
                 v.nvim.exec_lua("vim.cmd('stopinsert')")
-                entry = doc["variants"][v.label]
-                entry["floor_end"] = floor_ms(v.server.url)
-                entry["samples"] = v.samples
-                entry["summary"] = summary(v.samples)
-                entry["summary"]["floor_ms"] = min(entry["floor_start"]["p50_ms"], entry["floor_end"]["p50_ms"])
+            stats: Any = None
+            try:
+                stats = v.counters() if isinstance(v, PeerVariant) else v.nvim.call("LocalCopilotCall", "status")["stats"]
+            except Exception as exc:  # noqa: BLE001
+                stats = repr(exc)
+            doc["variants"][f"{v.server.launch}: {v.label}, rest {v.rest:g} s"] = {
+                "launch": v.server.launch, "client": v.label, "rest": v.rest, "samples": v.samples,
+                "summary": summary(v.samples), "stats": stats}
+
+        def describe(server: S.BenchServer) -> None:
+            doc["servers"][server.launch] = {"kind": server.kind, "argv": server.argv, "slots": S.slots_of(server),
+                                             "floors": server.floors(floor_text)}
+
+        for launch in launches:
+            if launch.startswith("vllm"):
+                # one server for the clients, one after the other, its prefix cache emptied between
+                server = S.start(launch, workdir=work, ctx=args.ctx, shape=args.shape, extra=args.server_arg)
                 try:
-                    entry["stats"] = v.counters() if isinstance(v, PeerVariant) else \
-                        v.nvim.call("LocalCopilotCall", "status")["stats"]
-                except Exception as exc:  # noqa: BLE001
-                    entry["stats"] = repr(exc)
-        finally:
-            for v in variants:
-                with contextlib.suppress(Exception):
-                    v.nvim.close()
-                v.server.stop()
-    print(table(doc))
-    print()
+                    describe(server)
+                    for label, root in clients:
+                        for rest in rests:
+                            server.reset_cache()
+                            v = variant(label, root, rest, server)
+                            try:
+                                run_bursts([v], plan)
+                                record(v)
+                            finally:
+                                with contextlib.suppress(Exception):
+                                    v.nvim.close()
+                finally:
+                    server.stop()
+                continue
+            variants: list[Variant] = []
+            try:
+                for label, root in clients:
+                    for rest in rests:
+                        server = S.start(launch, workdir=work, ctx=args.ctx, shape=args.shape, extra=args.server_arg)
+                        if launch not in doc["servers"]:
+                            describe(server)
+                        variants.append(variant(label, root, rest, server))
+                run_bursts(variants, plan)
+                for v in variants:
+                    record(v)
+            finally:
+                for v in variants:
+                    with contextlib.suppress(Exception):
+                        v.nvim.close()
+                    v.server.stop()
+    for launch in launches:
+        print(table(doc, launch))
+        print()
     for line in verdicts(doc):
         print(line)
     out = args.out or RESULTS / f"real-{time.strftime('%Y%m%d-%H%M%S')}.json"

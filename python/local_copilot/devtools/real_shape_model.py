@@ -28,13 +28,14 @@ import sysconfig
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from .tiny_model import QWEN2_SPLIT, SPECIALS
 
 __all__ = ["Shape", "SHAPES", "QWEN_SPECIAL_IDS", "cache_dir", "model_path", "train_vocab", "write_real_gguf",
-           "ensure_model"]
+           "ensure_model", "write_real_hf_dir", "ensure_hf_model"]
 
 
 @dataclass(frozen=True)
@@ -239,6 +240,126 @@ def ensure_model(shape: str = "qwen2.5-coder-0.5b", seed: int = 0, out: Path | N
         print(f"generating {path} (BPE on the standard library, random Q8_0 weights) ...", file=sys.stderr, flush=True)
     bpe, merges = train_vocab(python_sources())
     return write_real_gguf(path, SHAPES[shape], bpe, merges, seed)
+
+
+def hf_dir_path(shape: str, seed: int = 0) -> Path:
+    return cache_dir() / f"{shape}-shape-random-bf16-s{seed}"
+
+
+def _bf16(a: np.ndarray) -> bytes:
+    """float32 -> bfloat16 bytes (the upper half of each float, rounded to nearest even)."""
+    bits = np.ascontiguousarray(a, dtype="<f4").view("<u4")
+    bits = bits + 0x7FFF + ((bits >> 16) & 1)
+    return (bits >> 16).astype("<u2").tobytes()
+
+
+def _hf_tensors(shape: Shape, rng: np.random.Generator, unused: np.ndarray) -> Iterator[tuple[str, tuple[int, ...], Any]]:
+    """(name, shape, make) in Qwen2's HF naming; make() draws the float32 values when written."""
+    head_dim = shape.n_embd // shape.n_head
+    q_out, kv_out = shape.n_head * head_dim, shape.n_head_kv * head_dim
+    out_norm = LOGIT_STD / (WEIGHT_STD * np.sqrt(shape.n_embd))
+
+    def normal(*dims: int) -> Any:
+        return lambda: rng.normal(0.0, WEIGHT_STD, dims).astype(np.float32)
+
+    def embedding() -> np.ndarray:
+        e = rng.normal(0.0, WEIGHT_STD, (shape.n_vocab, shape.n_embd)).astype(np.float32)
+        e[unused] = 0  # as in the GGUF: an unused row's logit 0 never beats a real token's
+        return e
+
+    yield "model.embed_tokens.weight", (shape.n_vocab, shape.n_embd), embedding
+    yield "model.norm.weight", (shape.n_embd,), lambda: np.full(shape.n_embd, out_norm, np.float32)
+    for i in range(shape.n_layer):
+        p = f"model.layers.{i}."
+        yield p + "input_layernorm.weight", (shape.n_embd,), lambda: np.ones(shape.n_embd, np.float32)
+        yield p + "post_attention_layernorm.weight", (shape.n_embd,), lambda: np.ones(shape.n_embd, np.float32)
+        yield p + "self_attn.q_proj.weight", (q_out, shape.n_embd), normal(q_out, shape.n_embd)
+        yield p + "self_attn.q_proj.bias", (q_out,), normal(q_out)
+        yield p + "self_attn.k_proj.weight", (kv_out, shape.n_embd), normal(kv_out, shape.n_embd)
+        yield p + "self_attn.k_proj.bias", (kv_out,), normal(kv_out)
+        yield p + "self_attn.v_proj.weight", (kv_out, shape.n_embd), normal(kv_out, shape.n_embd)
+        yield p + "self_attn.v_proj.bias", (kv_out,), normal(kv_out)
+        yield p + "self_attn.o_proj.weight", (shape.n_embd, q_out), normal(shape.n_embd, q_out)
+        yield p + "mlp.gate_proj.weight", (shape.n_ff, shape.n_embd), normal(shape.n_ff, shape.n_embd)
+        yield p + "mlp.up_proj.weight", (shape.n_ff, shape.n_embd), normal(shape.n_ff, shape.n_embd)
+        yield p + "mlp.down_proj.weight", (shape.n_embd, shape.n_ff), normal(shape.n_embd, shape.n_ff)
+
+
+def write_real_hf_dir(path: Path, shape: Shape, bpe: list[str], merges: list[str], seed: int = 0) -> Path:
+    """The same shape as an HF checkpoint directory for vLLM (random bf16 weights, the same
+    trained vocabulary with Qwen's specials at Qwen's ids, tied embeddings), written atomically."""
+    import json
+    import struct
+
+    import gguf
+
+    toks, types = full_vocab(bpe, shape.n_vocab)
+    unused = np.array([t == int(gguf.TokenType.UNUSED) for t in types])
+    rng = np.random.default_rng(seed)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.mkdir(parents=True, exist_ok=True)
+    eos = QWEN_SPECIAL_IDS["<|endoftext|>"]
+    config = {
+        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "vocab_size": shape.n_vocab,
+        "hidden_size": shape.n_embd, "intermediate_size": shape.n_ff, "num_hidden_layers": shape.n_layer,
+        "num_attention_heads": shape.n_head, "num_key_value_heads": shape.n_head_kv, "hidden_act": "silu",
+        "max_position_embeddings": shape.n_ctx, "max_window_layers": shape.n_layer, "use_sliding_window": False,
+        "sliding_window": None, "rms_norm_eps": 1e-6, "rope_theta": shape.rope_theta, "attention_dropout": 0.0,
+        "initializer_range": WEIGHT_STD, "tie_word_embeddings": True, "use_cache": True,
+        "torch_dtype": "bfloat16", "dtype": "bfloat16", "bos_token_id": eos, "eos_token_id": eos,
+    }
+    byte_level = {"add_prefix_space": False, "trim_offsets": False, "use_regex": False}
+    tokenizer = {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+                          "normalized": False, "special": True} for t, i in sorted(QWEN_SPECIAL_IDS.items(),
+                                                                                    key=lambda kv: kv[1])],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": QWEN2_SPLIT}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", **byte_level}]},
+        "post_processor": {"type": "ByteLevel", **byte_level},
+        "decoder": {"type": "ByteLevel", **byte_level},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
+                  "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": {t: i for i, t in enumerate(bpe)}, "merges": merges},
+    }
+    tok_config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": None, "eos_token": "<|endoftext|>",
+                  "pad_token": "<|endoftext|>", "unk_token": None, "add_bos_token": False,
+                  "clean_up_tokenization_spaces": False, "model_max_length": shape.n_ctx}
+    for name, obj in (("config.json", config), ("generation_config.json", {"bos_token_id": eos, "eos_token_id": eos}),
+                      ("tokenizer.json", tokenizer), ("tokenizer_config.json", tok_config)):
+        (tmp / name).write_text(json.dumps(obj, ensure_ascii=False))
+    tensors = list(_hf_tensors(shape, rng, unused))
+    header: dict[str, object] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for name, dims, _ in tensors:
+        size = 2 * int(np.prod(dims))
+        header[name] = {"dtype": "BF16", "shape": list(dims), "data_offsets": [offset, offset + size]}
+        offset += size
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(tmp / "model.safetensors", "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h)
+        for _, _, make in tensors:  # one tensor in memory at a time
+            f.write(_bf16(make()))
+    if path.exists():
+        import shutil
+
+        shutil.rmtree(path)
+    os.replace(tmp, path)
+    return path
+
+
+def ensure_hf_model(shape: str = "qwen2.5-coder-0.5b", seed: int = 0, log: bool = True) -> Path:
+    """The cached HF directory for vLLM, generated first when it is missing."""
+    path = hf_dir_path(shape, seed)
+    if (path / "model.safetensors").exists():
+        return path
+    if log:
+        print(f"generating {path} (BPE on the standard library, random bf16 weights) ...", file=sys.stderr, flush=True)
+    bpe, merges = train_vocab(python_sources())
+    return write_real_hf_dir(path, SHAPES[shape], bpe, merges, seed)
 
 
 def main(argv: list[str] | None = None) -> int:
