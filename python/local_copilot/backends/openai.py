@@ -104,11 +104,14 @@ class OpenAIBackend(HttpBackend):
             self._resolved = True
         return self.template
 
+    METRICS_TIMEOUT_S = 2.0  # a server whose /metrics does not answer is taken at vLLM's default
+
     async def _vllm_prefix_caching(self) -> bool:
         """Whether vLLM keeps prompt blocks between requests: its /metrics `cache_config_info`
         says (`--no-enable-prefix-caching` turns it off); its default, on, where it does not."""
         try:
-            resp = await self.client.get(self.base + "/metrics", headers=auth_headers(self.cfg))
+            resp = await self.client.get(self.base + "/metrics", headers=auth_headers(self.cfg),
+                                         timeout=self.METRICS_TIMEOUT_S)
         except httpx.HTTPError:
             return True
         found = _PREFIX_CACHING.search(resp.text) if resp.status_code == 200 else None
