@@ -83,6 +83,12 @@ class Backend(Protocol):
         ...
 
     @property
+    def clock_timed(self) -> bool:
+        """Whether the server counts tokens but says no times, so the client's clock times its
+        answers (prompt/speed.py, observe_client)."""
+        ...
+
+    @property
     def continues(self) -> bool:
         """Whether a request can continue a text: the prompt ends with the start of the middle,
         so the same prompt plus the text so far asks for what follows it (staged requests)."""
@@ -224,6 +230,7 @@ class HttpBackend:
     # llama.cpp's n_predict 0 evaluates the prompt only; OpenAI's max_tokens 0 is refused by vLLM
     # and Ollama's num_predict 0 means its default: no warm-up there
     warms = False
+    clock_timed = False
     # the prompt style (prompt/styles.py) and why, as decided when the server was probed
     style = "fim"
     style_reason = ""

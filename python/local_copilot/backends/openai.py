@@ -86,6 +86,10 @@ class OpenAIBackend(HttpBackend):
     def counts_full_prompt(self) -> bool:
         return self.style != "chat"  # a chat prompt holds the conversation around the code
 
+    @property
+    def probed(self) -> bool:
+        return self._resolved and self.model is not None
+
     async def context_limit(self) -> int | None:
         await self.ensure_ready()
         return self.model.n_ctx if self.model else None
@@ -213,6 +217,8 @@ class OpenAIBackend(HttpBackend):
 
     # one request with `n` candidates; llama.cpp and Ollama get one request per candidate
     supports_n = True
+    # OpenAI's usage counts tokens, with no times
+    clock_timed = True
 
     def decode(self, payload: bytes) -> Chunk:
         if payload == b"[DONE]":

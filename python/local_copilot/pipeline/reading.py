@@ -123,6 +123,10 @@ class Reader:
         ended = False  # the post-processor found the suggestion complete
         last: Result | None = None  # the final pass over the server's whole answer
         answered = False
+        # the client's own clock times servers that do not say how long they took (vLLM's
+        # usage has the counts only); a request that waited on probing the server first would
+        # read as a slow prompt
+        clock = backend.clock_timed and backend.probed
         try:
             exchange = await backend.exchange(req)  # probes the server first if need be
             whole = exchange.answer_now()
@@ -144,7 +148,8 @@ class Reader:
                         count = max_chunks - chunks
                     chunks += count
                 if chunk.timings or chunk.prompt_tokens or chunk.slot is not None:
-                    said = self._account(req, chunk, prep.snap.buf)
+                    timed = (started, first_token or time.perf_counter()) if clock else None
+                    said = self._account(req, chunk, prep.snap.buf, timed)
                     if said is not None:
                         generated = said
                 if text and first_token is None:
@@ -220,15 +225,22 @@ class Reader:
         texts = [process(raw, prep.pctx, final=True).text for raw in raws]
         return Completion(texts[0], raws[0], "end", prepared=prep, sent=req, texts=texts)
 
-    def _account(self, req: FimRequest, chunk: Chunk, buf: int) -> float | None:
+    def _account(self, req: FimRequest, chunk: Chunk, buf: int,
+                 timed: tuple[float, float] | None = None) -> float | None:
         """The server's counters on a chunk of `buf`'s request: its speed, the prompt's size in
-        tokens (for the estimator), the slot that ran it. Returns the tokens it generated, when
-        it says."""
+        tokens (for the estimator), the slot that ran it. `timed`: when the request was sent
+        and its first token came, for a server whose counters carry no times. Returns the
+        tokens it generated, when it says."""
         assert self.backend is not None
         generated = None
         if chunk.slot is not None:
             self.prompts.slots.learn(buf, chunk.slot)
-        if chunk.timings:
+        if chunk.timings and "prompt_ms" not in chunk.timings and timed is not None:
+            sent, first = timed
+            now = time.perf_counter()
+            self.prompts.speed.observe_client({**chunk.timings, "prompt_ms": (first - sent) * 1000.0,
+                                               "predicted_ms": (now - first) * 1000.0})
+        elif chunk.timings:
             self.prompts.speed.observe(chunk.timings)
         if chunk.timings and "predicted_n" in chunk.timings:
             generated = chunk.timings["predicted_n"]
