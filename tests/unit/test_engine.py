@@ -51,12 +51,13 @@ async def test_a_newer_snapshot_cancels_the_older_stream(fake: Any) -> None:
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}}))
     engine.ghost.submit(snap(1))
     await wait_until(lambda: editor.plans)
+    first = engine.buffers[snap(1).buf].task
+    assert first is not None
     engine.ghost.submit(snap(2, "x = 1"))
-    await wait_until(lambda: server.disconnects >= 1)
-    await asyncio.sleep(0.1)
+    await wait_until(lambda: server.disconnects >= 1 and first.done())  # the stream closed, its task wound down
     # nothing more arrives for the cancelled request
     count = sum(1 for p in editor.plans if p.seq == 1)
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(0.2)  # the thing under test: a while in which seq 1's stream would have gone on
     assert sum(1 for p in editor.plans if p.seq == 1) == count
     assert engine.stats["cancels"] == 1
     await engine.close()
