@@ -20,7 +20,6 @@ from local_copilot.core import Core
 from local_copilot.errors import ConfigError
 from local_copilot.health.report import Report, Section, collect
 from local_copilot.instruct.prompt import EditSpec
-from local_copilot.instruct.runner import EditUpdate
 from local_copilot.servers.backend_manager import _healthy
 from local_copilot.snapshot import Snapshot
 from local_copilot.transport.streaming import NDJSONParser, SSEParser
@@ -202,21 +201,6 @@ def fake_openai(path: str, body: dict[str, Any]) -> tuple[int, list[Step]]:
     return 404, [b'{"error": "not found"}']
 
 
-class EditsEditor(RecordingEditor):
-    """Also records instruction edits' updates and the next edits shown."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.edits: list[EditUpdate] = []
-        self.next_edits: list[dict[str, Any]] = []
-
-    def edit_update(self, update: EditUpdate) -> None:
-        self.edits.append(update)
-
-    def show_next_edit(self, plan: dict[str, Any]) -> None:
-        self.next_edits.append(plan)
-
-
 def section(report: Report, name: str) -> Section:
     return next(s for s in report.sections if s.name == name)
 
@@ -234,7 +218,7 @@ async def test_a_kind_on_openai_formats_completes_edits_and_suggests_next_edits(
     server = FakeServer(fake_openai)
     raw = {"backend": "mine", "backends": {"mine": {"kind": "toy-openai", "url": server.url, "model": TOY_MODEL}},
            "next_edit": {"enabled": True}}
-    editor = EditsEditor()
+    editor = RecordingEditor()
     engine = Core(editor)
     try:
         engine.configure(load_config(raw))
@@ -258,7 +242,7 @@ async def test_a_kind_on_openai_formats_completes_edits_and_suggests_next_edits(
                                            path="calc.py"))
         await wait_until(lambda: bool(editor.next_edits))
         shown = editor.next_edits[0]
-        assert (shown["row"], shown["text"]) == (1, "idth")
+        assert (shown.row, shown.text) == (1, "idth")
         raw_body = [b for p, b in server.requests if p == "/v1/completions" and "suffix" not in b][0]
         assert raw_body["temperature"] == 0.0 and raw_body["stop"] == [">>>>>>> UPDATED"]
         assert not editor.notes, editor.notes
