@@ -69,7 +69,7 @@ def _answered(state: BufferState) -> None:
     """The server started answering the buffer's request: it is answered, and stale when a
     newer snapshot waited for that (Engine.submit)."""
     state.unanswered = False
-    if state.waiting is not None:
+    if state.deferred is not None:
         raise Superseded()
 
 
@@ -159,7 +159,7 @@ class Engine:
             # cancelling it now would still cost its prompt evaluation later, one per key.
             # Keep it; when its answer starts it is dropped and this snapshot is sent (the
             # server's queue holds at most one stale request per buffer).
-            state.waiting = snap
+            state.deferred = snap
             state.cancel("speculative")
             self.stats.count("deferred")
             return
@@ -306,7 +306,7 @@ class Engine:
             # snapshot waiting for that one's answer is its to send (it was dropped here)
             return
         state.unanswered = False
-        newer, state.waiting = state.waiting, None
+        newer, state.deferred = state.deferred, None
         if newer is not None:
             self.stats.count("cancels")
             state.start(lambda g: self._suggest(state, newer, g, after_cancel=True))
