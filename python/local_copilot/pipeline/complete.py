@@ -190,8 +190,7 @@ class Pipeline:
             await asyncio.sleep(0)
         for attempt in (1, 2):
             try:
-                prep = self.prompts.prepare(snap, cfg, await backend.context_limit(), backend.stop_strings,
-                                            speculative=ask.speculative, style=backend.style)
+                prep = await self._prepare(backend, cfg, snap, speculative=ask.speculative)
             except (BackendError, ConfigError) as exc:
                 if not quiet:
                     self.reader.failed(exc, counted=False)
@@ -225,11 +224,16 @@ class Pipeline:
         backend, cfg = self.backend, self.config
         assert backend is not None and cfg is not None
         try:
-            prep = self.prompts.prepare(snap, cfg, await backend.context_limit(), backend.stop_strings,
-                                        style=backend.style)
+            prep = await self._prepare(backend, cfg, snap)
         except (BackendError, ConfigError):
             return None
         return self.cache.get(prep.key)
+
+    async def _prepare(self, backend: Backend, cfg: Config, snap: Snapshot, *, speculative: bool = False) -> Prepared:
+        """`snap` as a request to `backend`, fit to its context. Raises what asking the server
+        for its context raises (BackendError), and ConfigError when the context leaves no room."""
+        return self.prompts.prepare(snap, cfg, await backend.context_limit(), backend.stop_strings,
+                                    speculative=speculative, style=backend.style)
 
     def recheck(self, snap: Snapshot, text: str) -> str:
         """`text`, the rest of a suggestion the user typed part of, post-processed again for
