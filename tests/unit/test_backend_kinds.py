@@ -6,7 +6,9 @@ the plugin naming it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -39,9 +41,9 @@ class _Piece(msgspec.Struct):
 _decoder = msgspec.json.Decoder(_Piece)
 
 
-class ToyBackend(HttpBackend):
-    """The toy protocol: POST /toy/fill {before, after, max} -> NDJSON {"text"} lines, then
-    {"end": true}; GET /toy/ready answers 200 once it serves."""
+class _Toy(HttpBackend):
+    """What both toy kinds keep at its simplest: no stop strings, one candidate per request,
+    no continuation, no context length known."""
 
     stop_strings: tuple[str, ...] = ()
     supports_n = False
@@ -50,6 +52,20 @@ class ToyBackend(HttpBackend):
 
     async def context_limit(self) -> int | None:
         return None
+
+
+@contextlib.contextmanager
+def registered(kind: registry.Kind) -> Iterator[registry.Kind]:
+    """`kind` in the registry for one test, as a kind's module registers it at import."""
+    try:
+        yield registry.register(kind)
+    finally:
+        registry._KINDS.pop(kind.name, None)
+
+
+class ToyBackend(_Toy):
+    """The toy protocol: POST /toy/fill {before, after, max} -> NDJSON {"text"} lines, then
+    {"end": true}; GET /toy/ready answers 200 once it serves."""
 
     def wire(self, req: FimRequest) -> Wire:
         body = {"before": req.prefix + req.middle, "after": req.suffix, "max": req.n_predict}
@@ -61,11 +77,10 @@ class ToyBackend(HttpBackend):
 
 
 @pytest.fixture()
-def toy_kind() -> Any:
-    kind = registry.register(registry.Kind(name="toy", dialect=ToyBackend, default_url="http://127.0.0.1:9",
-                                           ready_path="/toy/ready"))
-    yield kind
-    registry._KINDS.pop("toy", None)
+def toy_kind() -> Iterator[registry.Kind]:
+    with registered(registry.Kind(name="toy", dialect=ToyBackend, default_url="http://127.0.0.1:9",
+                                  ready_path="/toy/ready")) as kind:
+        yield kind
 
 
 def toy_script(path: str, body: dict[str, Any]) -> tuple[int, list[Any]]:
@@ -147,18 +162,10 @@ class _Event(msgspec.Struct):
 _events = msgspec.json.Decoder(_Event)
 
 
-class ToyOpenAIBackend(HttpBackend):
+class ToyOpenAIBackend(_Toy):
     """A kind the plugin knows nothing of, on OpenAI's `/v1/completions`: {model, prompt,
     suffix, max_tokens, stream} -> SSE events with `choices[].text`, then `data: [DONE]`; a raw
     completion (next edits) is the same request without a suffix."""
-
-    stop_strings: tuple[str, ...] = ()
-    supports_n = False
-    continues = False
-    counts_full_prompt = False
-
-    async def context_limit(self) -> int | None:
-        return None
 
     def wire(self, req: FimRequest) -> Wire:
         body = {"model": self.cfg.model, "prompt": req.prefix + req.middle, "suffix": req.suffix,
@@ -178,12 +185,11 @@ class ToyOpenAIBackend(HttpBackend):
 
 
 @pytest.fixture()
-def toy_openai_kind() -> Any:
+def toy_openai_kind() -> Iterator[registry.Kind]:
     # the chat dialect for instruction edits is the registry's record too
-    kind = registry.register(registry.Kind(name="toy-openai", dialect=ToyOpenAIBackend,
-                                           default_url="http://127.0.0.1:9", ready_path="/v1/models", chat=ChatBackend))
-    yield kind
-    registry._KINDS.pop("toy-openai", None)
+    with registered(registry.Kind(name="toy-openai", dialect=ToyOpenAIBackend, default_url="http://127.0.0.1:9",
+                                  ready_path="/v1/models", chat=ChatBackend)) as kind:
+        yield kind
 
 
 def fake_openai(path: str, body: dict[str, Any]) -> tuple[int, list[Step]]:
