@@ -20,7 +20,7 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from .ghost import eager as _eager
+from . import eager as _eager
 from .snapshot import Snapshot
 
 __all__ = ["BufferState", "Typing"]
@@ -89,7 +89,7 @@ class BufferState:
     def start(self, run: Callable[[int], Coroutine[Any, Any, None]], *, eager: bool = False) -> None:
         """Run `run(number)` as the suggestion's request (the one before must be done or
         cancelled); `number` is what owns() asks of it. `eager`: stepped right here, up to its
-        first wait (ghost/eager.py)."""
+        first wait (eager.py)."""
         self.generation += 1
         number = self.generation
         self.task = None

@@ -21,9 +21,9 @@ from .instruct.runner import EditRunner
 from .next_edit.request import NextEdits
 from .notify import Episodes
 from .pipeline.complete import Pipeline
+from .pipeline.prepare import Preparer
 from .pipeline.reading import Reader
 from .privacy.policy import Gate
-from .prompt.prepare import Preparer
 from .stats import Stats
 from .transport.access import async_client
 from .updates import Editor, notices
@@ -40,7 +40,7 @@ class Core:
         self.stats = Stats()
         # failure messages, one per episode of each backend (shared with next edits)
         self.episodes = Episodes(notices(editor))
-        self.prompts = Preparer()  # snapshots into requests (prompt/prepare.py)
+        self.prompts = Preparer()  # snapshots into requests (pipeline/prepare.py)
         self.privacy = Gate(editor, self.prompts.ring)  # what may be sent (privacy/policy.py)
         reader = Reader(editor, self.prompts, self.stats, self.episodes.of(""))
         self.pipeline = Pipeline(self.prompts, reader, self.stats, self.episodes)

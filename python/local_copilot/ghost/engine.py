@@ -25,6 +25,7 @@ import asyncio
 from collections.abc import Callable
 from functools import partial
 
+from .. import eager
 from ..buffer_state import KEYSTROKE, BufferState
 from ..config import Config
 from ..pipeline.complete import Ask, Completion, Pipeline
@@ -33,7 +34,6 @@ from ..privacy.policy import Gate
 from ..snapshot import Snapshot, char_to_byte_col
 from ..stats import Stats
 from ..updates import Editor, Render, RenderPlan
-from . import eager
 from .render import candidate
 
 __all__ = ["Editor", "Engine", "accepted_snapshot"]

@@ -19,10 +19,10 @@ from ..backends.exchange import Exchange
 from ..errors import BackendError, ConfigError, ModelLoading, ServerError, ServerHeld
 from ..log import log
 from ..notify import EpisodeNotifier
-from ..prompt.prepare import Prepared, Preparer
 from ..stats import Stats
 from ..updates import BackendState, Editor
 from .postprocess import Result, process
+from .prepare import Prepared, Preparer
 
 __all__ = ["Completion", "PromptTooLong", "Reader", "Stop"]
 
