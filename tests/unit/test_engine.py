@@ -123,7 +123,7 @@ async def test_keys_while_the_server_has_not_answered_queue_one_request_not_one_
     for seq in range(1, 7):
         line += "a"
         engine.ghost.submit(snap(seq, line))
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # the typing pace (the thing under test): keys faster than the server answers
     await wait_until(lambda: any(p.final and p.seq == 6 for p in editor.plans))
     sent = [b["prompt"] for p, b in server.requests if p == "/infill"]
     assert sent == ["x = a", "x = aaaaaa"], sent  # the first, then straight to the newest
