@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from local_copilot.config import load_config
-from local_copilot.prompt.prepare import Preparer
+from local_copilot.pipeline.prepare import Preparer
 from local_copilot.prompt.speed import ASSUMED_PROMPT_TPS, MIN_CONTEXT_CHARS, ServerSpeed
 from local_copilot.prompt.templates import get_template
 from local_copilot.snapshot import Snapshot

@@ -13,22 +13,18 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, Callable
-from typing import Protocol
 
 from ..backends import Backend, Chunk, FimRequest
 from ..backends.exchange import Exchange
 from ..errors import BackendError, ConfigError, ModelLoading, ServerError, ServerHeld
 from ..log import log
 from ..notify import EpisodeNotifier
-from ..prompt.prepare import Prepared, Preparer
 from ..stats import Stats
+from ..updates import BackendState, Editor
 from .postprocess import Result, process
+from .prepare import Prepared, Preparer
 
-__all__ = ["BackendStateShown", "Completion", "PromptTooLong", "Reader", "Stop"]
-
-
-class BackendStateShown(Protocol):
-    def backend_state(self, state: str, message: str) -> None: ...
+__all__ = ["Completion", "PromptTooLong", "Reader", "Stop"]
 
 
 class PromptTooLong(Exception):
@@ -81,7 +77,7 @@ def failure(exc: Exception, prepared: Prepared | None = None, sent: FimRequest |
 class Reader:
     """Reads the answers of the ghost-text backend (`configure` names it) and reports on them."""
 
-    def __init__(self, editor: BackendStateShown, prompts: Preparer, stats: Stats,
+    def __init__(self, editor: Editor, prompts: Preparer, stats: Stats,
                  notifier: EpisodeNotifier) -> None:
         self.editor = editor
         self.prompts = prompts  # the server's counters go to its speed, estimator and slots
@@ -258,12 +254,12 @@ class Reader:
             # nothing was sent: the server is loading the model (router mode); the status says
             # so until a request is answered, and Lua asks again meanwhile
             self._loading = True
-            self.editor.backend_state("loading", exc.model)
+            self.editor.update(BackendState(state="loading", message=exc.model))
             return
         if isinstance(exc, ServerHeld):
             # nothing was sent: the server asked to wait, and the failure that said so was
             # counted and told already; the status says until when
-            self.editor.backend_state("held", repr(exc.until))
+            self.editor.update(BackendState(state="held", message=repr(exc.until)))
             return
         if not counted:
             self.stats.count("requests")
@@ -279,14 +275,14 @@ class Reader:
         log.warning("%s", message)
         self.notifier.failure(type(exc).__name__, f"local-copilot: {message}")
         if until is not None:
-            self.editor.backend_state("held", repr(until))
+            self.editor.update(BackendState(state="held", message=repr(until)))
         else:
-            self.editor.backend_state("down", str(exc))
+            self.editor.update(BackendState(state="down", message=str(exc)))
 
     def succeeded(self) -> None:
         if self.notifier.in_episode or self._loading:
             self._loading = False
-            self.editor.backend_state("ok", "")
+            self.editor.update(BackendState(state="ok", message=""))
         self.notifier.success()
 
     def internal_error(self) -> None:
