@@ -121,6 +121,11 @@ class BufferState:
             self.edit_warm.cancel()
         self.edit_warm = asyncio.get_running_loop().create_task(coro)
 
+    def running(self) -> list[asyncio.Task[None]]:
+        """The tasks still running for this buffer (a closing host waits for them to wind down)."""
+        tasks = (self.task, self.speculative, self.warm, self.next_edit, self.edit_warm, *self.edits.values())
+        return [t for t in tasks if t is not None and not t.done()]
+
     def warming(self) -> bool:
         return self.warm is not None and not self.warm.done()
 

@@ -32,6 +32,8 @@ __all__ = ["Core"]
 
 
 class Core:
+    CLOSE_WAIT_S = 1.0  # the most a closing host waits for its cancelled requests to stop
+
     def __init__(self, editor: Editor) -> None:
         self.editor = editor
         self.config: Config | None = None
@@ -113,10 +115,15 @@ class Core:
             self.prompts.ring.chunk_from_yank(filename, lines)
 
     async def close(self) -> None:
+        running = [t for state in self.buffers.values() for t in state.running()]
         self.cancel_all()
         self.next_edits.close()
         for state in self.buffers.values():
             state.cancel()
+        if running:
+            # cancelled tasks close their streams once they run again; a loop that ends first
+            # destroys them mid-read
+            await asyncio.wait(running, timeout=self.CLOSE_WAIT_S)
         await self.edits.close()
         self.pipeline.close()
         if self._client is not None:
