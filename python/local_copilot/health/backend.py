@@ -18,8 +18,10 @@ import httpx
 import msgspec
 
 from ..backends import FimRequest, make_backend, registry
+from ..backends.base import HttpBackend
+from ..backends.models import describe, list_models
 from ..config import BackendConfig, Config
-from ..errors import BackendError, ConfigError, TokenRefused
+from ..errors import BackendError, ConfigError, ModelLoading, TokenRefused
 from ..servers.options import ServerOptions
 from ..transport.access import auth_headers, tls_failure, token_refused
 from . import checks as hc
@@ -253,6 +255,7 @@ async def backend_section(name: str, bcfg: BackendConfig, opts: ServerOptions, c
     model_hint = ""
     if status == 200:
         sec.items.extend(await kind_items(name, bcfg, ctx.client))
+        sec.items.extend(await _listed_models(name, bcfg, ctx.client))
         model_hint = await _model_items(sec, name, bcfg, prog, ctx)
     if active or up:
         sec.items.extend(await _thread(prog.setup_items, {**ctx.env, **opts.env}))
@@ -268,6 +271,27 @@ async def backend_section(name: str, bcfg: BackendConfig, opts: ServerOptions, c
     return sec
 
 
+async def _listed_models(name: str, bcfg: BackendConfig, client: httpx.AsyncClient) -> list[Item]:
+    """The models a server serving several lists (a router-mode llama-server with each one's
+    state, a llama-swap-style proxy), and whether the entry's `model` is one of them."""
+    backend = HttpBackend(name, bcfg, client)
+    try:
+        models = await list_models(backend)
+    except BackendError:
+        return []  # (the reachability item above says why)
+    finally:
+        backend.close()
+    if len(models) < 2 and not any(m.state and m.state != "loaded" for m in models):
+        return []  # one model, served as it was started: the model item says which
+    items = [Item(level="info", message=f"the server serves {len(models)} models: {describe(models)}")]
+    if bcfg.model and all(m.id != bcfg.model for m in models):
+        items.append(Item(level="error", message=f"backends[{name!r}].model = {bcfg.model!r} is not one of them",
+                          advice=[f"set backends[{name!r}].model to one of them, or :LocalCopilotBackend model NAME"]))
+    elif not bcfg.model:
+        items[0].advice = [f"set backends[{name!r}].model to the one to use, or :LocalCopilotBackend model NAME"]
+    return items
+
+
 def _room(sec: Section, per_request: int, cfg: Config) -> None:
     item = hc.judge_prompt_room(per_request, cfg.n_predict, cfg.context.lines_before, cfg.context.lines_after)
     if item is not None and sec.items[-1].level == "ok":  # after a context warning it would only repeat it
@@ -278,8 +302,18 @@ async def _model_items(sec: Section, name: str, bcfg: BackendConfig, prog: Progr
     """Model, FIM template, context per request and the live FIM probe; returns the model's
     path or id (for the GPU sizing)."""
     backend = make_backend(name, bcfg, ctx.client)
+    deadline = time.monotonic() + ctx.probe_timeout
     try:
-        served = await backend.described()
+        while True:
+            try:
+                served = await backend.described()
+                break
+            except ModelLoading as exc:  # a router loads the entry's model: the check waits for it
+                if time.monotonic() >= deadline:
+                    sec.add("warn", f"{exc} (still, after {ctx.probe_timeout:.0f}s)",
+                            "run this check again once it has loaded it")
+                    return ""
+                await asyncio.sleep(0.5)
     except ConfigError as exc:
         sec.add("error", str(exc), f"set backends[{name!r}].fim_template, or .prompt = 'chat' (an instruct model) "
                                    "or 'continue' (a base model), or .model; see :help local-copilot-config")

@@ -281,6 +281,9 @@ class LocalCopilotPlugin:
         if self.config is None:
             running.editor.notify(f"local-copilot: fix the options first: {self.config_error}", "error")
             return
+        if action == "model":  # (target: the model's name; '' = say which one is used)
+            run(running.backends.set_model, self.config, target)
+            return
         target = target or self.config.backend
         if action == "switch":
             run(running.backends.switch, self.config, target)
@@ -309,6 +312,8 @@ class LocalCopilotPlugin:
             return self._debug_state()
         if name == "backend_status":
             return self._backend_status()
+        if name == "models":  # the completion of :LocalCopilotBackend model
+            return self._models()
         if name == "leaving":  # sync, so the servers are released before Neovim exits
             if self._running is not None:
                 self._running.worker.run(asyncio.to_thread(self._running.backends.close), timeout=5)
@@ -459,6 +464,20 @@ class LocalCopilotPlugin:
             "names": sorted(cfg.backends),
             "next_edit": self._next_edit_status(cfg),
         }
+
+    def _models(self) -> dict[str, Any]:
+        """The models the active entry's server lists ({'models': [{id, state}], 'error'})."""
+        from ..backends.models import entry_models
+        from ..errors import BackendError
+
+        cfg = self.config
+        if cfg is None:
+            return {"models": [], "error": self.config_error or "no configuration yet"}
+        try:
+            models = self._start().worker.run(entry_models(cfg.backend, cfg.active, timeout_s=2.0), 3.0)
+        except (BackendError, TimeoutError) as exc:
+            return {"models": [], "error": str(exc) or type(exc).__name__}
+        return {"models": msgspec.to_builtins(models), "error": None}
 
     def _next_edit_status(self, cfg: Config) -> dict[str, Any] | None:
         """The next-edit backend, its format and its server, while next edits are on."""
