@@ -14,6 +14,8 @@ class RecordingEditor:
         self.plans: list[RenderPlan] = []
         self.notes: list[tuple[str, str]] = []
         self.states: list[str] = []
+        self.edits: list[EditUpdate] = []
+        self.next_edits: list[dict[str, Any]] = []
 
     @property
     def final(self) -> list[str]:
@@ -36,7 +38,7 @@ class RecordingEditor:
         pass
 
     def show_next_edit(self, plan: dict[str, Any]) -> None:
-        pass
+        self.next_edits.append(plan)
 
     def edit_update(self, update: EditUpdate) -> None:
-        pass
+        self.edits.append(update)

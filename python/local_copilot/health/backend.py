@@ -73,7 +73,8 @@ def _start_advice(name: str, bcfg: BackendConfig, prog: Program, opts: ServerOpt
     if bcfg.cmd:
         advice.append(f"or run backends[{name!r}].cmd yourself: {' '.join(bcfg.cmd)}")
     else:
-        manual = prog.manual(opts.weights or bcfg.model, port_of(bcfg.url))
+        manual = (f"llama-server --models-dir {opts.models_dir} --port {port_of(bcfg.url)}" if opts.models_dir
+                  else prog.manual(opts.weights or bcfg.model, port_of(bcfg.url)))
         if manual:
             advice.append(f"or run it yourself: {manual}")
     advice.append(f"or point backends[{name!r}].url at where your server listens")
@@ -233,6 +234,8 @@ async def backend_section(name: str, bcfg: BackendConfig, opts: ServerOptions, c
     local = _is_loopback(bcfg.url)
     if local:
         sec.items.extend(await _program_items(name, bcfg, prog, opts, ctx.env, up))
+        if opts.models_dir and not bcfg.cmd:
+            sec.items.extend(_models_dir_items(name, opts))
     advice: list[str] = []
     on_500 = prog.error_advice()
     if status == 0:
@@ -269,6 +272,16 @@ async def backend_section(name: str, bcfg: BackendConfig, opts: ServerOptions, c
                 item.level = "warn"
                 item.message += " (not the active backend)"
     return sec
+
+
+def _models_dir_items(name: str, opts: ServerOptions) -> list[Item]:
+    from ..servers.recipes import models_dir_problem
+
+    problem = models_dir_problem(opts.models_dir)
+    if problem is None:
+        return [Item(level="ok", message=f"models folder {opts.models_dir}: started as a router-mode llama-server")]
+    return [Item(level="error", message=f"backends[{name!r}].server.models_dir: {problem}",
+                 advice=["give a folder of .gguf files (llama-server --models-dir)"])]
 
 
 async def _listed_models(name: str, bcfg: BackendConfig, client: httpx.AsyncClient) -> list[Item]:
