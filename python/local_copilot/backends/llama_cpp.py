@@ -30,7 +30,7 @@ from ..log import log
 from ..prompt.styles import CHAT_TURN_TOKENS, CONTINUE, Decision, name_says, no_fim_family, template_markers
 from ..prompt.templates import FimTemplate, detect_family, get_template, names
 from ..transport.streaming import SSEParser
-from . import registry
+from . import registry, swap
 from .base import Chunk, FimRequest, HttpBackend, Wire
 from .chat import ChatBackend
 from .chat_style import chat_body, read_openai_chat
@@ -78,6 +78,9 @@ class _Props(msgspec.Struct):
     # the model's chat template, or llama-server's fallback for a model without one; None: the
     # server does not say (an old llama-server)
     chat_template: str | None = None
+    # set here, not by the server: the path prefix before llama-server's own routes (a
+    # llama-swap-style proxy's /upstream/MODEL, swap.py), '' on llama-server itself
+    via: str = ""
 
 
 class _Slot(msgspec.Struct):
@@ -143,7 +146,14 @@ async def server_props(backend: HttpBackend) -> _Props:
     cfg = backend.cfg
     if cfg.model:
         await _loaded(backend, cfg.model)
-    props = await backend.fetch("GET", "/props" + model_query(cfg), _props_decoder)
+    try:
+        props = await backend.fetch("GET", "/props" + model_query(cfg), _props_decoder)
+    except ServerError as exc:
+        # no /props there: a llama-swap-style proxy answers it only through /upstream/MODEL
+        via = await swap.through_upstream(backend, cfg.model) if exc.status == 404 and cfg.model else None
+        if via is None:
+            raise
+        props = msgspec.structs.replace(await backend.fetch("GET", via + "/props", _props_decoder), via=via)
     if props.role == "router":
         models = await server_models(backend)
         raise ConfigError(f"{backend.name}: {cfg.url} is a llama-server router serving several models; set "
@@ -322,7 +332,7 @@ class LlamaCppBackend(HttpBackend):
         candidates = [get_template(n) for n in dict.fromkeys(_PREFERENCE + tuple(names()))]
         wanted = sorted({m for t in candidates for m in t.markers} | {*_INFILL_ONLY, *_CHAT_MARKERS})
         try:
-            found = await self.fetch("POST", "/tokenize", _pieces_decoder,
+            found = await self.fetch("POST", props.via + "/tokenize", _pieces_decoder,
                                      json={"content": "\n".join(wanted), "with_pieces": True, **self._model()})
         except (ServerError, ProtocolError):
             return set()  # an old or proxied server without /tokenize: /infill still works
@@ -397,8 +407,9 @@ class LlamaCppBackend(HttpBackend):
         return self.props.model_alias or self.props.model_path.rsplit("/", 1)[-1]
 
     async def single_tokens(self, texts: tuple[str, ...]) -> frozenset[str]:
+        via = self.props.via if self.props is not None else ""
         try:
-            found = await self.fetch("POST", "/tokenize", _pieces_decoder,
+            found = await self.fetch("POST", via + "/tokenize", _pieces_decoder,
                                      json={"content": "\n".join(texts), "with_pieces": True, **self._model()})
         except (ServerError, ProtocolError):
             return frozenset()

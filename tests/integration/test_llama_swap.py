@@ -1,0 +1,96 @@
+"""A llama-swap-style proxy (issue 37): the model a request names picks the llama-server, the
+first request for a model waits while the proxy starts its server. llama-swap itself cannot be
+installed here: tests/fakes/fake_llama_swap.py follows its published routes, in front of REAL
+tiny llama-servers that it starts and swaps as llama-swap does.
+
+While the proxy loads the entry's model the plugin shows `loading MODEL` and sends nothing but
+a look at /running (each second, from Lua's retry), rather than a request that would wait for
+the whole load: a real model takes longer to load than a request may wait (timeout_ms), and
+each timeout would be a failure shown."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from local_copilot.config import load_config
+from local_copilot.core import Core
+from local_copilot.devtools.tiny_model import write_gguf
+
+from ..conftest import PHRASE
+from ..fakes.editor import RecordingEditor
+from ..fakes.fake_llama_swap import FakeLlamaSwap
+from ..helpers import wait_for
+from .nvim_session import start_nvim, wait_ghost
+from .test_router import first_suggestion
+
+pytestmark = pytest.mark.integration
+
+LOAD_S = 1.5  # how long the fake takes to start a model's server beyond the server's own start
+
+
+@pytest.fixture(scope="module")
+def gguf(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("swap-models")
+    return {"tiny-x": write_gguf(d / "tiny-x.gguf", favor="x"), "phrase": write_gguf(d / "phrase.gguf", phrase=PHRASE)}
+
+
+@pytest.fixture()
+def swap(gguf: dict[str, Path], llama_bin: str, tmp_path: Path) -> Iterator[FakeLlamaSwap]:
+    proxy = FakeLlamaSwap(gguf, binary=llama_bin, log_dir=tmp_path, load_delay_s=LOAD_S)
+    yield proxy
+    proxy.close()
+
+
+async def test_ghost_text_through_the_proxy_shows_loading_meanwhile(swap: FakeLlamaSwap) -> None:
+    editor = RecordingEditor()
+    core = Core(editor)
+    core.configure(load_config({"backend": "swap", "speculative": False, "n_predict": 6,
+                                "backends": {"swap": {"url": swap.url, "model": "tiny-x"}}}))
+    try:
+        assert await first_suggestion(core, editor) == "xxxxxx"
+    finally:
+        await core.close()
+    # the status said `loading tiny-x` while the proxy started it; no message, no failure
+    assert editor.states[0] == "loading" and editor.states[-1] == "ok" and "down" not in editor.states, editor.states
+    assert editor.notes == []
+    paths = [(m, p) for m, p, _ in swap.requests]
+    # one load started (the proxy's own wait), however often the editor asked meanwhile
+    assert paths.count(("GET", "/upstream/tiny-x/health")) == 1
+    # llama-server's own routes through /upstream, the completion by its `model`
+    assert ("GET", "/upstream/tiny-x/props") in paths and ("POST", "/upstream/tiny-x/tokenize") in paths
+    [completion] = swap.bodies("/completion")
+    assert completion["model"] == "tiny-x" and swap.started == ["tiny-x"]
+
+
+def test_the_model_command_swaps_the_proxys_model(swap: FakeLlamaSwap, nvim_bin: str, manifest: Path,
+                                                   nvim_env: dict[str, str], tmp_path: Path) -> None:
+    """In Neovim: the statusline's `loading tiny-x`, the ghost text, then `:LocalCopilotBackend
+    model phrase` (completed from the proxy's /v1/models): the proxy swaps to phrase."""
+    nvim = start_nvim(nvim_bin, manifest, nvim_env, setup={
+        "debounce_ms": 0, "adaptive_debounce": False, "n_predict": 4, "speculative": False,
+        "backend": "swap", "backends": {"swap": {"url": swap.url, "model": "tiny-x"}}})
+
+    def messages() -> str:
+        return nvim.exec_lua("return vim.fn.execute('messages')")
+
+    try:
+        nvim.command(f"edit {tmp_path / 'a.py'}")
+        nvim.input("ia = ")
+        wait_for(lambda: nvim.exec_lua("return require('local_copilot').status()") == "loading tiny-x",
+                 interval=0.02, timeout=30, what="the status while the proxy loads tiny-x")
+        assert wait_ghost(nvim, lambda t: t == "xxxx", timeout=60) == "xxxx"
+        nvim.input("<Esc>")
+        assert nvim.call("getcompletion", "LocalCopilotBackend model ", "cmdline") == ["phrase", "tiny-x"]
+        nvim.command("LocalCopilotBackend model phrase")
+        wait_for(lambda: "swap uses model phrase" in messages(), timeout=30, what="the model set")
+        nvim.input("ob = ")
+        shown = wait_ghost(nvim, lambda t: bool(t) and "x" not in t, timeout=60)
+        assert shown in PHRASE, shown
+        # llama-swap's default: one model at a time, the other stopped
+        assert swap.started == ["tiny-x", "phrase"] and list(swap.servers) == ["phrase"]
+        assert "error" not in messages().lower(), messages()
+    finally:
+        nvim.close()
