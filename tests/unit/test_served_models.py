@@ -27,3 +27,11 @@ def test_an_unknown_model_names_those_there_are() -> None:
 def test_a_server_that_lists_none_says_where_a_model_is_chosen_per_request() -> None:
     said = model_problem("local", "http://127.0.0.1:8012", "zeta", [])
     assert said is not None and "lists no models" in said and "router-mode llama-server (--models-dir)" in said
+
+
+def test_a_llama_swap_model_id_keeps_its_slashes_in_the_upstream_path() -> None:
+    from local_copilot.backends.swap import upstream
+
+    # llama-swap matches /upstream/ path segments against its model ids, slashes included
+    assert upstream("qwen-coder") == "/upstream/qwen-coder"
+    assert upstream("ggml-org/gemma 3:Q4") == "/upstream/ggml-org/gemma%203%3AQ4"
