@@ -57,7 +57,7 @@ function M.names() return vim.tbl_keys(subs) end
 -- The models the active entry's server lists (router-mode llama-server, llama-swap, any
 -- OpenAI-compatible server), for completing :LocalCopilotBackend model; {} when it lists none.
 local function served_models()
-  local res = host_call('models')
+  local res = host_call('models', require('local_copilot.config').user)
   if type(res) ~= 'table' or type(res.models) ~= 'table' then return {} end
   local ids = {}
   for _, m in ipairs(res.models) do ids[#ids + 1] = m.id end

@@ -77,13 +77,14 @@ def test_the_model_command_swaps_the_proxys_model(swap: FakeLlamaSwap, nvim_bin:
         return nvim.exec_lua("return vim.fn.execute('messages')")
 
     try:
+        # completed before anything else reached the host (it starts for this, and gets the options with it)
+        assert nvim.call("getcompletion", "LocalCopilotBackend model ", "cmdline") == ["phrase", "tiny-x"]
         nvim.command(f"edit {tmp_path / 'a.py'}")
         nvim.input("ia = ")
         wait_for(lambda: nvim.exec_lua("return require('local_copilot').status()") == "loading tiny-x",
                  interval=0.02, timeout=30, what="the status while the proxy loads tiny-x")
         assert wait_ghost(nvim, lambda t: t == "xxxx", timeout=60) == "xxxx"
         nvim.input("<Esc>")
-        assert nvim.call("getcompletion", "LocalCopilotBackend model ", "cmdline") == ["phrase", "tiny-x"]
         nvim.command("LocalCopilotBackend model phrase")
         wait_for(lambda: "swap uses model phrase" in messages(), timeout=30, what="the model set")
         nvim.input("ob = ")

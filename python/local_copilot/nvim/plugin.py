@@ -312,8 +312,8 @@ class LocalCopilotPlugin:
             return self._debug_state()
         if name == "backend_status":
             return self._backend_status()
-        if name == "models":  # the completion of :LocalCopilotBackend model
-            return self._models()
+        if name == "models":  # the completion of :LocalCopilotBackend model (args[1]: setup()'s options)
+            return self._models(args[1] if len(args) > 1 else None)
         if name == "leaving":  # sync, so the servers are released before Neovim exits
             if self._running is not None:
                 self._running.worker.run(asyncio.to_thread(self._running.backends.close), timeout=5)
@@ -465,12 +465,19 @@ class LocalCopilotPlugin:
             "next_edit": self._next_edit_status(cfg),
         }
 
-    def _models(self) -> dict[str, Any]:
-        """The models the active entry's server lists ({'models': [{id, state}], 'error'})."""
+    def _models(self, raw: Any) -> dict[str, Any]:
+        """The models the active entry's server lists ({'models': [{id, state}], 'error'}). The
+        options in force here, else `raw` (a host that has not had them yet: a command line
+        completed before any event went)."""
         from ..backends.models import entry_models
         from ..errors import BackendError
 
         cfg = self.config
+        if cfg is None and raw is not None:
+            try:
+                cfg = load_config(raw)
+            except ConfigError as exc:
+                return {"models": [], "error": str(exc)}
         if cfg is None:
             return {"models": [], "error": self.config_error or "no configuration yet"}
         try:
