@@ -18,11 +18,13 @@ import pytest
 from local_copilot.config import load_config
 from local_copilot.core import Core
 from local_copilot.devtools.tiny_model import write_gguf
+from local_copilot.instruct.prompt import EditSpec
 
 from ..conftest import PHRASE
 from ..fakes.editor import RecordingEditor
 from ..fakes.fake_llama_swap import FakeLlamaSwap
 from ..helpers import wait_for
+from ..unit.test_engine import wait_until
 from .nvim_session import start_nvim, wait_ghost
 from .test_router import first_suggestion
 
@@ -63,6 +65,27 @@ async def test_ghost_text_through_the_proxy_shows_loading_meanwhile(swap: FakeLl
     assert ("GET", "/upstream/tiny-x/props") in paths and ("POST", "/upstream/tiny-x/tokenize") in paths
     [completion] = swap.bodies("/completion")
     assert completion["model"] == "tiny-x" and swap.started == ["tiny-x"]
+
+
+async def test_an_instruction_edit_waits_while_the_proxy_starts_its_model(swap: FakeLlamaSwap) -> None:
+    editor = RecordingEditor()
+    core = Core(editor)
+    core.configure(load_config({"backend": "swap", "edit": {"backend": "inst", "n_predict": 8},
+                                "backends": {"swap": {"url": swap.url, "model": "phrase"},
+                                             "inst": {"url": swap.url, "model": "tiny-x"}}}))
+    spec = EditSpec(path="a.py", ft="python", lines=["def f():", "    pass"], before=[], after=[],
+                    instruction="return 1")
+    try:
+        core.edits.request(1, 3, spec)
+        await wait_until(lambda: any(u.state in ("done", "error") for u in editor.edits), timeout=60)
+    finally:
+        await core.close()
+    # the preview said what it waited for, then showed the tiny-x model's answer (x's)
+    assert any(u.state == "waiting" and u.message == "the server is loading tiny-x" for u in editor.edits)
+    assert editor.edits[-1].state == "done" and editor.edits[-1].lines == ["x" * 8], editor.edits[-1]
+    assert editor.notes == []
+    [chat] = swap.bodies("/v1/chat/completions")
+    assert chat["model"] == "tiny-x" and swap.started == ["tiny-x"]
 
 
 def test_the_model_command_swaps_the_proxys_model(swap: FakeLlamaSwap, nvim_bin: str, manifest: Path,

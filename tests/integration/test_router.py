@@ -263,7 +263,7 @@ def test_backend_model_command_starts_a_router_from_a_models_folder_and_switches
         [section] = [sec for sec in health if sec["name"] == "backend router (active)"]
         said = [item["message"] for item in section["items"]]
         assert "the server serves 2 models: phrase (unloaded), tiny-x (loaded)" in said, said
-        assert "models folder " + str(folder) + ": started as a router-mode llama-server" in said, said
+        assert "models folder " + str(folder) + ": the server is started as a router-mode llama-server" in said, said
 
         # the completion lists the router's models; an unknown one is refused with them named
         assert nvim.call("getcompletion", "LocalCopilotBackend model ", "cmdline") == ["phrase", "tiny-x"]

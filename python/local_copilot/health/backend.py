@@ -279,7 +279,8 @@ def _models_dir_items(name: str, opts: ServerOptions) -> list[Item]:
 
     problem = models_dir_problem(opts.models_dir)
     if problem is None:
-        return [Item(level="ok", message=f"models folder {opts.models_dir}: started as a router-mode llama-server")]
+        return [Item(level="ok",
+                     message=f"models folder {opts.models_dir}: the server is started as a router-mode llama-server")]
     return [Item(level="error", message=f"backends[{name!r}].server.models_dir: {problem}",
                  advice=["give a folder of .gguf files (llama-server --models-dir)"])]
 
