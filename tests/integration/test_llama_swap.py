@@ -107,6 +107,13 @@ def test_the_model_command_swaps_the_proxys_model(swap: FakeLlamaSwap, nvim_bin:
         wait_for(lambda: nvim.exec_lua("return require('local_copilot').status()") == "loading tiny-x",
                  interval=0.02, timeout=30, what="the status while the proxy loads tiny-x")
         assert wait_ghost(nvim, lambda t: t == "xxxx", timeout=60) == "xxxx"
+        # while it loaded: a look at /running now and then (the keys typed, then Lua's retry each
+        # second), one load, no completion request waiting out its timeout
+        before = [(m, p) for m, p, _ in swap.requests]
+        before = before[:before.index(("POST", "/completion"))]
+        print(f"requests while tiny-x loaded: {before}")
+        assert before.count(("GET", "/running")) <= 4 + (LOAD_S + 2) * 2, before
+        assert before.count(("GET", "/upstream/tiny-x/health")) == 1
         nvim.input("<Esc>")
         nvim.command("LocalCopilotBackend model phrase")
         wait_for(lambda: "swap uses model phrase" in messages(), timeout=30, what="the model set")
