@@ -38,6 +38,8 @@ def router(llama_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     write_gguf(d / "models" / "tiny-x.gguf", favor="x")
     write_gguf(d / "models" / "phrase.gguf", phrase=PHRASE)
     write_gguf(d / "models" / "nl.gguf", favor="\n")
+    # a model file cut short: listed by the router, its load fails
+    (d / "models" / "broken.gguf").write_bytes((d / "models" / "nl.gguf").read_bytes()[:100_000])
     port = free_port()
     # the router's children are llama-servers too; each gets the tiny models' context and one
     # thread (a busy 2-core machine stalls several spinning threads)
@@ -202,6 +204,35 @@ async def test_ghost_text_edits_and_next_edits_use_their_own_models_of_one_route
     assert props == {"/props?model=phrase", "/props?model=tiny-x"}
 
 
+async def test_a_model_the_router_cannot_load_is_one_message_not_loading_for_ever(proxy: RecordingProxy) -> None:
+    editor = RecordingEditor()
+    core = Core(editor)
+    core.configure(load_config({"backend": "x", "speculative": False,
+                                "backends": {"x": entry(proxy.url, "broken")}}))
+    try:
+        seq = 0
+
+        def failed() -> bool:  # asked again as Lua does while the status says 'loading'
+            nonlocal seq
+            if editor.notes:
+                return True
+            if not any(core.state(1).in_flight().values()):
+                seq += 1
+                core.ghost.submit(snap(seq, "x = "))
+            return False
+
+        await wait_until(failed, timeout=60)
+        for i in range(3):  # the keys after it: no more loads asked, no more messages
+            core.ghost.submit(snap(seq + 1 + i, "x = "))
+            await wait_until(lambda: not any(core.state(1).in_flight().values()), timeout=10)
+    finally:
+        await core.close()
+    [(message, level)] = editor.notes
+    assert "x: the server could not load broken (its llama-server exited with code 1)" in message, level
+    assert editor.states[0] == "loading" and editor.states[-1] != "loading", editor.states
+    assert [b for b in proxy.bodies("/models/load")] == [{"model": "broken"}]
+
+
 async def test_doctor_lists_the_routers_models_with_their_state(router: LlamaServer) -> None:
     unload_all(router.url)
     report = await collect({"backend": "team", "backends": {"team": entry(router.url, "tiny-x")}}, editor=False)
@@ -209,8 +240,8 @@ async def test_doctor_lists_the_routers_models_with_their_state(router: LlamaSer
     said = [i.message for i in section.items]
     # listed with the state the router said (the checks run at once: another may have asked for
     # tiny-x already), and the entry's model waited for while it loaded
-    [listed] = [m for m in said if m.startswith("the server serves 3 models: ")]
-    assert listed.startswith("the server serves 3 models: nl (unloaded), phrase (unloaded), tiny-x ("), listed
+    [listed] = [m for m in said if m.startswith("the server serves 4 models: broken (")]
+    assert "nl (unloaded), phrase (unloaded), tiny-x (" in listed, listed
     assert "model: tiny-x" in said and not [i for i in section.items if i.level == "error"], section.items
     # a model the router does not have is named as such, with the ones it has
     report = await collect({"backend": "team", "backends": {"team": entry(router.url, "tiny-y")}}, editor=False)

@@ -18,6 +18,7 @@ SSE without `[DONE]`; the final chunk has `stop: true` and `timings`.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
@@ -117,6 +118,8 @@ _CHAT_MARKERS = ("<|im_start|>", "<|im_end|>", "<start_of_turn>", "<end_of_turn>
 
 class _ModelStatus(msgspec.Struct):
     value: str = ""
+    failed: bool = False  # beside "unloaded": its last load failed
+    exit_code: int | None = None
 
 
 class _ListedModel(msgspec.Struct):
@@ -170,6 +173,10 @@ async def server_models(backend: HttpBackend) -> list[str]:
     return [m.id for m in listed.data]
 
 
+# the models each backend asked a router to load (a failed load is then reported, not asked again)
+_asked: weakref.WeakKeyDictionary[HttpBackend, set[str]] = weakref.WeakKeyDictionary()
+
+
 async def _loaded(backend: HttpBackend, model: str) -> None:
     """Return once a router-mode server has `model` loaded (at once on any other server);
     raises ModelLoading while it loads it, having asked it to (POST /models/load) if it had
@@ -184,7 +191,15 @@ async def _loaded(backend: HttpBackend, model: str) -> None:
     state = found.status.value
     if state == "loaded":
         return
+    asked = _asked.setdefault(backend, set())
+    if found.status.failed and model in asked:
+        # it failed to load since this backend asked: said as a failure (once per episode)
+        # instead of 'loading' for ever; a new backend (new options, :LocalCopilotBackend
+        # model or restart) asks once more
+        code = f" (its llama-server exited with code {found.status.exit_code})" if found.status.exit_code else ""
+        raise ServerError(f"{backend.name}: the server could not load {model}{code}; see the server's log", status=500)
     if state not in ("loading",):
+        asked.add(model)
         try:
             await backend.fetch("POST", "/models/load", _ignored, json={"model": model})
         except (ServerError, ProtocolError) as exc:
