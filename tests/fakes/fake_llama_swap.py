@@ -13,7 +13,8 @@ itself is not installed here; this follows its README and its proxymanager.go ro
 - GET /running: `{"running": [{"model", "state": "ready", ...}]}`, the models ready to answer;
 - ANY /upstream/MODEL/PATH: passed through to MODEL's server (started first if need be);
 - GET /health: 200 "OK"; any other path: 404 (llama-swap's NoRoute), so llama-server's own
-  GET routes (/props, /slots) and /tokenize answer only through /upstream.
+  GET routes (/props, /slots) and /tokenize answer only through /upstream;
+- a model whose server does not start: 500 "error proxying request: ..." (sendErrorResponse).
 
 `load_delay_s` stands in for a model that takes a while to load (a real one takes seconds; a
 tiny one a fraction): the server is started that much later. Every request is recorded as
@@ -109,6 +110,8 @@ class FakeLlamaSwap(LoopbackServer):
         self.requests.append((method, target, parsed if isinstance(parsed, dict) else {}))
         try:
             await self._route(method, path, parts.query, lines, body, parsed, writer)
+        except RuntimeError as exc:  # the model's server did not start: llama-swap answers 500
+            await _reply(writer, 500, f"error proxying request: unable to start process: {exc}")
         except ConnectionError:
             pass  # the client left (a cancel): closing upstream tells the server
         finally:
@@ -151,7 +154,7 @@ class FakeLlamaSwap(LoopbackServer):
 async def _reply(writer: asyncio.StreamWriter, status: int, payload: Any) -> None:
     data = (json.dumps(payload) if not isinstance(payload, str) else payload).encode()
     kind = "application/json" if not isinstance(payload, str) else "text/plain; charset=utf-8"
-    reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}.get(status, "Error")
+    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 500: "Internal Server Error"}.get(status, "Error")
     writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\nContent-Length: {len(data)}\r\n"
                  "Connection: close\r\n\r\n".encode() + data)
     await writer.drain()

@@ -24,7 +24,7 @@ from ..conftest import PHRASE
 from ..fakes.editor import RecordingEditor
 from ..fakes.fake_llama_swap import FakeLlamaSwap
 from ..helpers import wait_for
-from ..unit.test_engine import wait_until
+from ..unit.test_engine import snap, wait_until
 from .nvim_session import start_nvim, wait_ghost
 from .test_router import first_suggestion
 
@@ -36,7 +36,11 @@ LOAD_S = 1.5  # how long the fake takes to start a model's server beyond the ser
 @pytest.fixture(scope="module")
 def gguf(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("swap-models")
-    return {"tiny-x": write_gguf(d / "tiny-x.gguf", favor="x"), "phrase": write_gguf(d / "phrase.gguf", phrase=PHRASE)}
+    out = {"tiny-x": write_gguf(d / "tiny-x.gguf", favor="x"), "phrase": write_gguf(d / "phrase.gguf", phrase=PHRASE)}
+    # a model file cut short: its llama-server exits at once
+    out["broken"] = d / "broken.gguf"
+    out["broken"].write_bytes(out["tiny-x"].read_bytes()[:100_000])
+    return out
 
 
 @pytest.fixture()
@@ -65,6 +69,36 @@ async def test_ghost_text_through_the_proxy_shows_loading_meanwhile(swap: FakeLl
     assert ("GET", "/upstream/tiny-x/props") in paths and ("POST", "/upstream/tiny-x/tokenize") in paths
     [completion] = swap.bodies("/completion")
     assert completion["model"] == "tiny-x" and swap.started == ["tiny-x"]
+
+
+async def test_a_model_the_proxy_cannot_start_is_one_message_not_loading_for_ever(swap: FakeLlamaSwap) -> None:
+    editor = RecordingEditor()
+    core = Core(editor)
+    core.configure(load_config({"backend": "swap", "speculative": False,
+                                "backends": {"swap": {"url": swap.url, "model": "broken"}}}))
+    try:
+        seq = 0
+
+        def failed() -> bool:  # asked again as Lua does while the status says 'loading'
+            nonlocal seq
+            if editor.notes:
+                return True
+            if not any(core.state(1).in_flight().values()):
+                seq += 1
+                core.ghost.submit(snap(seq, "x = "))
+            return False
+
+        await wait_until(failed, timeout=60)
+        for i in range(3):  # the keys after it: no more starts, no more messages
+            core.ghost.submit(snap(seq + 1 + i, "x = "))
+            await wait_until(lambda: not any(core.state(1).in_flight().values()), timeout=10)
+    finally:
+        await core.close()
+    [(message, _)] = editor.notes
+    assert message.startswith("local-copilot: swap: the server could not load broken: HTTP 500: error proxying "
+                              "request: unable to start process"), message
+    assert editor.states[0] == "loading" and editor.states[-1] != "loading", editor.states
+    assert [p for m, p, _ in swap.requests if p.startswith("/upstream/broken/health")] == ["/upstream/broken/health"]
 
 
 async def test_an_instruction_edit_waits_while_the_proxy_starts_its_model(swap: FakeLlamaSwap) -> None:
@@ -101,7 +135,7 @@ def test_the_model_command_swaps_the_proxys_model(swap: FakeLlamaSwap, nvim_bin:
 
     try:
         # completed before anything else reached the host (it starts for this, and gets the options with it)
-        assert nvim.call("getcompletion", "LocalCopilotBackend model ", "cmdline") == ["phrase", "tiny-x"]
+        assert nvim.call("getcompletion", "LocalCopilotBackend model ", "cmdline") == ["broken", "phrase", "tiny-x"]
         nvim.command(f"edit {tmp_path / 'a.py'}")
         nvim.input("ia = ")
         wait_for(lambda: nvim.exec_lua("return require('local_copilot').status()") == "loading tiny-x",

@@ -14,6 +14,7 @@ llama-server's loading does (the status shows `loading MODEL`, Lua asks again ea
 from __future__ import annotations
 
 import asyncio
+import weakref
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
@@ -22,6 +23,7 @@ import msgspec
 
 from ..errors import ModelLoading, ProtocolError, ServerError
 from ..log import log
+from ..transport.limits import clip_message
 
 if TYPE_CHECKING:
     from .base import HttpBackend
@@ -45,6 +47,10 @@ _running_decoder = msgspec.json.Decoder(_Running)
 
 # (proxy URL, model) -> the request that waits while the proxy starts the model's server
 _loads: dict[tuple[str, str], asyncio.Task[None]] = {}
+# (proxy URL, model) -> what the proxy said when its last start of the model failed
+_failures: dict[tuple[str, str], str] = {}
+# the models each backend had the proxy start (a failed start is then reported, not tried again)
+_asked: weakref.WeakKeyDictionary[HttpBackend, set[str]] = weakref.WeakKeyDictionary()
 
 
 def upstream(model: str) -> str:
@@ -62,7 +68,16 @@ async def through_upstream(backend: HttpBackend, model: str) -> str | None:
         return None
     if any(p.model == model and p.state in ("", "ready") for p in listed.running):
         return upstream(model)
-    _load(backend, model)
+    key, asked = (backend.base, model), _asked.setdefault(backend, set())
+    loading = key in _loads and not _loads[key].done()
+    if not loading and model in asked and key in _failures:
+        # a start this backend asked for failed: said as a failure (once per episode) instead
+        # of 'loading' for ever; a new backend (new options, :LocalCopilotBackend model) tries again
+        raise ServerError(f"{backend.name}: the server could not load {model}: {_failures[key]}", status=502)
+    if not loading:
+        asked.add(model)
+        _failures.pop(key, None)
+        _load(backend, model)
     raise ModelLoading(f"{backend.name}: the server is loading {model}", model=model)
 
 
@@ -76,11 +91,12 @@ def _load(backend: HttpBackend, model: str) -> None:
 
     async def load() -> None:
         try:
-            await backend.client.get(backend.base + upstream(model) + "/health", headers=backend.headers(),
-                                     timeout=LOAD_TIMEOUT_S)
+            resp = await backend.client.get(backend.base + upstream(model) + "/health", headers=backend.headers(),
+                                            timeout=LOAD_TIMEOUT_S)
+            if resp.status_code >= 400:
+                _failures[key] = f"HTTP {resp.status_code}: {clip_message(resp.text)}"
         except (httpx.HTTPError, RuntimeError) as exc:  # (RuntimeError: the client was closed meanwhile)
             log.info("%s: loading %s through the proxy: %s", backend.name, model, exc)
-        finally:
-            _loads.pop(key, None)
+            _failures[key] = str(exc) or type(exc).__name__
 
     _loads[key] = asyncio.get_running_loop().create_task(load())
