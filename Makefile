@@ -14,7 +14,7 @@ STAMP := $(VENV)/.installed
 export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 
-.PHONY: all venv vllm lint test test-unit demo bench bench-real eval eval-e2e eval-real clean
+.PHONY: all venv vllm lint test test-unit demo bench bench-real bench-team eval eval-e2e eval-real clean
 
 all: test
 
@@ -54,6 +54,11 @@ bench: venv
 # BENCH_REAL_ARGS='--compare /path/to/other/checkout' measures another checkout in the same run
 bench-real: venv
 	$(PY) bench/real.py $(BENCH_REAL_ARGS)
+
+# several editors typing at once on one server (llama-server at its defaults, with a slot per
+# editor, vLLM): per-editor latency and the server work that sharing costs
+bench-team: venv vllm
+	$(PY) bench/team.py $(BENCH_TEAM_ARGS)
 
 # post-processing on real code: CPython's standard library with realistic model junk
 eval: venv

@@ -127,6 +127,7 @@ class Variant:
         self.samples: list[dict[str, Any]] = []
         self.added = [0, 0]  # lines typed into each buffer so far (rows below shift down)
         self.placed: dict[int, list[int]] = {0: [], 1: []}  # where lines were opened, per buffer
+        self._c0: dict[str, int] = {}
 
     def counters(self) -> dict[str, int]:
         try:
@@ -151,19 +152,40 @@ class Variant:
         return row + sum(1 for r in self.placed[buf] if r < row)
 
     def burst(self, kind: str, buf: int, row: int, text: str) -> dict[str, Any]:
+        """One burst alone: move, rest, type, wait for the suggestion; the server's counters around it."""
+        m0 = self.server.counters()
+        self.move(buf, row)
+        if self.rest:
+            time.sleep(self.rest)  # the user's pause at the new place (what a warm-up may use)
+        self.type(text)
+        sample = self.collect(kind, buf, row, text)
+        d = self.server.counters().minus(m0)
+        sample.update({"prompt_tokens": d.prompt_tokens, "tokens_generated": d.generated,
+                       "prompt_s": d.prompt_s, "gen_s": d.gen_s,
+                       "prompt_tps": d.prompt_tokens / d.prompt_s if d.prompt_s > 0 else None,
+                       "gen_tps": d.generated / d.gen_s if d.gen_s > 0 else None})
+        return sample
+
+    # A burst in three steps, so that several editors can take each step together (bench/team.py).
+
+    def move(self, buf: int, row: int) -> None:
+        """Normal mode, then to `row` of the original file in buffer `buf`, typed as a user moves."""
         nvim = self.nvim
         nvim.input("<Esc>")
         H.wait_for(lambda: nvim.api.get_mode()["mode"] == "n", timeout=10, what="Normal mode")
-        # counted from before the move: a warm-up while the cursor rests is part of the burst
-        m0, c0 = self.server.counters(), self.counters()
+        self._c0 = self.counters()  # from before the move: a warm-up while the cursor rests is part of the burst
         nvim.command(f"buffer {self.files[buf]}")
         target = self.row_now(buf, row)
-        nvim.input(f"{target}G")  # typed, as a user moves: CursorMoved runs as it does for them
+        nvim.input(f"{target}G")  # CursorMoved runs as it does for a user
         H.wait_for(lambda: nvim.current.window.cursor[0] == target, timeout=10, what="the cursor moved")
-        if self.rest:
-            time.sleep(self.rest)  # the user's pause at the new place (what a warm-up may use)
-        keys = ["o", *text]
-        nvim.exec_lua("LCB.burst(...)", keys, INTERVAL_MS)
+
+    def type(self, text: str) -> None:
+        """`o` and `text`, one key every INTERVAL_MS, from a timer inside Neovim."""
+        self.nvim.exec_lua("LCB.burst(...)", ["o", *text], INTERVAL_MS)
+
+    def collect(self, kind: str, buf: int, row: int, text: str) -> dict[str, Any]:
+        """After typing: the suggestion for the last key, then everything idle; the sample."""
+        nvim = self.nvim
         H.wait_for(lambda: nvim.exec_lua("return LCB.done"), timeout=20, what="the burst typed")
         got = True
         try:
@@ -171,24 +193,21 @@ class Variant:
         except AssertionError:
             got = False
         self.settle()
-        m1, c1 = self.server.counters(), self.counters()
+        c1 = self.counters()
         res = nvim.exec_lua("return LCB.result()")
         nvim.exec_lua("LCB.stop()")
         self.placed[buf].append(row)
         last = res["keys"][-1]
         draws = [d for d in res["draws"] if d["tick"] == res["tick"] and d["t"] >= last] if got else []
         whole = [d for d in draws if d.get("whole_line")]
-        d = m1.minus(m0)
         sample = {
             "move": kind, "buffer": buf, "row": row, "text": text,
             "latency_ms": (draws[0]["t"] - last) / 1e6 if draws else None,
             "chars_first": draws[0].get("chars") if draws else None,
             "whole_line_ms": (whole[0]["t"] - last) / 1e6 if whole else None,
-            "prompt_tokens": d.prompt_tokens, "tokens_generated": d.generated,
-            "prompt_tps": d.prompt_tokens / d.prompt_s if d.prompt_s > 0 else None,
-            "gen_tps": d.generated / d.gen_s if d.gen_s > 0 else None,
-            "requests": c1.get("requests", 0) - c0.get("requests", 0),
-            "warmups": c1.get("warmups", 0) - c0.get("warmups", 0),
+            "requests": c1.get("requests", 0) - self._c0.get("requests", 0),
+            "warmups": c1.get("warmups", 0) - self._c0.get("warmups", 0),
+            "errors": c1.get("errors", 0) - self._c0.get("errors", 0),
         }
         self.samples.append(sample)
         return sample
@@ -300,6 +319,11 @@ def summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
     lat = [s["latency_ms"] for s in samples if s["latency_ms"] is not None]
     whole = [s["whole_line_ms"] for s in samples if s.get("whole_line_ms") is not None]
     med = lambda key: statistics.median([s[key] for s in samples if s.get(key) is not None] or [float("nan")])  # noqa: E731
+
+    def rate(tokens: str, seconds: str) -> float:
+        spent = sum(s.get(seconds) or 0 for s in samples)
+        return sum(s[tokens] for s in samples) / spent if spent > 0 else float("nan")
+
     return {
         "bursts": len(samples), "missing": sum(1 for s in samples if s["latency_ms"] is None),
         "p50_ms": pct(lat, 50), "p90_ms": pct(lat, 90),
@@ -308,7 +332,8 @@ def summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
         "tokens_generated_per_burst": statistics.fmean(s["tokens_generated"] for s in samples),
         "requests_per_burst": statistics.fmean(s["requests"] for s in samples),
         "warmups_per_burst": statistics.fmean(s["warmups"] for s in samples),
-        "prompt_tps": med("prompt_tps"), "gen_tps": med("gen_tps"),
+        # over the whole run: vLLM records a request's times when it ends, seen a step later
+        "prompt_tps": rate("prompt_tokens", "prompt_s"), "gen_tps": rate("tokens_generated", "gen_s"),
     }
 
 
@@ -322,8 +347,8 @@ ROWS = [
     ("requests / burst", lambda v: f"{v['requests_per_burst']:.1f}"),
     ("warm-ups / burst", lambda v: f"{v['warmups_per_burst']:.1f}"),
     ("bursts without a suggestion", lambda v: f"{v['missing']} of {v['bursts']}"),
-    ("server prompt tokens/s (median)", lambda v: f"{v['prompt_tps']:.0f}"),
-    ("server generated tokens/s (median)", lambda v: f"{v['gen_tps']:.0f}"),
+    ("server prompt tokens/s", lambda v: f"{v['prompt_tps']:.0f}"),
+    ("server generated tokens/s", lambda v: f"{v['gen_tps']:.0f}"),
 ]
 
 

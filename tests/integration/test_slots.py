@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,6 +44,9 @@ STREAMING = ("local g = require('local_copilot.ghost').current\n"
              "return g ~= nil and not g.final and vim.api.nvim_get_current_line() == '%s'")
 
 LAUNCH = re.compile(r"launch_slot_: id +(\d+) \| task (\d+) \|")
+# how the server chose the slot of the task launched next: "by id" (the request named it),
+# "by LCP similarity", "by LRU"
+CHOICE = re.compile(r"selected slot by (\w+)[^\n]*\n[^\n]*launch_slot_: id +\d+ \| task (\d+) \|")
 PROMPT = re.compile(r"print_timing: id +\d+ \| task (\d+) \| prompt eval time = +[\d.]+ ms / +(\d+) tokens")
 GENERATED = re.compile(r"print_timing: id +\d+ \| task (\d+) \|        eval time = +[\d.]+ ms / +(\d+) tokens")
 
@@ -58,10 +62,12 @@ def server(request: pytest.FixtureRequest, models: dict[str, Path], llama_bin: s
         yield srv, log
 
 
-def tasks(log: Path) -> dict[int, dict[str, int]]:
-    """task id -> the slot that ran it, prompt tokens evaluated, tokens generated."""
-    out: dict[int, dict[str, int]] = {}
+def tasks(log: Path) -> dict[int, dict[str, Any]]:
+    """task id -> the slot that ran it, how it was chosen, prompt tokens evaluated, tokens generated."""
+    out: dict[int, dict[str, Any]] = {}
     text = log.read_text(errors="replace")
+    for m in CHOICE.finditer(text):
+        out.setdefault(int(m.group(2)), {})["chosen"] = m.group(1)
     for rx, key in ((LAUNCH, "slot"), (PROMPT, "prompt"), (GENERATED, "generated")):
         for m in rx.finditer(text):
             if key == "slot":
@@ -101,5 +107,7 @@ def test_a_superseded_request_leaves_the_buffers_slot_to_the_next(server: tuple[
         # evaluated the typed character and little else
         assert seen[newer]["slot"] == seen[max(before)]["slot"], seen
         assert seen[newer]["prompt"] <= 8, seen
+        # because it named the slot: the server did not choose one for it
+        assert seen[newer].get("chosen") == "id", seen
     finally:
         nv.close()

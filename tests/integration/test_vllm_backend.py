@@ -12,6 +12,7 @@ import pytest
 from local_copilot.backends import FimRequest, OpenAIBackend
 from local_copilot.config import load_config
 
+from ..helpers import wait_for
 from .nvim_session import start_nvim, wait_ghost
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm]
@@ -69,5 +70,33 @@ def test_ghost_text_from_vllm_in_neovim(vllm_server: str, nvim_bin: str, manifes
         nvim.command(f"edit {tmp_path / 'a.py'}")
         nvim.input("ivalue = ")
         assert wait_ghost(nvim, lambda t: t == "xxxxxx", timeout=60) == "xxxxxx"
+    finally:
+        nvim.close()
+
+
+def test_resting_at_a_new_place_fills_vllms_prefix_cache_for_the_first_key(
+        vllm_server: str, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
+    """vLLM keeps a prompt's whole blocks (prefix caching, its default): the cursor resting at a
+    new place in Normal mode has it evaluate that place's prompt, so the first key typed there
+    finds its blocks cached. (A first request that is the only one at that place could find
+    nothing cached.)"""
+    nvim = start_nvim(nvim_bin, manifest, nvim_env, setup={
+        "backend": "vllm", "backends": {"vllm": {"url": vllm_server}}, "n_predict": 4, "debounce_ms": 0})
+    try:
+        path = tmp_path / "rest.py"
+        path.write_text("".join(f"def scale_{i}(value):\n    return value * {i}\n" for i in range(150)))
+        nvim.command(f"edit {path}")
+        nvim.input("A")  # a first suggestion (at the file's top) starts the host; a warm-up never does
+        wait_ghost(nvim, bool, timeout=60)
+        nvim.input("<Esc>")
+        status = lambda: nvim.call("LocalCopilotCall", "status")["stats"]["counters"]  # noqa: E731
+        warmups = status().get("warmups", 0)
+        nvim.input("250G")
+        wait_for(lambda: status().get("warmups", 0) == warmups + 1, timeout=60, what="a warm-up at line 250")
+        wait_for(lambda: metric(vllm_server, "num_requests_running") == 0, timeout=60, what="the warm-up done")
+        cached = metric(vllm_server, "prompt_tokens_cached_total")
+        nvim.input("ox")
+        wait_ghost(nvim, bool, timeout=60)
+        assert metric(vllm_server, "prompt_tokens_cached_total") - cached >= 16, "the warm-up's blocks were not reused"
     finally:
         nvim.close()

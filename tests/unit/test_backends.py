@@ -9,6 +9,7 @@ import logging
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 
 from local_copilot.backends import (
@@ -228,6 +229,23 @@ async def test_llama_cpp_renders_the_prompt_when_the_vocab_has_a_known_fim_form(
     assert body["response_fields"] == ["content", "stop", "timings", "tokens_evaluated", "id_slot", "error"]
     # the vocabulary is read once per server, not per request
     assert [p for p, _ in srv.requests].count("/tokenize") == 1
+
+
+async def test_llama_cpp_names_the_slot_a_request_asks_for(servers: list[FakeServer]) -> None:
+    """A request for a buffer's slot (prompt/slots.py) says `id_slot`; others leave the choice
+    to the server (no `id_slot` at all, as before slots were named)."""
+    from ..fakes.fake_server import QWEN_FIM
+
+    srv = FakeServer(_llama(["x"]))
+    srv.fim_tokens = QWEN_FIM
+    servers.append(srv)
+    cfg = load_config({"backends": {"llama.cpp": {"url": srv.url}}}).active
+    async with httpx.AsyncClient() as client:
+        b = make_backend("llama.cpp", cfg, client)
+        await collect(b)
+        [c async for c in b.complete(msgspec.structs.replace(REQ, slot=2))]
+    bodies = [body for path, body in srv.requests if path == "/completion"]
+    assert "id_slot" not in bodies[0] and bodies[1]["id_slot"] == 2
 
 
 async def test_llama_cpp_endpoint_infill_keeps_the_servers_prompt(servers: list[FakeServer]) -> None:

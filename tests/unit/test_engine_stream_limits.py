@@ -76,6 +76,8 @@ async def test_alternatives_from_a_server_that_ignores_max_tokens_are_cut(fake: 
             return 200, [json.dumps({"object": "list", "data": [{"id": "m", "owned_by": "vllm"}]}).encode()]
         if path == "/tokenize":
             return 200, [json.dumps({"tokens": [1000 + len(body["prompt"])]}).encode()]
+        if path == "/metrics":
+            return 404, [b"not found"]
         return 200, forever()
 
     server = fake(script)

@@ -99,10 +99,6 @@ class Backend(Protocol):
         """Tokens one request may use (per-slot context), or None when the server won't say."""
         ...
 
-    async def slot_idle(self, slot: int, within_s: float) -> None:
-        """Return once the server's `slot` runs nothing (prompt/slots.py), or after `within_s`."""
-        ...
-
     def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
         """Stream the completion; closing the iterator closes the HTTP stream (cancel)."""
         ...
@@ -265,10 +261,6 @@ class HttpBackend:
 
     def forget(self) -> None:
         """The server went away: what was probed may differ when it comes back."""
-
-    async def slot_idle(self, slot: int, within_s: float) -> None:
-        """Return once the server's `slot` runs nothing, or after `within_s` (servers without
-        slots: at once)."""
 
     # -- raw completions (next edits: the prompt as rendered, the model's tokens honoured) --
 

@@ -17,7 +17,6 @@ SSE without `[DONE]`; the final chunk has `stop: true` and `timings`.
 
 from __future__ import annotations
 
-import asyncio
 import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal
@@ -26,7 +25,7 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
-from ..errors import BackendError, ConfigError, ModelLoading, ProtocolError, ServerError
+from ..errors import ConfigError, ModelLoading, ProtocolError, ServerError
 from ..log import log
 from ..prompt.styles import CHAT_TURN_TOKENS, CONTINUE, Decision, name_says, no_fim_family, template_markers
 from ..prompt.templates import FimTemplate, detect_family, get_template, names
@@ -84,11 +83,6 @@ class _Props(msgspec.Struct):
     via: str = ""
 
 
-class _Slot(msgspec.Struct):
-    id: int
-    is_processing: bool = False
-
-
 class _Piece(msgspec.Struct):
     piece: Any = ""
 
@@ -102,7 +96,6 @@ _decoder = msgspec.json.Decoder(_InfillChunk)
 _batch_decoder = msgspec.json.Decoder(list[_InfillChunk])
 _props_decoder = msgspec.json.Decoder(_Props)
 _pieces_decoder = msgspec.json.Decoder(_Pieces)
-_slots_decoder = msgspec.json.Decoder(list[_Slot])
 
 # Which template to try first when several fit a vocabulary: a StarCoder2 vocab also has
 # StarCoder's <fim_*> markers, and the PSM form of CodeLlama is the one it was mostly trained on.
@@ -213,7 +206,6 @@ class LlamaCppBackend(HttpBackend):
         self.props: _Props | None = None
         self.template: FimTemplate | None = None
         self._resolved = False  # template looked up (None after that = /infill, or the chat style)
-        self._slots_listed = True  # /slots answers (`--no-slots` turns it off)
 
     def forget(self) -> None:
         self.props = None  # a restarted server may have other slots, or another model
@@ -263,28 +255,6 @@ class LlamaCppBackend(HttpBackend):
             await self.ensure_ready()
         assert self.props is not None
         return self.props.default_generation_settings.n_ctx or None
-
-    SLOT_POLL_S = 0.005
-
-    async def slot_idle(self, slot: int, within_s: float) -> None:
-        # GET /slots says each slot's is_processing. A request that names its slot (id_slot)
-        # would wait for it in the server instead, but llama-server with its prompt cache on
-        # (its default) loads a cached prompt into a named slot that is still evaluating
-        # another and aborts (GGML_ASSERT batch.size() > 0, seen with this project's pinned
-        # build): so the request waits here and names no slot, and the server's own choice
-        # (the idle slot holding the most of its prompt) is the slot waited for
-        deadline = asyncio.get_running_loop().time() + within_s
-        while self._slots_listed:
-            try:
-                slots = await self.fetch("GET", "/slots" + model_query(self.cfg), _slots_decoder)
-            except (BackendError, ConfigError):
-                self._slots_listed = False  # (the request itself reports a server that is down)
-                return
-            if not any(s.id == slot and s.is_processing for s in slots):
-                return
-            if asyncio.get_running_loop().time() >= deadline:
-                return
-            await asyncio.sleep(self.SLOT_POLL_S)
 
     async def ensure_ready(self) -> FimTemplate | None:
         if self.props is None:
@@ -397,6 +367,10 @@ class LlamaCppBackend(HttpBackend):
         if req.seed is not None:
             body["seed"] = req.seed
         body.update(self._model())
+        if req.slot is not None:
+            # the slot holding this buffer's prompt, named after a request of it was superseded:
+            # the server runs this one there once that one stops (prompt/slots.py)
+            body["id_slot"] = req.slot
         return body
 
     def _model(self) -> dict[str, str]:

@@ -9,6 +9,7 @@ model, `continue` for a base one.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -55,6 +56,10 @@ class _Tokens(msgspec.Struct):
     tokens: list[int] = []
 
 
+# vLLM's cache configuration as a Prometheus info gauge's labels
+_PREFIX_CACHING = re.compile(r'vllm:cache_config_info\{[^}]*enable_prefix_caching="(True|False)"')
+
+
 class OpenAIBackend(HttpBackend):
     def __init__(self, name: str, cfg: BackendConfig, client: httpx.AsyncClient) -> None:
         super().__init__(name, cfg, client)
@@ -92,8 +97,25 @@ class OpenAIBackend(HttpBackend):
             self.style, self.style_reason = decision.style, decision.reason
             if self.model.owned_by == "vllm" and self.template is not None and self.template.stop:
                 self.stop_token_ids = await self._special_token_ids(self.template)
+            # a prompt evaluated at rest fills vLLM's prefix cache (its whole blocks) for the
+            # first key typed there; a server that caches nothing would evaluate it for nothing
+            self.warms = (self.model.owned_by == "vllm" and self.style != "chat"
+                          and await self._vllm_prefix_caching())
             self._resolved = True
         return self.template
+
+    METRICS_TIMEOUT_S = 2.0  # a server whose /metrics does not answer is taken at vLLM's default
+
+    async def _vllm_prefix_caching(self) -> bool:
+        """Whether vLLM keeps prompt blocks between requests: its /metrics `cache_config_info`
+        says (`--no-enable-prefix-caching` turns it off); its default, on, where it does not."""
+        try:
+            resp = await self.client.get(self.base + "/metrics", headers=auth_headers(self.cfg),
+                                         timeout=self.METRICS_TIMEOUT_S)
+        except httpx.HTTPError:
+            return True
+        found = _PREFIX_CACHING.search(resp.text) if resp.status_code == 200 else None
+        return found is None or found.group(1) == "True"
 
     async def described(self) -> Served:
         template = await self.ensure_ready()
@@ -129,7 +151,8 @@ class OpenAIBackend(HttpBackend):
         body: dict[str, Any] = {
             "model": self.model.id,
             "prompt": template.render(req.prefix, req.suffix, middle=req.middle, path=req.path, extra=req.extra),
-            "max_tokens": req.n_predict,
+            # a warm-up asks for nothing; vLLM writes at least one token
+            "max_tokens": req.n_predict or 1,
             "temperature": self.cfg.temperature if req.temperature is None else req.temperature,
             "top_p": self.cfg.top_p,
             "n": req.n,
@@ -155,6 +178,7 @@ class OpenAIBackend(HttpBackend):
     def forget(self) -> None:
         self.template = None  # the server may come back with another model
         self._resolved = False
+        self.warms = False
 
     async def raw_wire(self, prompt: str, n_predict: int, stop: tuple[str, ...]) -> Wire:
         if self.model is None:

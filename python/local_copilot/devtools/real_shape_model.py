@@ -250,7 +250,8 @@ def _bf16(a: np.ndarray) -> bytes:
     """float32 -> bfloat16 bytes (the upper half of each float, rounded to nearest even)."""
     bits = np.ascontiguousarray(a, dtype="<f4").view("<u4")
     bits = bits + 0x7FFF + ((bits >> 16) & 1)
-    return (bits >> 16).astype("<u2").tobytes()
+    out: bytes = (bits >> 16).astype("<u2").tobytes()
+    return out
 
 
 def _hf_tensors(shape: Shape, rng: np.random.Generator, unused: np.ndarray) -> Iterator[tuple[str, tuple[int, ...], Any]]:

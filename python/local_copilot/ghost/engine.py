@@ -26,6 +26,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, Protocol
 
+import msgspec
+
 from ..buffer_state import KEYSTROKE, BufferState
 from ..config import Config
 from ..pipeline.complete import Ask, Completion, Pipeline
@@ -141,9 +143,6 @@ class Engine:
     # the next accept): a user typing their own text gains nothing from it, and it costs the
     # server a prompt evaluation the next keystroke's request may queue behind
     SPECULATE_UNACCEPTED = 8
-    # how long a request after a cancelled one waits for the server to let go of the buffer's
-    # slot: a token or two on a CPU; a slot still evaluating a long prompt is not waited out
-    SLOT_WAIT_S = 0.15
 
     def __init__(self, editor: Editor, pipeline: Pipeline, stats: Stats, privacy: Gate,
                  state: Callable[[int], BufferState], buffers: dict[int, BufferState]) -> None:
@@ -259,15 +258,16 @@ class Engine:
     async def _suggest(self, state: BufferState, snap: Snapshot, gen: int, *, after_cancel: bool = False) -> None:
         drawer = _Drawer(self.editor, snap, self.PARTIAL_FRAME_S)
         try:
-            backend, slot = self.pipeline.backend, self.pipeline.prompts.slots.of(snap.buf)
-            if after_cancel and slot is not None and backend is not None:
-                # the cancelled request runs on in its slot until the server notices its closed
-                # stream; sent now, this one would get another slot, whose cache holds nothing
-                # of this prompt
-                await backend.slot_idle(slot, self.SLOT_WAIT_S)
+            ask = self.FIRST
+            slot = self.pipeline.prompts.slots.of(snap.buf)
+            if slot is not None:
+                # the buffer's slot: a superseded request runs on in it until the server
+                # notices its closed stream, and this one, sent unnamed, would get another
+                # slot whose cache holds nothing of this prompt (prompt/slots.py)
+                ask = msgspec.structs.replace(ask, slot=slot)
             state.unanswered = True
             answered = partial(_answered, state)
-            out = await self.pipeline.complete(snap, self.FIRST, on_text=drawer.on_text, on_answer=answered)
+            out = await self.pipeline.complete(snap, ask, on_text=drawer.on_text, on_answer=answered)
             if out.stop == "error":
                 if drawer.drawn:  # a stream that broke half-way: its partial text is not to be accepted
                     self.editor.show(plan(snap, [""], final=True))

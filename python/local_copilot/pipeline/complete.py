@@ -54,6 +54,8 @@ class Ask(msgspec.Struct, frozen=True, kw_only=True):
     cached: bool = True  # the cache may answer, and keeps what comes
     # the server's state is not reported (a warm-up: the next real request reports it)
     quiet: bool = False
+    # the active server's slot to run in (prompt/slots.py), None: the server's choice
+    slot: int | None = None
 
 
 _DEFAULT = Ask()
@@ -206,6 +208,8 @@ class Pipeline:
                     kept.continuable = partial
                     return kept
             req = self._request(prep.req, ask)
+            if req.slot is not None and backend is not self.backend:
+                req = msgspec.structs.replace(req, slot=None)  # a fallback entry: the slot is the active server's
             if req.n_predict and not ask.speculative:
                 self.stats.count("requests")
             if req.n > 1:
@@ -266,6 +270,8 @@ class Pipeline:
             changes["seed"] = ask.seed
         if ask.n != 1:
             changes["n"] = ask.n
+        if ask.slot is not None:
+            changes["slot"] = ask.slot
         if n == 0:
             changes["stream"] = False  # the prompt evaluated, nothing written: nothing to stream
         elif self._writes_within(n, whole_within_s):

@@ -2,16 +2,21 @@
 
 A server with several slots (llama-server's default is 4) gives a request the idle slot whose
 cache holds the most of its prompt, else the least recently used one. While the user types, a
-request often supersedes one that still runs (it stops once the server notices its closed
-stream), so the slot holding the buffer's prompt is busy: sent at once, the new request goes to
-another slot and the whole window is evaluated again, a second or more on a CPU. So a request
-sent after a cancelled one first waits, a moment, until that slot is idle
-(Backend.slot_idle); the server's own choice then finds the prompt cached.
+request often supersedes one that still runs: the server notices the closed stream only at its
+next token, or once the prompt it is evaluating is done. Sent unnamed at that moment, the new
+request goes to another slot and the whole window is evaluated again, a second or more on a
+CPU, beside the old evaluation. So a buffer's typed suggestions name the buffer's slot
+(`id_slot`): the server holds such a request until the slot's last one has stopped, then
+finds the window cached and evaluates the typed characters.
 
-A buffer's slot is the one that ran its last request, as the server says on the last chunk.
-The request does not name it (id_slot): llama-server with its prompt cache on aborts when a
-request names a slot that is still evaluating another prompt. A request that fails forgets its
-buffer's slot (the server may have restarted).
+Warm-ups, speculative requests, continuations, instruction edits and next edits name no slot:
+the server's own choice finds the idle slot that holds their prompt (or the least recently
+used one), and they never wait behind another request. A buffer's slot is the one that ran its
+last request, as the server says on its last chunk (partial chunks do not say), so a warm-up's
+slot becomes the buffer's. A request that fails forgets its buffer's slot (the server may have
+restarted with fewer slots). With more editors on one server than it has slots, two may name
+one slot and queue behind each other: such a team gives the server a slot per editor
+(bench/team.py).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ class Slots:
         self._by_buf: dict[int, int] = {}
 
     def of(self, buf: int) -> int | None:
-        """The slot `buf`'s requests name, None until the server has placed one of them."""
+        """The slot that ran `buf`'s last request, None until the server has placed one of them."""
         return self._by_buf.get(buf)
 
     def learn(self, buf: int, slot: int) -> None:
