@@ -18,6 +18,7 @@ import pytest
 from local_copilot.config import load_config
 from local_copilot.core import Core
 from local_copilot.devtools.tiny_model import write_gguf
+from local_copilot.health.report import collect
 from local_copilot.instruct.prompt import EditSpec
 
 from ..conftest import PHRASE
@@ -69,6 +70,12 @@ async def test_ghost_text_through_the_proxy_shows_loading_meanwhile(swap: FakeLl
     assert ("GET", "/upstream/tiny-x/props") in paths and ("POST", "/upstream/tiny-x/tokenize") in paths
     [completion] = swap.bodies("/completion")
     assert completion["model"] == "tiny-x" and swap.started == ["tiny-x"]
+    # doctor lists the proxy's models (/v1/models), loaded as its /running says
+    report = await collect({"backend": "swap", "backends": {"swap": {"url": swap.url, "model": "tiny-x"}}},
+                           editor=False)
+    [section] = [s for s in report.sections if s.name == "backend swap (active)"]
+    said = [i.message for i in section.items]
+    assert "the server serves 3 models: broken (unloaded), phrase (unloaded), tiny-x (loaded)" in said, said
 
 
 async def test_a_model_the_proxy_cannot_start_is_one_message_not_loading_for_ever(swap: FakeLlamaSwap) -> None:

@@ -4,7 +4,8 @@ and `:checkhealth`.
 A router-mode llama-server (`--models-dir`) answers GET /models with each model's state
 (`loaded`, `loading`, `unloaded`, `sleeping`, `downloading`; `failed` beside `unloaded` when its
 last load failed); an OpenAI-compatible server and a llama-swap-style proxy answer GET
-/v1/models with the ids only. Whichever answers first is used.
+/v1/models with the ids only. Whichever answers first is used; a llama-swap-style proxy's
+/running then tells which of them are loaded.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import msgspec
 
 from ..errors import ProtocolError, ServerError
 from ..transport.access import async_client
+from . import swap
 from .base import HttpBackend
 
 if TYPE_CHECKING:
@@ -62,7 +64,12 @@ async def list_models(backend: HttpBackend) -> list[Listed]:
             listed = await backend.fetch("GET", path, _decoder)
         except (ServerError, ProtocolError):
             continue
-        return [Listed(m.id, _state(m)) for m in listed.data]
+        models = [Listed(m.id, _state(m)) for m in listed.data]
+        if path == "/v1/models" and models and not any(m.state for m in models):
+            running = await swap.running_models(backend)
+            if running is not None:
+                models = [Listed(m.id, "loaded" if m.id in running else "unloaded") for m in models]
+        return models
     return []
 
 

@@ -28,7 +28,7 @@ from ..transport.limits import clip_message
 if TYPE_CHECKING:
     from .base import HttpBackend
 
-__all__ = ["upstream", "through_upstream"]
+__all__ = ["running_models", "through_upstream", "upstream"]
 
 # how long the background load may take (llama-swap's own healthCheckTimeout defaults to 120 s)
 LOAD_TIMEOUT_S = 600.0
@@ -59,14 +59,22 @@ def upstream(model: str) -> str:
     return "/upstream/" + quote(model, safe="/")
 
 
-async def through_upstream(backend: HttpBackend, model: str) -> str | None:
-    """`upstream(model)` when the server is a llama-swap-style proxy that has `model` running;
-    None when it is no such proxy. Raises ModelLoading while the proxy starts the model."""
+async def running_models(backend: HttpBackend) -> set[str] | None:
+    """The models the proxy has ready (GET /running); None where the server is no such proxy."""
     try:
         listed = await backend.fetch("GET", "/running", _running_decoder)
     except (ServerError, ProtocolError):
         return None
-    if any(p.model == model and p.state in ("", "ready") for p in listed.running):
+    return {p.model for p in listed.running if p.state in ("", "ready")}
+
+
+async def through_upstream(backend: HttpBackend, model: str) -> str | None:
+    """`upstream(model)` when the server is a llama-swap-style proxy that has `model` running;
+    None when it is no such proxy. Raises ModelLoading while the proxy starts the model."""
+    running = await running_models(backend)
+    if running is None:
+        return None
+    if model in running:
         return upstream(model)
     key, asked = (backend.base, model), _asked.setdefault(backend, set())
     loading = key in _loads and not _loads[key].done()
