@@ -594,6 +594,28 @@ return { status, row - 1, col, vim.api.nvim_get_mode().mode }
 """
 
 
+def enter_case(nv: Any, path: Path, case: Case, wait: Any) -> tuple[int, int]:
+    """Open `case`'s file in `nv` (plain: no indenting or formatting option rewrites the keys
+    typed), at its start, and enter Insert mode at its cursor; `wait(cond)` waits until
+    `cond()` holds. Returns the cursor as (row, byte column), where the typing starts. Both
+    editors of the evaluation start a case here (this one and bench/real_eval.py's minuet)."""
+    if nv.current.buffer.name != str(path):
+        nv.command(f"edit! {path}")
+        nv.command("setlocal noautoindent nosmartindent nocindent indentexpr= indentkeys= textwidth=0 "
+                   "formatoptions= noexpandtab")
+    nv.current.buffer[:] = case.start_lines()
+    row, col = case.a
+    start = case.start_lines()[row]
+    at_end = col >= len(start)
+    col = len(start[:col].encode())  # Neovim's columns are bytes
+    nv.exec_lua("vim.api.nvim_win_set_cursor(0, { ... })", row + 1, col)
+    nv.command("startinsert!" if at_end else "startinsert")
+    wait(lambda: nv.api.get_mode()["mode"].startswith("i"))
+    # set again in Insert mode: entering it may move the cursor (startinsert! to the line's end)
+    nv.exec_lua("vim.api.nvim_win_set_cursor(0, { ... })", row + 1, col)
+    return row, col
+
+
 class Editor:
     """One headless Neovim with the plugin, reused for every case."""
 
@@ -641,20 +663,7 @@ class Editor:
 
     def run(self, case: Case) -> Outcome:
         nv = self.nvim
-        path = self.root / case.name
-        if nv.current.buffer.name != str(path):
-            nv.command(f"edit! {path}")
-            nv.command("setlocal noautoindent nosmartindent nocindent indentexpr= indentkeys= textwidth=0 "
-                       "formatoptions= noexpandtab")
-        nv.current.buffer[:] = case.start_lines()
-        row, col = case.a
-        start = case.start_lines()[row]
-        at_end = col >= len(start)
-        col = len(start[:col].encode())  # Neovim's columns are bytes
-        nv.exec_lua("vim.api.nvim_win_set_cursor(0, { ... })", row + 1, col)
-        nv.command("startinsert!" if at_end else "startinsert")
-        self._wait(lambda: nv.api.get_mode()["mode"].startswith("i"))
-        nv.exec_lua("vim.api.nvim_win_set_cursor(0, { ... })", row + 1, col)
+        row, col = enter_case(nv, self.root / case.name, case, self._wait)
         for ch in case.typed:
             key = {"\n": "<CR>", "<": "<lt>", "\t": "<Tab>"}.get(ch, ch)
             nv.input(key)

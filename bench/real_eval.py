@@ -193,18 +193,7 @@ class MinuetEditor:
     def attempt(self, case: E.Case) -> list[str]:
         """The buffer after Tab (untouched when nothing was shown)."""
         nv = self.nvim
-        path = self.root / case.name
-        if nv.current.buffer.name != str(path):
-            nv.command(f"edit! {path}")
-            nv.command("setlocal noautoindent nosmartindent nocindent indentexpr= indentkeys= textwidth=0 "
-                       "formatoptions= noexpandtab")
-        nv.current.buffer[:] = case.start_lines()
-        row, col = case.a
-        start = case.start_lines()[row]
-        nv.exec_lua("vim.api.nvim_win_set_cursor(0, { ... })", row + 1, len(start[:col].encode()))
-        nv.command("startinsert!" if col >= len(start) else "startinsert")
-        H.wait_for(lambda: nv.api.get_mode()["mode"].startswith("i"), timeout=10, what="Insert mode")
-        nv.exec_lua("vim.api.nvim_win_set_cursor(0, { ... })", row + 1, len(start[:col].encode()))
+        E.enter_case(nv, self.root / case.name, case, lambda cond: H.wait_for(cond, timeout=10, what="Insert mode"))
         nv.exec_lua("LCB.draws, LCB.recording = {}, true")
         requests = int(nv.exec_lua("return LCB.requests"))
         for ch in case.typed:

@@ -28,6 +28,9 @@ local state = {
   shown = 0,
   rest_timer = nil, -- fires once the cursor rests in Normal mode (see on_rest)
   warmed = nil, -- 'buf:row' of the last place warmed
+  -- rests of the cursor in Normal mode: whether one is being waited for, how many were decided
+  -- (warmed or not) and how many warm-ups went out; tests wait on these (M.rest_state)
+  rest = { pending = false, decided = 0, warms = 0 },
 }
 
 -- how long the cursor must rest at a place in Normal mode before its prompt is warmed
@@ -320,14 +323,29 @@ local function warm_now()
   state.warmed = place
   local snap = snapshot(buf, facts)
   host.send('warm', snap)
+  state.rest.warms = state.rest.warms + 1
+end
+
+local function rest_decided()
+  -- a move while this rest's callback was queued restarted the timer: that rest is pending
+  state.rest.pending = state.rest_timer ~= nil and state.rest_timer:is_active()
+  state.rest.decided = state.rest.decided + 1
 end
 
 -- CursorMoved (Normal mode): wait for the cursor to rest, then warm its place.
 function M.on_rest()
-  if not state.enabled or not config.get('warm_up') then return end
+  if not state.enabled or not config.get('warm_up') then return rest_decided() end
+  state.rest.pending = true
   state.rest_timer = state.rest_timer or vim.uv.new_timer()
-  state.rest_timer:start(WARM_REST_MS, 0, vim.schedule_wrap(warm_now))
+  state.rest_timer:start(WARM_REST_MS, 0, vim.schedule_wrap(function()
+    warm_now()
+    rest_decided()
+  end))
 end
+
+-- Where the cursor's rests stand: { pending, decided, warms } (a copy). A test waits for
+-- `pending` to clear, or `decided` to grow, instead of waiting a fixed time for the timer.
+function M.rest_state() return vim.deepcopy(state.rest) end
 
 -- InsertLeave, BufLeave, WinLeave, dismiss(): nothing is wanted here any more.
 function M.on_leave()

@@ -1,5 +1,5 @@
 -- Everything the Python host tells Lua arrives here: one function, receive(), takes one update
--- or several (python/local_copilot/nvim/updates.py defines the same tagged union) and hands
+-- or several (python/local_copilot/updates.py defines the same tagged union) and hands
 -- each to the module it concerns by its `type`.
 local M = {}
 

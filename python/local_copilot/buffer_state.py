@@ -2,7 +2,8 @@
 
 A buffer has at most one request task (a first part, its continuation, or alternatives), one
 speculative request, one pause timer (a first part shown, its rest fetched once typing
-pauses) and one snapshot waiting for the request the server has not answered yet. Keeping them
+pauses) and one snapshot deferred behind the request the server has not answered yet (what
+Lua's status() calls 'waiting' is Lua's own: trigger.lua, see doc/architecture.md). Keeping them
 in one object means cancelling, forgetting and handing over cannot leave one of them behind.
 Request kinds that come later (next edits, instruction edits) are further fields here.
 
@@ -19,7 +20,7 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from .ghost import eager as _eager
+from . import eager as _eager
 from .snapshot import Snapshot
 
 __all__ = ["BufferState", "Typing"]
@@ -53,14 +54,14 @@ class Typing:
 
 
 # what a keystroke makes stale: the suggestion's request (its task, its pause timer, the
-# snapshot waiting for it), the speculative request and the next-edit request. A warm-up of the
+# snapshot deferred behind it), the speculative request and the next-edit request. A warm-up of the
 # same place and the instruction edits stay (see cancel_warm's reason below and the module's).
 KEYSTROKE = ("suggestion", "speculative", "next_edit")
 KINDS = (*KEYSTROKE, "warm", "edit")
 
 
 class BufferState:
-    __slots__ = ("task", "generation", "speculative", "pause", "waiting", "unanswered", "last", "typing", "warm",
+    __slots__ = ("task", "generation", "speculative", "pause", "deferred", "unanswered", "last", "typing", "warm",
                  "warm_row", "next_edit", "edits", "edit_warm")
 
     def __init__(self) -> None:
@@ -72,7 +73,7 @@ class BufferState:
         self.pause: asyncio.TimerHandle | None = None  # continues a first part once typing pauses
         # the newest snapshot, waiting for the answer to `task`'s request to start (see
         # Engine.submit): the server would evaluate that request anyway
-        self.waiting: Snapshot | None = None
+        self.deferred: Snapshot | None = None
         # `task`'s request is out and the server has not answered it yet
         self.unanswered = False
         self.last: tuple[Snapshot, str] | None = None  # the last finished snapshot and its text
@@ -88,7 +89,7 @@ class BufferState:
     def start(self, run: Callable[[int], Coroutine[Any, Any, None]], *, eager: bool = False) -> None:
         """Run `run(number)` as the suggestion's request (the one before must be done or
         cancelled); `number` is what owns() asks of it. `eager`: stepped right here, up to its
-        first wait (ghost/eager.py)."""
+        first wait (eager.py)."""
         self.generation += 1
         number = self.generation
         self.task = None
@@ -136,7 +137,7 @@ class BufferState:
         kinds = KINDS if kind is None else (kind,) if isinstance(kind, str) else kind
         stopped = False
         if "suggestion" in kinds:
-            self.waiting = None
+            self.deferred = None
             # what was unanswered is the request cancelled here: a task cancelled before it
             # ran cannot say so, and a snapshot deferred on its word would wait for nothing
             self.unanswered = False

@@ -16,16 +16,17 @@ import httpx
 from .backends import Backend, make_backend
 from .buffer_state import BufferState
 from .config import Config
-from .ghost.engine import Editor, Engine
+from .ghost.engine import Engine
 from .instruct.runner import EditRunner
 from .next_edit.request import NextEdits
 from .notify import Episodes
 from .pipeline.complete import Pipeline
+from .pipeline.prepare import Preparer
 from .pipeline.reading import Reader
 from .privacy.policy import Gate
-from .prompt.prepare import Preparer
 from .stats import Stats
 from .transport.access import async_client
+from .updates import Editor, notices
 
 __all__ = ["Core"]
 
@@ -38,8 +39,8 @@ class Core:
         self.buffers: dict[int, BufferState] = {}  # what is in flight and kept, per buffer
         self.stats = Stats()
         # failure messages, one per episode of each backend (shared with next edits)
-        self.episodes = Episodes(editor.notify)
-        self.prompts = Preparer()  # snapshots into requests (prompt/prepare.py)
+        self.episodes = Episodes(notices(editor))
+        self.prompts = Preparer()  # snapshots into requests (pipeline/prepare.py)
         self.privacy = Gate(editor, self.prompts.ring)  # what may be sent (privacy/policy.py)
         reader = Reader(editor, self.prompts, self.stats, self.episodes.of(""))
         self.pipeline = Pipeline(self.prompts, reader, self.stats, self.episodes)

@@ -1,44 +1,57 @@
-"""A stand-in for the editor port (engine.Editor) that records what the engine asks of the
-editor, for tests that drive the engine without Neovim."""
+"""A stand-in for the editor port (updates.Editor) that records every update the core sends, for
+tests that drive the core without Neovim; the properties are views of one kind of update."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from local_copilot.ghost.render import RenderPlan
-from local_copilot.instruct.runner import EditUpdate
+from local_copilot.updates import (
+    BackendState,
+    EditProgress,
+    EditUpdate,
+    NextEditPlan,
+    Notice,
+    PrivacyVerdict,
+    Render,
+    RenderPlan,
+    Update,
+)
 
 
 class RecordingEditor:
     def __init__(self) -> None:
-        self.plans: list[RenderPlan] = []
-        self.notes: list[tuple[str, str]] = []
-        self.states: list[str] = []
-        self.edits: list[EditUpdate] = []
-        self.next_edits: list[dict[str, Any]] = []
+        self.updates: list[Update] = []
+
+    def update(self, u: Update) -> None:
+        self.updates.append(u)
+
+    @property
+    def plans(self) -> list[RenderPlan]:
+        return [u.plan for u in self.updates if isinstance(u, Render)]
 
     @property
     def final(self) -> list[str]:
         """The text of each final suggestion shown ('' for none)."""
         return [p.items[0].text if p.items else "" for p in self.plans if p.final]
 
-    def show(self, plan: RenderPlan) -> None:
-        self.plans.append(plan)
+    @property
+    def notes(self) -> list[tuple[str, str]]:
+        """The notices: (message, level)."""
+        return [(u.message, u.level) for u in self.updates if isinstance(u, Notice)]
 
-    def notify(self, message: str, level: str) -> None:
-        self.notes.append((message, level))
+    @property
+    def states(self) -> list[str]:
+        """The backend states told, in order."""
+        return [u.state for u in self.updates if isinstance(u, BackendState)]
 
-    def backend_state(self, state: str, message: str) -> None:
-        self.states.append(state)
+    @property
+    def verdicts(self) -> list[tuple[int, str, str | None, str]]:
+        """The privacy policy's verdicts: (buf, path, reason, kind)."""
+        return [(u.buf, u.path, u.reason, u.kind) for u in self.updates if isinstance(u, PrivacyVerdict)]
 
-    def private(self, buf: int, path: str, reason: str | None, kind: str) -> None:
-        pass
+    @property
+    def next_edits(self) -> list[NextEditPlan]:
+        return [u for u in self.updates if isinstance(u, NextEditPlan)]
 
-    def privacy_rules(self, rules: list[list[str]]) -> None:
-        pass
-
-    def show_next_edit(self, plan: dict[str, Any]) -> None:
-        self.next_edits.append(plan)
-
-    def edit_update(self, update: EditUpdate) -> None:
-        self.edits.append(update)
+    @property
+    def edits(self) -> list[EditUpdate]:
+        """Instruction edits' previews and outcomes."""
+        return [u.update for u in self.updates if isinstance(u, EditProgress)]

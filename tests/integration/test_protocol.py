@@ -1,5 +1,5 @@
 """Lua and the host list the same events (lua/local_copilot/protocol.lua, python/local_copilot/
-nvim/protocol.py) and the same updates (lua/local_copilot/updates.lua, nvim/updates.py), every
+nvim/protocol.py) and the same updates (lua/local_copilot/updates.lua, updates.py), every
 event Lua sends while used is one the host decodes, and every update the host sends while used
 is one of the union."""
 
@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from local_copilot.nvim import protocol, updates
+from local_copilot import updates
+from local_copilot.nvim import protocol
 
 from ..helpers import wait_for
 from .nvim_session import start_nvim

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from ..helpers import wait_for
-from .nvim_session import extmarks, start_nvim, wait_ghost
+from .nvim_session import extmarks, lua, start_nvim, wait_ghost
 
 pytestmark = pytest.mark.integration
 
@@ -49,12 +49,24 @@ def idle(nv: Any) -> bool:
     return state["tasks"] == state["speculative"] == state["pauses"] == state["warmups"] == 0
 
 
+def rest(nv: Any) -> dict[str, Any]:
+    """Where the cursor's rests stand in Lua: pending (the rest timer runs), decided, warms (sent)."""
+    state: dict[str, Any] = lua(nv, "require('local_copilot.trigger').rest_state()")
+    return state
+
+
+def settled(nv: Any) -> bool:
+    """The last rest is decided, the host counted every warm-up Lua sent, and they are done."""
+    state = rest(nv)
+    return not state["pending"] and counters(nv).get("warmups", 0) == state["warms"] and idle(nv)
+
+
 def test_resting_at_a_new_place_in_normal_mode_evaluates_its_prompt_and_generates_nothing(
         nvim_bin: str, manifest: Path, nvim_env: dict[str, str], llama_server: Any, tmp_path: Path) -> None:
     nv = start(nvim_bin, manifest, nvim_env, llama_server.url, tmp_path / "warm.py")
     try:
         before = nv.current.buffer[:]
-        nv.call("wait", 400, "0")
+        wait_for(lambda: settled(nv), what="a warm-up of the place `o` left, if any, done")
         base = counters(nv).get("warmups", 0)
         prompt0, gen0 = metric(llama_server.url, "prompt_tokens_total"), metric(llama_server.url, "tokens_predicted_total")
         nv.input("20G")
@@ -65,9 +77,10 @@ def test_resting_at_a_new_place_in_normal_mode_evaluates_its_prompt_and_generate
         # its prompt evaluation computed anyway, and decodes none (its timings say ~0 ms)
         assert metric(llama_server.url, "tokens_predicted_total") <= gen0 + 1
         # moving along the same line is the same place: no second warm-up
+        decided = rest(nv)["decided"]
         nv.input("w")
         nv.input("w")
-        nv.call("wait", 400, "0")
+        wait_for(lambda: rest(nv)["decided"] > decided and settled(nv), what="the rest after `ww` decided")
         assert counters(nv).get("warmups", 0) == base + 1
         assert extmarks(nv) == [] and nv.current.buffer[:] == before
         # the first key there gets its suggestion as usual
@@ -87,10 +100,12 @@ def test_resting_at_a_new_place_in_normal_mode_evaluates_its_prompt_and_generate
 def test_warm_up_off(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], llama_server: Any, tmp_path: Path) -> None:
     nv = start(nvim_bin, manifest, nvim_env, llama_server.url, tmp_path / "cold.py", warm_up=False)
     try:
+        decided = rest(nv)["decided"]
         nv.input("20G")
-        nv.call("wait", 400, "0")
+        wait_for(lambda: rest(nv)["decided"] > decided, what="the rest at line 20 decided")
         nv.input("5G")
-        nv.call("wait", 400, "0")
+        wait_for(lambda: rest(nv)["decided"] > decided + 1, what="the rest at line 5 decided")
+        assert rest(nv)["warms"] == 0
         assert counters(nv).get("warmups", 0) == 0
     finally:
         nv.close()

@@ -6,7 +6,9 @@ the plugin naming it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -20,7 +22,6 @@ from local_copilot.core import Core
 from local_copilot.errors import ConfigError
 from local_copilot.health.report import Report, Section, collect
 from local_copilot.instruct.prompt import EditSpec
-from local_copilot.instruct.runner import EditUpdate
 from local_copilot.servers.backend_manager import _healthy
 from local_copilot.snapshot import Snapshot
 from local_copilot.transport.streaming import NDJSONParser, SSEParser
@@ -40,9 +41,9 @@ class _Piece(msgspec.Struct):
 _decoder = msgspec.json.Decoder(_Piece)
 
 
-class ToyBackend(HttpBackend):
-    """The toy protocol: POST /toy/fill {before, after, max} -> NDJSON {"text"} lines, then
-    {"end": true}; GET /toy/ready answers 200 once it serves."""
+class _Toy(HttpBackend):
+    """What both toy kinds keep at its simplest: no stop strings, one candidate per request,
+    no continuation, no context length known."""
 
     stop_strings: tuple[str, ...] = ()
     supports_n = False
@@ -51,6 +52,20 @@ class ToyBackend(HttpBackend):
 
     async def context_limit(self) -> int | None:
         return None
+
+
+@contextlib.contextmanager
+def registered(kind: registry.Kind) -> Iterator[registry.Kind]:
+    """`kind` in the registry for one test, as a kind's module registers it at import."""
+    try:
+        yield registry.register(kind)
+    finally:
+        registry._KINDS.pop(kind.name, None)
+
+
+class ToyBackend(_Toy):
+    """The toy protocol: POST /toy/fill {before, after, max} -> NDJSON {"text"} lines, then
+    {"end": true}; GET /toy/ready answers 200 once it serves."""
 
     def wire(self, req: FimRequest) -> Wire:
         body = {"before": req.prefix + req.middle, "after": req.suffix, "max": req.n_predict}
@@ -62,11 +77,10 @@ class ToyBackend(HttpBackend):
 
 
 @pytest.fixture()
-def toy_kind() -> Any:
-    kind = registry.register(registry.Kind(name="toy", dialect=ToyBackend, default_url="http://127.0.0.1:9",
-                                           ready_path="/toy/ready"))
-    yield kind
-    registry._KINDS.pop("toy", None)
+def toy_kind() -> Iterator[registry.Kind]:
+    with registered(registry.Kind(name="toy", dialect=ToyBackend, default_url="http://127.0.0.1:9",
+                                  ready_path="/toy/ready")) as kind:
+        yield kind
 
 
 def toy_script(path: str, body: dict[str, Any]) -> tuple[int, list[Any]]:
@@ -148,18 +162,10 @@ class _Event(msgspec.Struct):
 _events = msgspec.json.Decoder(_Event)
 
 
-class ToyOpenAIBackend(HttpBackend):
+class ToyOpenAIBackend(_Toy):
     """A kind the plugin knows nothing of, on OpenAI's `/v1/completions`: {model, prompt,
     suffix, max_tokens, stream} -> SSE events with `choices[].text`, then `data: [DONE]`; a raw
     completion (next edits) is the same request without a suffix."""
-
-    stop_strings: tuple[str, ...] = ()
-    supports_n = False
-    continues = False
-    counts_full_prompt = False
-
-    async def context_limit(self) -> int | None:
-        return None
 
     def wire(self, req: FimRequest) -> Wire:
         body = {"model": self.cfg.model, "prompt": req.prefix + req.middle, "suffix": req.suffix,
@@ -179,12 +185,11 @@ class ToyOpenAIBackend(HttpBackend):
 
 
 @pytest.fixture()
-def toy_openai_kind() -> Any:
+def toy_openai_kind() -> Iterator[registry.Kind]:
     # the chat dialect for instruction edits is the registry's record too
-    kind = registry.register(registry.Kind(name="toy-openai", dialect=ToyOpenAIBackend,
-                                           default_url="http://127.0.0.1:9", ready_path="/v1/models", chat=ChatBackend))
-    yield kind
-    registry._KINDS.pop("toy-openai", None)
+    with registered(registry.Kind(name="toy-openai", dialect=ToyOpenAIBackend, default_url="http://127.0.0.1:9",
+                                  ready_path="/v1/models", chat=ChatBackend)) as kind:
+        yield kind
 
 
 def fake_openai(path: str, body: dict[str, Any]) -> tuple[int, list[Step]]:
@@ -200,21 +205,6 @@ def fake_openai(path: str, body: dict[str, Any]) -> tuple[int, list[Step]]:
     if path == "/v1/chat/completions":
         return 200, chat_sse(["y = 1\n"])
     return 404, [b'{"error": "not found"}']
-
-
-class EditsEditor(RecordingEditor):
-    """Also records instruction edits' updates and the next edits shown."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.edits: list[EditUpdate] = []
-        self.next_edits: list[dict[str, Any]] = []
-
-    def edit_update(self, update: EditUpdate) -> None:
-        self.edits.append(update)
-
-    def show_next_edit(self, plan: dict[str, Any]) -> None:
-        self.next_edits.append(plan)
 
 
 def section(report: Report, name: str) -> Section:
@@ -234,7 +224,7 @@ async def test_a_kind_on_openai_formats_completes_edits_and_suggests_next_edits(
     server = FakeServer(fake_openai)
     raw = {"backend": "mine", "backends": {"mine": {"kind": "toy-openai", "url": server.url, "model": TOY_MODEL}},
            "next_edit": {"enabled": True}}
-    editor = EditsEditor()
+    editor = RecordingEditor()
     engine = Core(editor)
     try:
         engine.configure(load_config(raw))
@@ -258,7 +248,7 @@ async def test_a_kind_on_openai_formats_completes_edits_and_suggests_next_edits(
                                            path="calc.py"))
         await wait_until(lambda: bool(editor.next_edits))
         shown = editor.next_edits[0]
-        assert (shown["row"], shown["text"]) == (1, "idth")
+        assert (shown.row, shown.text) == (1, "idth")
         raw_body = [b for p, b in server.requests if p == "/v1/completions" and "suffix" not in b][0]
         assert raw_body["temperature"] == 0.0 and raw_body["stop"] == [">>>>>>> UPDATED"]
         assert not editor.notes, editor.notes

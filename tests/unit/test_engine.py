@@ -51,12 +51,13 @@ async def test_a_newer_snapshot_cancels_the_older_stream(fake: Any) -> None:
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}}))
     engine.ghost.submit(snap(1))
     await wait_until(lambda: editor.plans)
+    first = engine.buffers[snap(1).buf].task
+    assert first is not None
     engine.ghost.submit(snap(2, "x = 1"))
-    await wait_until(lambda: server.disconnects >= 1)
-    await asyncio.sleep(0.1)
+    await wait_until(lambda: server.disconnects >= 1 and first.done())  # the stream closed, its task wound down
     # nothing more arrives for the cancelled request
     count = sum(1 for p in editor.plans if p.seq == 1)
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(0.2)  # the thing under test: a while in which seq 1's stream would have gone on
     assert sum(1 for p in editor.plans if p.seq == 1) == count
     assert engine.stats["cancels"] == 1
     await engine.close()
@@ -122,7 +123,7 @@ async def test_keys_while_the_server_has_not_answered_queue_one_request_not_one_
     for seq in range(1, 7):
         line += "a"
         engine.ghost.submit(snap(seq, line))
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # the typing pace (the thing under test): keys faster than the server answers
     await wait_until(lambda: any(p.final and p.seq == 6 for p in editor.plans))
     sent = [b["prompt"] for p, b in server.requests if p == "/infill"]
     assert sent == ["x = a", "x = aaaaaa"], sent  # the first, then straight to the newest

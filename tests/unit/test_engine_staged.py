@@ -90,7 +90,8 @@ async def test_a_model_that_stops_early_gets_no_continuation(fake: Any) -> None:
     engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}}, "speculative": False}))
     engine.ghost.submit(snap(1))
     await wait_until(lambda: any(p.final for p in editor.plans))
-    await asyncio.sleep(0.4)  # longer than any pause the engine waits for
+    # until nothing is left that could ask for more (a pause timer that would continue it, a task)
+    await wait_until(lambda: not any(engine.buffers[1].in_flight().values()))
     assert len(infills(server)) == 1 and editor.plans[-1].text == "ttttt"
     await engine.close()
 
@@ -417,7 +418,7 @@ async def test_every_buffers_latest_snapshot_gets_its_final_suggestion(fake: Any
             else:
                 engine.ghost.submit(snap(seq, lines[buf], buf=buf))
             latest[buf] = seq
-        await asyncio.sleep(rng.choice([0.0, 0.005, 0.02, 0.05, 0.12]))
+        await asyncio.sleep(rng.choice([0.0, 0.005, 0.02, 0.05, 0.12]))  # the typing pace (the thing under test)
     server.first_byte_delay = 0.0
     for buf, last in latest.items():
         await wait_until(lambda: any(p.final and p.seq == last and p.buf == buf for p in editor.plans), timeout=5)

@@ -15,8 +15,8 @@ from local_copilot.config import load_config
 from local_copilot.pipeline.foreign_tokens import FAMILIES, cut_foreign_tokens, is_markup
 from local_copilot.pipeline.invisible_chars import hidden_char
 from local_copilot.pipeline.postprocess import PostContext, Result, process
+from local_copilot.pipeline.prepare import post_context
 from local_copilot.prompt.context import build_context
-from local_copilot.prompt.prepare import post_context
 from local_copilot.snapshot import Snapshot
 
 TOKENS = sorted({t for ts in FAMILIES.values() for t in ts})

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from local_copilot.config import load_config
-from local_copilot.prompt.prepare import Preparer
+from local_copilot.pipeline.prepare import Preparer
 from local_copilot.prompt.speed import ASSUMED_PROMPT_TPS, MIN_CONTEXT_CHARS, ServerSpeed
 from local_copilot.prompt.templates import get_template
 from local_copilot.snapshot import Snapshot
@@ -114,6 +114,22 @@ def test_a_cached_prompt_answered_fast_says_the_server_is_at_least_that_fast() -
     # the first real measurement replaces the bound rather than blending with it
     speed.observe({"prompt_n": 400, "prompt_ms": 2000.0})
     assert speed.prompt_tps == 200
+
+
+def test_a_server_timed_by_the_client_is_taken_at_its_slowest_recent_prompt() -> None:
+    """vLLM says how many tokens, not how long: the client's clock times the prompt (the wait
+    for the first token). A cached prompt answers as fast as a short one, so the window is
+    sized from the slowest of the recent readings, not from a cached prompt's rate."""
+    speed = ServerSpeed()
+    speed.observe_client({"prompt_n": 300, "prompt_ms": 1500, "predicted_n": 11, "predicted_ms": 500})
+    cold = speed.sizing(1000, 4.0, 60).window_tokens
+    assert speed.prompt_tps == 200 and speed.gen_tps == 20  # 10 tokens after the first in 0.5 s
+    for _ in range(5):  # the same window again, cached: answered at once
+        speed.observe_client({"prompt_n": 300, "prompt_ms": 40, "predicted_n": 11, "predicted_ms": 500})
+    assert speed.prompt_tps == 200 and speed.sizing(1000, 4.0, 60).window_tokens == cold
+    for _ in range(8):  # the cold reading has aged out: only fast ones are left
+        speed.observe_client({"prompt_n": 300, "prompt_ms": 100, "predicted_n": 11, "predicted_ms": 500})
+    assert speed.prompt_tps == 3000
 
 
 def test_health_shows_the_measured_speeds_and_the_context_in_use() -> None:

@@ -147,11 +147,11 @@ async def test_retry_after_holds_every_request_back_until_then(fake: Any, status
     script.answer = (200, GOOD)  # good again, but the server asked for 2 s
     for seq in range(3, 8):  # a key every 0.2 s while the wait lasts: none reaches the server
         engine.ghost.submit(snap(seq, "x = " + "a" * (seq - 1)))
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # the typing pace (the thing under test): each key is a request when nothing holds it back
     assert completions(server) == before + 1
     assert set(editor.states[-5:]) == {"held"}
     assert engine.stats["errors"] == 1 and len(editor.notes) == 1  # the fault, counted and said once
-    await asyncio.sleep(max(0.0, asked + 2.1 - time.time()))
+    await asyncio.sleep(max(0.0, asked + 2.1 - time.time()))  # the thing under test: the 2 s the server asked for pass
     engine.ghost.submit(snap(9, "x = b"))  # the wait is over: requests go again
     await wait_until(lambda: editor.final[-1:] == ["okay"] and len(editor.final) == 2)
     assert completions(server) == before + 2

@@ -152,11 +152,11 @@ def _out_prefix(arg: str | None, started: float) -> Path:
     return Path("bench") / "results" / time.strftime("bench-%Y%m%d-%H%M%S", time.localtime(started))
 
 
-def run(args: argparse.Namespace) -> int:
-    from ..cli.config_file import config_file, read_config_file
+def run(args: argparse.Namespace, raw: dict[str, Any]) -> int:
+    """`local-copilot bench` with `raw`, the options of the file `--config` names (cli/main.py
+    reads it, as for every command)."""
     from ..health.report import load_options
 
-    raw = read_config_file(config_file(args.config))
     cfg, _, error = load_options(raw)
     if cfg is None:
         raise ConfigError(error or "no configuration")

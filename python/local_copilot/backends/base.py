@@ -83,6 +83,12 @@ class Backend(Protocol):
         ...
 
     @property
+    def clock_timed(self) -> bool:
+        """Whether the server counts tokens but says no times, so the client's clock times its
+        answers (prompt/speed.py, observe_client)."""
+        ...
+
+    @property
     def continues(self) -> bool:
         """Whether a request can continue a text: the prompt ends with the start of the middle,
         so the same prompt plus the text so far asks for what follows it (staged requests)."""
@@ -215,6 +221,20 @@ async def raise_for_status(name: str, response: httpx.Response | StreamResponse,
 
 
 T = TypeVar("T")
+C = TypeVar("C", bound=Chunk)
+
+
+class OpenAIEvent(Protocol):
+    """What an OpenAI-style stream event has (/v1/completions, /v1/chat/completions)."""
+
+    @property
+    def choices(self) -> list[Any]: ...
+
+    @property
+    def usage(self) -> Any: ...  # prompt_tokens, completion_tokens
+
+
+E = TypeVar("E", bound=OpenAIEvent)
 
 
 class HttpBackend:
@@ -224,6 +244,7 @@ class HttpBackend:
     # llama.cpp's n_predict 0 evaluates the prompt only; OpenAI's max_tokens 0 is refused by vLLM
     # and Ollama's num_predict 0 means its default: no warm-up there
     warms = False
+    clock_timed = False
     # the prompt style (prompt/styles.py) and why, as decided when the server was probed
     style = "fim"
     style_reason = ""
@@ -367,6 +388,20 @@ class HttpBackend:
         if error is not None:
             raise ProtocolError(f"{self.name}: server error in stream: {str(error)[:300]}")
         return msg
+
+    def _openai_event(self, decoder: msgspec.json.Decoder[E], payload: bytes, chunk: type[C],
+                      usage_timings: Callable[[E], dict[str, float]]) -> E | C:
+        """One event of an OpenAI-style stream: its end ('[DONE]') and an event with no choices
+        (the usage event, its counts as `usage_timings(event)`, or an empty one) as a `chunk`;
+        else the event (`_message`), whose first choice the caller reads."""
+        if payload == b"[DONE]":
+            return chunk(text="", done=True)
+        msg = self._message(decoder, payload)
+        if msg.choices:
+            return msg
+        if msg.usage is None:
+            return chunk(text="")
+        return chunk(text="", prompt_tokens=msg.usage.prompt_tokens, timings=usage_timings(msg))
 
     def unreachable(self, exc: Exception) -> ServerUnavailable:
         """The error a failed connection or a timeout means for the user."""

@@ -32,6 +32,11 @@ def final_event(payload: bytes) -> bool:
     return payload == b"[DONE]"
 
 
+def _usage_timings(msg: Any) -> dict[str, float]:
+    """A chat stream's usage event as counters (llama-server adds its own `timings`)."""
+    return {"predicted_n": float(msg.usage.completion_tokens), **(msg.timings or {})}
+
+
 class ChatChunk(Chunk, frozen=True, kw_only=True):
     # why the model stopped, on the chunk that says so ('stop', 'length', ...)
     finish: str | None = None
@@ -109,14 +114,9 @@ class ChatBackend(HttpBackend):
         await self.raise_for_status(resp)
 
     def decode(self, payload: bytes) -> Chunk:
-        if payload == b"[DONE]":
-            return ChatChunk(text="", done=True)
-        msg = self._message(chat_event_decoder, payload)
-        if not msg.choices:  # the usage event
-            if msg.usage is None:
-                return ChatChunk(text="")
-            timings = {"predicted_n": float(msg.usage.completion_tokens), **(msg.timings or {})}
-            return ChatChunk(text="", prompt_tokens=msg.usage.prompt_tokens, timings=timings)
+        msg = self._openai_event(chat_event_decoder, payload, ChatChunk, _usage_timings)
+        if isinstance(msg, Chunk):  # the end, or the usage event
+            return msg
         choice = msg.choices[0]
         delta = choice.delta or choice.message  # (a streamed answer has deltas)
         return ChatChunk(text=(delta.content if delta is not None else None) or "", finish=choice.finish_reason)

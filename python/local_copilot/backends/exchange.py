@@ -140,7 +140,7 @@ class Exchange:
         b, parser, last = self.backend, self.wire.parser, self.wire.last
         final: list[bytes] = []
         # a turn of the loop before anything that waits: a caller that stepped this exchange's
-        # reading eagerly (ghost/eager.py) goes on in a task of its own from here, and the
+        # reading eagerly (eager.py) goes on in a task of its own from here, and the
         # timeouts below belong to that task
         await asyncio.sleep(0)
         try:

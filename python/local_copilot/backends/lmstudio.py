@@ -23,11 +23,11 @@ from typing import Any
 
 import msgspec
 
-from ..errors import ProtocolError, ServerStartError
+from ..errors import ServerStartError
 from . import registry
 from .chat import ChatBackend
 from .openai import OpenAIBackend
-from .probe import ModelInfo
+from .probe import ModelInfo, choose_model
 
 __all__ = ["LMStudioBackend", "lmstudio_recipe", "served_models"]
 
@@ -64,18 +64,10 @@ class LMStudioBackend(OpenAIBackend):
 
     async def probe(self) -> ModelInfo:
         models = [m for m in (await self.fetch("GET", "/api/v0/models", _decoder)).data if m.type in GENERATES]
-        wanted = self.cfg.model
-        if wanted:
-            chosen = next((m for m in models if m.id == wanted), None)
-            if chosen is None:
-                have = ", ".join(m.id for m in models) or "none"
-                raise ProtocolError(f"{self.name}: LM Studio has no model {wanted!r} (it has: {have}); "
-                                    f"`lms get` downloads one")
-        else:
-            chosen = next((m for m in models if m.state == "loaded"), None)
-            if chosen is None:
-                raise ProtocolError(f"{self.name}: LM Studio has no model loaded; load one (`lms load MODEL`) or set "
-                                    f"backends.{self.name}.model (LM Studio then loads it on the first request)")
+        chosen = choose_model(self, models, next((m for m in models if m.state == "loaded"), None),
+                              unknown="LM Studio has no model {wanted} (it has: {ids}); `lms get` downloads one",
+                              no_default=f"LM Studio has no model loaded; load one (`lms load MODEL`) or set "
+                                         f"backends.{self.name}.model (LM Studio then loads it on the first request)")
         n_ctx = chosen.loaded_context_length if chosen.state == "loaded" else None
         return ModelInfo(id=chosen.id, owned_by="lmstudio", n_ctx=n_ctx, path=chosen.id)
 

@@ -52,6 +52,11 @@ class _CompletionChunk(msgspec.Struct):
 _decoder = msgspec.json.Decoder(_CompletionChunk)
 
 
+def _usage_timings(msg: _CompletionChunk) -> dict[str, float]:
+    assert msg.usage is not None
+    return {"prompt_n": float(msg.usage.prompt_tokens), "predicted_n": float(msg.usage.completion_tokens)}
+
+
 class _Tokens(msgspec.Struct):
     tokens: list[int] = []
 
@@ -85,6 +90,10 @@ class OpenAIBackend(HttpBackend):
     @property
     def counts_full_prompt(self) -> bool:
         return self.style != "chat"  # a chat prompt holds the conversation around the code
+
+    @property
+    def probed(self) -> bool:
+        return self._resolved and self.model is not None
 
     async def context_limit(self) -> int | None:
         await self.ensure_ready()
@@ -213,16 +222,13 @@ class OpenAIBackend(HttpBackend):
 
     # one request with `n` candidates; llama.cpp and Ollama get one request per candidate
     supports_n = True
+    # OpenAI's usage counts tokens, with no times
+    clock_timed = True
 
     def decode(self, payload: bytes) -> Chunk:
-        if payload == b"[DONE]":
-            return Chunk(text="", done=True)
-        msg = self._message(_decoder, payload)
-        if not msg.choices:  # the usage chunk
-            if msg.usage is None:
-                return Chunk(text="")
-            timings = {"prompt_n": float(msg.usage.prompt_tokens), "predicted_n": float(msg.usage.completion_tokens)}
-            return Chunk(text="", timings=timings, prompt_tokens=msg.usage.prompt_tokens)
+        msg = self._openai_event(_decoder, payload, Chunk, _usage_timings)
+        if isinstance(msg, Chunk):  # the end, or the usage chunk
+            return msg
         choice = msg.choices[0]
         return Chunk(text=choice.text, index=choice.index)
 

@@ -3,7 +3,8 @@ FIM template and prompt style follow from it (prompt/styles.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 import msgspec
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from ..config import BackendConfig
     from .base import HttpBackend
 
-__all__ = ["ModelInfo", "described_model", "listed_model", "resolve_style", "resolve_template"]
+__all__ = ["ModelInfo", "choose_model", "described_model", "listed_model", "resolve_style", "resolve_template"]
 
 
 class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -87,20 +88,37 @@ class _Models(msgspec.Struct):
 _models_decoder = msgspec.json.Decoder(_Models)
 
 
-async def listed_model(backend: HttpBackend) -> ModelInfo:
-    """Ask `/v1/models` which model runs (and its context length, on vLLM): the configured
-    one, else the first listed. Instruction edits' chat endpoint asks the same (chat.py)."""
-    models = (await backend.fetch("GET", "/v1/models", _models_decoder)).data
+class _Listed(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+L = TypeVar("L", bound=_Listed)
+
+
+def choose_model(backend: HttpBackend, models: Sequence[L], default: L | None, *, unknown: str, no_default: str) -> L:
+    """The model among those a server lists that `backend`'s entry names (its `model`), else
+    `default`. What is said when there is none: `unknown` (with {wanted} and {ids}, the ids
+    listed) for a named model not listed, `no_default` without one."""
     wanted = backend.cfg.model
     if wanted:
         chosen = next((m for m in models if m.id == wanted), None)
         if chosen is None:
             ids = ", ".join(m.id for m in models) or "none"
-            raise ProtocolError(f"{backend.name}: the server has no model {wanted!r} (it serves: {ids})")
-    elif models:
-        chosen = models[0]
-    else:
-        raise ProtocolError(f"{backend.name}: the server lists no models")
+            raise ProtocolError(f"{backend.name}: " + unknown.format(wanted=repr(wanted), ids=ids))
+        return chosen
+    if default is None:
+        raise ProtocolError(f"{backend.name}: {no_default}")
+    return default
+
+
+async def listed_model(backend: HttpBackend) -> ModelInfo:
+    """Ask `/v1/models` which model runs (and its context length, on vLLM): the configured
+    one, else the first listed. Instruction edits' chat endpoint asks the same (chat.py)."""
+    models = (await backend.fetch("GET", "/v1/models", _models_decoder)).data
+    chosen = choose_model(backend, models, models[0] if models else None,
+                          unknown="the server has no model {wanted} (it serves: {ids})",
+                          no_default="the server lists no models")
     return ModelInfo(id=chosen.id, owned_by=chosen.owned_by, n_ctx=chosen.max_model_len, path=chosen.root or "")
 
 

@@ -300,7 +300,7 @@ def _cmd_lsp(args: argparse.Namespace) -> int:
 def _cmd_bench(args: argparse.Namespace) -> int:
     from ..backend_bench.cli import run
 
-    return run(args)
+    return run(args, read_config_file(config_file(args.config)))
 
 
 # ------------------------------------------------------------------------------------ parser

@@ -20,6 +20,7 @@ from ..log import setup_logging
 from ..pipeline.complete import Ask
 from ..prompt.budget import utf8_len
 from ..snapshot import Snapshot
+from ..updates import Notice, PrivacyVerdict, Update
 
 __all__ = ["Answer", "complete_text", "cursor_at"]
 
@@ -54,19 +55,12 @@ class _Quiet:
         self.failure = ""
         self.refused = ""
 
-    def notify(self, message: str, level: str) -> None:
-        if level in ("error", "warn") and not self.failure:
-            self.failure = message
-
-    def private(self, buf: int, path: str, reason: str | None, kind: str) -> None:
-        if reason is not None:
-            self.refused = f"not sent: {path or 'the text'} is private: {reason}"
-
-    def show(self, plan: Any) -> None: ...
-    def backend_state(self, state: str, message: str) -> None: ...
-    def privacy_rules(self, rules: list[list[str]]) -> None: ...
-    def show_next_edit(self, plan: dict[str, Any]) -> None: ...
-    def edit_update(self, update: Any) -> None: ...
+    def update(self, u: Update) -> None:
+        if isinstance(u, Notice):
+            if u.level in ("error", "warn") and not self.failure:
+                self.failure = u.message
+        elif isinstance(u, PrivacyVerdict) and u.reason is not None:
+            self.refused = f"not sent: {u.path or 'the text'} is private: {u.reason}"
 
 
 async def _complete(raw: dict[str, Any], snap: Snapshot) -> Answer:

@@ -24,10 +24,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Protocol
 
 import msgspec
 
+from .. import eager
 from ..buffer_state import KEYSTROKE, BufferState
 from ..config import Config
 from ..pipeline.complete import Ask, Completion, Pipeline
@@ -35,30 +35,10 @@ from ..pipeline.reading import Stop
 from ..privacy.policy import Gate
 from ..snapshot import Snapshot, char_to_byte_col
 from ..stats import Stats
-from . import eager
-from .render import RenderPlan, candidate
+from ..updates import Editor, Render, RenderPlan
+from .render import candidate
 
 __all__ = ["Editor", "Engine", "accepted_snapshot"]
-
-
-class Editor(Protocol):
-    def show(self, plan: RenderPlan) -> None: ...
-
-    def notify(self, message: str, level: str) -> None: ...
-
-    def backend_state(self, state: str, message: str) -> None: ...
-
-    # the privacy policy refuses a buffer's text (`kind` 'path' or 'content'), or (reason None) no longer does
-    def private(self, buf: int, path: str, reason: str | None, kind: str) -> None: ...
-
-    # the policy's path rules as [Lua pattern, reason] pairs, with each configuration
-    def privacy_rules(self, rules: list[list[str]]) -> None: ...
-
-    # a next edit to draw (next_edit/request.py: buffer, tick, cursor, span, text)
-    def show_next_edit(self, plan: dict[str, Any]) -> None: ...
-
-    # an instruction edit's preview (instruct/runner.py)
-    def edit_update(self, update: Any) -> None: ...
 
 
 def accepted_snapshot(snap: Snapshot, text: str) -> Snapshot:
@@ -91,7 +71,7 @@ def _answered(state: BufferState) -> None:
     """The server started answering the buffer's request: it is answered, and stale when a
     newer snapshot waited for that (Engine.submit)."""
     state.unanswered = False
-    if state.waiting is not None:
+    if state.deferred is not None:
         raise Superseded()
 
 
@@ -113,7 +93,7 @@ class _Drawer:
         self._pending = None
         self._last = self.loop.time()
         self.drawn = True
-        self.editor.show(plan(self.snap, [self.shown], final=False))
+        self.editor.update(Render(plan=plan(self.snap, [self.shown], final=False)))
 
     def on_text(self, text: str) -> None:
         if text == self.shown:
@@ -178,7 +158,7 @@ class Engine:
             # cancelling it now would still cost its prompt evaluation later, one per key.
             # Keep it; when its answer starts it is dropped and this snapshot is sent (the
             # server's queue holds at most one stale request per buffer).
-            state.waiting = snap
+            state.deferred = snap
             state.cancel("speculative")
             self.stats.count("deferred")
             return
@@ -243,7 +223,7 @@ class Engine:
         if checked != text:
             if not checked:
                 self.stats.count("quiet")
-            self.editor.show(plan(snap, [checked], final=True))
+            self.editor.update(Render(plan=plan(snap, [checked], final=True)))
 
     # -- a suggestion ------------------------------------------------------------------------
 
@@ -270,7 +250,7 @@ class Engine:
             out = await self.pipeline.complete(snap, ask, on_text=drawer.on_text, on_answer=answered)
             if out.stop == "error":
                 if drawer.drawn:  # a stream that broke half-way: its partial text is not to be accepted
-                    self.editor.show(plan(snap, [""], final=True))
+                    self.editor.update(Render(plan=plan(snap, [""], final=True)))
                 return
             self._first_shown(state, snap, out)
         except Superseded:
@@ -285,10 +265,10 @@ class Engine:
         typed before then cancels it for nothing), or it is all."""
         if out.continuable:
             if out.text:  # nothing to show yet (a stream's drawer would not draw it either)
-                self.editor.show(plan(snap, [out.text], final=False))
+                self.editor.update(Render(plan=plan(snap, [out.text], final=False)))
             state.pause = asyncio.get_running_loop().call_at(state.typing.pause_end(), self._continue, state, snap, out)
             return
-        self.editor.show(plan(snap, [out.text], final=True, cached=out.cached))
+        self.editor.update(Render(plan=plan(snap, [out.text], final=True, cached=out.cached)))
         self._finished(state, snap, out)
 
     def _continue(self, state: BufferState, snap: Snapshot, first: Completion) -> None:
@@ -308,9 +288,9 @@ class Engine:
             ask = Ask(n_predict=rest, whole_within_s=self.WHOLE_ANSWER_S)
             out = await self.pipeline.complete(snap, ask, after=first, on_text=drawer.on_text, on_answer=answered)
             if out.stop == "error":  # broken half-way: the part shown is not to be accepted
-                self.editor.show(plan(snap, [""], final=True))
+                self.editor.update(Render(plan=plan(snap, [""], final=True)))
                 return
-            self.editor.show(plan(snap, [out.text], final=True))
+            self.editor.update(Render(plan=plan(snap, [out.text], final=True)))
             self._finished(state, snap, out)
         except Superseded:
             pass
@@ -326,7 +306,7 @@ class Engine:
             # snapshot waiting for that one's answer is its to send (it was dropped here)
             return
         state.unanswered = False
-        newer, state.waiting = state.waiting, None
+        newer, state.deferred = state.deferred, None
         if newer is not None:
             self.stats.count("cancels")
             state.start(lambda g: self._suggest(state, newer, g, after_cancel=True))
@@ -383,4 +363,4 @@ class Engine:
             for text in out.texts:
                 if text and text not in texts:
                     texts.append(text)
-        self.editor.show(plan(snap, texts, final=True))
+        self.editor.update(Render(plan=plan(snap, texts, final=True)))

@@ -11,10 +11,8 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping
 from contextlib import aclosing
-from typing import Any, Literal, Protocol
 
 import httpx
-import msgspec
 
 from ..buffer_state import BufferState
 from ..config import Config
@@ -23,31 +21,12 @@ from ..log import log
 from ..privacy.policy import Gate
 from ..stats import Stats
 from ..transport.access import async_client
+from ..updates import Editor, EditProgress, EditUpdate
 from . import answer
 from .chat import ChatBackend, ChatChunk, chat_backend
 from .prompt import EditSpec, build
 
-__all__ = ["EditEditor", "EditRunner", "EditUpdate"]
-
-State = Literal["waiting", "streaming", "done", "error"]
-
-
-class EditUpdate(msgspec.Struct, frozen=True, kw_only=True):
-    """What the editor draws for edit `id` (pure data; lua/local_copilot/edit.lua)."""
-
-    id: int
-    buf: int
-    state: State
-    lines: list[str] = []  # the answer's code so far (the whole replacement once 'done')
-    tokens: int = 0  # generated so far
-    elapsed_ms: int = 0
-    message: str = ""  # why it failed ('error'), or a note on a 'done' answer
-    truncated: bool = False  # the answer stopped at the token limit
-
-
-class EditEditor(Protocol):
-    def edit_update(self, update: EditUpdate) -> None: ...
-
+__all__ = ["EditRunner", "EditUpdate"]
 
 def _tokens(n: int) -> str:
     return f"{n} token" if n == 1 else f"{n} tokens"
@@ -59,7 +38,7 @@ class EditRunner:
     # a retry asks at this temperature at least: the same one would give the same answer
     RETRY_TEMPERATURE = 0.7
 
-    def __init__(self, editor: EditEditor, stats: Stats, privacy: Gate, buffers: Mapping[int, BufferState],
+    def __init__(self, editor: Editor, stats: Stats, privacy: Gate, buffers: Mapping[int, BufferState],
                  state: Callable[[int], BufferState], config: Callable[[], Config | None]) -> None:
         """`buffers`: the buffers' states, each kept while its buffer is (`state` makes one on
         first use); `config`: the options in effect, None while there are none (a bad option)."""
@@ -98,7 +77,7 @@ class EditRunner:
         return chat
 
     def _show(self, update: EditUpdate) -> None:
-        self.editor.edit_update(update)
+        self.editor.update(EditProgress(update=update))
 
     def _refused(self, spec: EditSpec) -> str | None:
         text = [*spec.before, *spec.lines, *spec.after, *(a for _, a in spec.history)]
@@ -155,7 +134,7 @@ class EditRunner:
 
     LOADING_POLL_S = 1.0
 
-    async def _loaded_limit(self, chat: Any, cfg: Config, waiting: Callable[[str], None]) -> int | None:
+    async def _loaded_limit(self, chat: ChatBackend, cfg: Config, waiting: Callable[[str], None]) -> int | None:
         """The chat server's context per request, once it has the entry's model loaded: a
         router-mode server (or a llama-swap-style proxy) loading it is waited for, the preview
         saying so, up to edit.timeout_ms (an edit is asked for once, so it waits rather than

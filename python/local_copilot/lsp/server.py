@@ -40,6 +40,7 @@ from ..ghost.engine import Engine
 from ..log import log, setup_logging
 from ..pipeline.complete import Ask
 from ..servers.backend_manager import BackendManager
+from ..updates import Notice, PrivacyVerdict, Update
 from .documents import Documents, Spot, split_lines
 from .items import completion_list, inline_list
 from .options import read_options
@@ -51,7 +52,7 @@ _LEVELS = {"error": types.MessageType.Error, "warn": types.MessageType.Warning, 
 
 
 class _Client:
-    """The editor port of the core (ghost/engine.py's Editor) for a language client: messages
+    """The editor port of the core (updates.py's Editor) for a language client: notices
     become `window/showMessage`; refusals by the privacy policy go to the client's log. Drawing
     is the client's own: nothing here draws.
 
@@ -62,15 +63,17 @@ class _Client:
         self._ls = ls
         self.loop: asyncio.AbstractEventLoop | None = None  # the server's, once it runs
 
+    def update(self, u: Update) -> None:
+        if isinstance(u, Notice):
+            self.notify(u.message, u.level)
+        elif isinstance(u, PrivacyVerdict) and u.reason is not None:
+            message = f"local-copilot: not sent: {u.path or 'the text'} is private: {u.reason}"
+            self._send(lambda: self._ls.window_log_message(
+                types.LogMessageParams(type=types.MessageType.Info, message=message)))
+
     def notify(self, message: str, level: str) -> None:
         kind = _LEVELS.get(level, types.MessageType.Log)
         self._send(lambda: self._ls.window_show_message(types.ShowMessageParams(type=kind, message=message)))
-
-    def private(self, buf: int, path: str, reason: str | None, kind: str) -> None:
-        if reason is not None:
-            message = f"local-copilot: not sent: {path or 'the text'} is private: {reason}"
-            self._send(lambda: self._ls.window_log_message(
-                types.LogMessageParams(type=types.MessageType.Info, message=message)))
 
     def _send(self, write: Callable[[], None]) -> None:
         loop = self.loop
@@ -82,12 +85,6 @@ class _Client:
             write()
         elif not loop.is_closed():
             loop.call_soon_threadsafe(write)
-
-    def show(self, plan: Any) -> None: ...
-    def backend_state(self, state: str, message: str) -> None: ...
-    def privacy_rules(self, rules: list[list[str]]) -> None: ...
-    def show_next_edit(self, plan: dict[str, Any]) -> None: ...
-    def edit_update(self, update: Any) -> None: ...
 
 
 def _filetype_on(cfg: Config, language: str) -> bool:

@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Callable
 from contextlib import aclosing
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import httpx
 
@@ -30,6 +30,7 @@ from ..notify import Episodes
 from ..privacy.policy import Gate
 from ..snapshot import Snapshot
 from ..stats import Stats
+from ..updates import Editor, NextEditPlan, notices
 from .edit import Edit, edit_between
 from .formats import FORMATS, EditContext, Format, Prompt, detect
 from .history import EditEvent, History
@@ -37,12 +38,6 @@ from .history import EditEvent, History
 __all__ = ["NextEdits", "Outcome", "ask", "detect_format"]
 
 MAX_ANSWER_CHARS = 16_384
-
-
-class NextEditEditor(Protocol):
-    def notify(self, message: str, level: str) -> None: ...
-
-    def show_next_edit(self, plan: dict[str, Any]) -> None: ...
 
 
 class Outcome:
@@ -53,7 +48,7 @@ class Outcome:
 
 
 class NextEdits:
-    def __init__(self, editor: NextEditEditor, stats: Stats, privacy: Gate,
+    def __init__(self, editor: Editor, stats: Stats, privacy: Gate,
                  state: Callable[[int], BufferState], episodes: Episodes | None = None) -> None:
         self.editor = editor
         self.stats = stats
@@ -65,7 +60,7 @@ class NextEdits:
         self._own: HttpBackend | None = None  # a backend of its own (next_edit.backend)
         self._format: Format | None = None
         # failure messages: the backend's episode, shared with ghost text where it is the same server
-        self.episodes = episodes if episodes is not None else Episodes(editor.notify)
+        self.episodes = episodes if episodes is not None else Episodes(notices(editor))
         self.notifier = self.episodes.of("")
 
     # -- configuration -----------------------------------------------------------------
@@ -149,11 +144,10 @@ class NextEdits:
             self.stats.count("next_edit_quiet")
             log.debug("next edit: nothing to show (%s)", outcome.why)
             return
-        self.editor.show_next_edit({
-            "buf": snap.buf, "tick": snap.tick, "seq": snap.seq, "cursor": [snap.row, snap.col],
-            "row": edit.row, "col": edit.col, "end_row": edit.end_row, "end_col": edit.end_col,
-            "text": edit.text, "old": edit.old,
-        })
+        self.editor.update(NextEditPlan(
+            buf=snap.buf, tick=snap.tick, seq=snap.seq, cursor=[snap.row, snap.col],
+            row=edit.row, col=edit.col, end_row=edit.end_row, end_col=edit.end_col, text=edit.text, old=edit.old,
+        ))
 
     @property
     def format_name(self) -> str:

@@ -1,34 +1,22 @@
-"""The `Editor` port for Neovim: each of its methods builds one update (updates.py) and sends it
-through `update()`, the one path from the host to Lua."""
+"""The `Editor` port for Neovim (updates.py): `update()` is the one path from the host to Lua."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
 
 import msgspec
 import pynvim
 
-from ..ghost.render import RenderPlan
-from ..instruct.runner import EditUpdate
 from ..log import LEVELS, log
 from ..transport.limits import clip_message
+from ..updates import BackendState, EditProgress, Notice, Render, Update
 from .channel import NvimChannel
-from .updates import (
-    RECEIVE,
-    BackendReady,
-    BackendState,
-    EditProgress,
-    NextEditPlan,
-    Notice,
-    PrivacyRules,
-    PrivacyVerdict,
-    Render,
-    Update,
-)
 
-__all__ = ["NvimEditor"]
+# the one Lua function the host calls; it takes one update or several
+RECEIVE = "require('local_copilot.updates').receive(...)"
+
+__all__ = ["RECEIVE", "NvimEditor"]
 
 
 class NvimEditor:
@@ -64,7 +52,10 @@ class NvimEditor:
 
     def update(self, u: Update) -> None:
         """Tell Lua `u`, from any thread: on the worker's channel when it is up (encoded once,
-        straight from the Struct), else on pynvim's loop."""
+        straight from the Struct), else on pynvim's loop. What the text of a message may hold
+        of a server's words is bounded first (`_bounded`)."""
+        if not isinstance(u, Render):
+            u = _bounded(u)
         channel = self._direct()
         if channel is not None and channel.lua(RECEIVE, u):
             return
@@ -99,36 +90,18 @@ class NvimEditor:
         except Exception:  # Neovim went away
             log.debug("update not delivered", exc_info=True)
 
-    # -- the Editor port (ghost/engine.py): one update each ------------------------------------
 
-    def show(self, plan: RenderPlan) -> None:
-        self.update(Render(plan=plan))
-
-    def notify(self, message: str, level: str) -> None:
-        # a server's words may be in it: bounded, no control characters (limits.py)
-        message = clip_message(message)
-        # the editor shows one line that fits its command line (message.lua): the whole text
-        # is here, at warning level at least so that the default log level keeps it
-        log.log(max(logging.WARNING, LEVELS.get(level, logging.WARNING)), "shown (%s): %s", level, message)
-        self.update(Notice(message=message, level=level))
-
-    def backend_state(self, state: str, message: str) -> None:
-        self.update(BackendState(state=state, message=clip_message(message)))  # type: ignore[arg-type]
-
-    def private(self, buf: int, path: str, reason: str | None, kind: str) -> None:
-        self.update(PrivacyVerdict(buf=buf, path=path, reason=reason, kind=kind))
-
-    def privacy_rules(self, rules: list[list[str]]) -> None:
-        self.update(PrivacyRules(rules=rules))
-
-    def show_next_edit(self, plan: dict[str, Any]) -> None:
-        self.update(msgspec.convert(plan, NextEditPlan))
-
-    def edit_update(self, update: EditUpdate) -> None:
-        """An instruction edit's preview or outcome (pure data; lua/local_copilot/edit.lua)."""
-        if update.message:
-            update = msgspec.structs.replace(update, message=clip_message(update.message))
-        self.update(EditProgress(update=update))
-
-    def backend_ready(self, name: str) -> None:
-        self.update(BackendReady(backend=name))
+def _bounded(u: Update) -> Update:
+    """`u` with a server's words in its message bounded, without control characters (limits.py).
+    A notice is logged whole: the editor shows one line that fits its command line
+    (message.lua), and the log keeps it at warning level at least, which the default log level
+    keeps."""
+    if isinstance(u, Notice):
+        message = clip_message(u.message)
+        log.log(max(logging.WARNING, LEVELS.get(u.level, logging.WARNING)), "shown (%s): %s", u.level, message)
+        return msgspec.structs.replace(u, message=message)
+    if isinstance(u, BackendState):
+        return msgspec.structs.replace(u, message=clip_message(u.message))
+    if isinstance(u, EditProgress) and u.update.message:
+        return EditProgress(update=msgspec.structs.replace(u.update, message=clip_message(u.update.message)))
+    return u

@@ -15,16 +15,16 @@ from typing import Any, TypeVar
 import msgspec
 import pynvim
 
+from .. import updates
 from ..config import Config, load_config
 from ..core import Core
 from ..errors import ConfigError
 from ..health.checks import Item
-from ..instruct.runner import EditUpdate
 from ..log import log, log_path, setup_logging
 from ..privacy.policy import Policy
 from ..servers.backend_manager import BackendManager
 from ..snapshot import Snapshot
-from . import protocol, updates
+from . import protocol
 from .bridge import NvimEditor
 from .channel import NvimChannel
 from .worker import Worker
@@ -59,7 +59,8 @@ class _Running:
         self.worker = Worker()
         self.editor.worker_thread = self.worker.thread
         self.core = Core(self.editor)
-        self.backends = BackendManager(self.editor.notify, use_config, self.editor.backend_ready)
+        self.backends = BackendManager(updates.notices(self.editor), use_config,
+                                       lambda name: self.editor.update(updates.BackendReady(backend=name)))
 
 
 @pynvim.plugin
@@ -142,8 +143,8 @@ class LocalCopilotPlugin:
             # status() says so until setup() is called again (it said 'waiting' for the
             # snapshots this host drops); set before the message, so it never says otherwise
             # while the message is on screen
-            running.editor.backend_state("bad option", str(exc))
-            running.editor.notify(f"local-copilot: bad option: {exc}", "error")
+            running.editor.update(updates.BackendState(state="bad option", message=str(exc)))
+            running.editor.update(updates.Notice(message=f"local-copilot: bad option: {exc}", level="error"))
             run(core.unconfigure)
             return
         self.config, self.config_error = cfg, None
@@ -252,7 +253,8 @@ class LocalCopilotPlugin:
             case protocol.EditRequest(id=edit_id, buf=buf, spec=spec, attempt=attempt):
                 if self.config is None:
                     why = f"fix the options first: {self.config_error or 'setup() was not called'}"
-                    self._start().editor.edit_update(EditUpdate(id=edit_id, buf=buf, state="error", message=why))
+                    self._start().editor.update(updates.EditProgress(
+                        update=updates.EditUpdate(id=edit_id, buf=buf, state="error", message=why)))
                     return
                 run(core.edits.request, buf, edit_id, spec, attempt)
             case protocol.EditWarm(buf=buf, spec=spec):
@@ -279,7 +281,8 @@ class LocalCopilotPlugin:
     def _backend(self, action: str, target: str, run: Callable[..., None]) -> None:
         running = self._start()
         if self.config is None:
-            running.editor.notify(f"local-copilot: fix the options first: {self.config_error}", "error")
+            running.editor.update(updates.Notice(message=f"local-copilot: fix the options first: {self.config_error}",
+                                                 level="error"))
             return
         if action == "model":  # (target: the model's name; '' = say which one is used)
             run(running.backends.set_model, self.config, target)

@@ -6,23 +6,13 @@ pynvim's handler thread only hands values over (`call`); nothing there waits on 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import threading
 from collections.abc import Callable
 from typing import Any
 
+from ..scheduling import set_scheduling
+
 __all__ = ["Worker", "set_scheduling"]
-
-
-def set_scheduling(policy: str) -> None:
-    """Run the calling thread (and what it starts later) under `policy` ("SCHED_BATCH",
-    "SCHED_OTHER"); where the platform has no such policy or refuses, nothing changes."""
-    value = getattr(os, policy, None)
-    if value is None:
-        return
-    with contextlib.suppress(OSError):  # the default policy works too
-        os.sched_setscheduler(0, value, os.sched_param(0))  # 0: the calling thread
 
 
 class Worker:

@@ -9,7 +9,7 @@ user, once per episode, unless the ask is quiet).
 
 A short answer from a fast server never suspends: the exchange waits for it in poll() for up
 to a frame (backends/exchange.py), so `complete()` stepped once in the keystroke's own callback
-(ghost/eager.py) returns the suggestion there, with no task or loop turn. When to ask, and what
+(eager.py) returns the suggestion there, with no task or loop turn. When to ask, and what
 (first parts, continuations, speculation, alternatives, warm-ups), is each surface's.
 """
 
@@ -25,12 +25,12 @@ from ..config import Config
 from ..errors import BackendError, ConfigError, ServerUnavailable
 from ..notify import Episodes
 from ..prompt.context import build_context
-from ..prompt.prepare import Prepared, Preparer, post_context
 from ..snapshot import Snapshot
 from ..stats import Stats
 from .cache import SuggestionCache, context_key
 from .fallback import Chain, falls_back
 from .postprocess import process
+from .prepare import Prepared, Preparer, post_context
 from .reading import Completion, PromptTooLong, Reader, failure
 
 __all__ = ["Ask", "Completion", "Pipeline"]
@@ -166,7 +166,7 @@ class Pipeline:
         `after_s` (a later entry is there to ask); its failures are not reported: the next
         entry answers instead, or the caller reports them."""
         # a turn of the loop first: the timeout below belongs to a task (this may have been
-        # stepped eagerly, ghost/eager.py)
+        # stepped eagerly, eager.py)
         await asyncio.sleep(0)
         backend = chain.backend
         try:
@@ -188,12 +188,11 @@ class Pipeline:
         quiet = ask.quiet or not report
         if not backend.probed:
             # a turn of the loop first: probing the server waits on it, in a task of its own
-            # when this was stepped eagerly (ghost/eager.py)
+            # when this was stepped eagerly (eager.py)
             await asyncio.sleep(0)
         for attempt in (1, 2):
             try:
-                prep = self.prompts.prepare(snap, cfg, await backend.context_limit(), backend.stop_strings,
-                                            speculative=ask.speculative, style=backend.style)
+                prep = await self._prepare(backend, cfg, snap, speculative=ask.speculative)
             except (BackendError, ConfigError) as exc:
                 if not quiet:
                     self.reader.failed(exc, counted=False)
@@ -229,11 +228,16 @@ class Pipeline:
         backend, cfg = self.backend, self.config
         assert backend is not None and cfg is not None
         try:
-            prep = self.prompts.prepare(snap, cfg, await backend.context_limit(), backend.stop_strings,
-                                        style=backend.style)
+            prep = await self._prepare(backend, cfg, snap)
         except (BackendError, ConfigError):
             return None
         return self.cache.get(prep.key)
+
+    async def _prepare(self, backend: Backend, cfg: Config, snap: Snapshot, *, speculative: bool = False) -> Prepared:
+        """`snap` as a request to `backend`, fit to its context. Raises what asking the server
+        for its context raises (BackendError), and ConfigError when the context leaves no room."""
+        return self.prompts.prepare(snap, cfg, await backend.context_limit(), backend.stop_strings,
+                                    speculative=speculative, style=backend.style)
 
     def recheck(self, snap: Snapshot, text: str) -> str:
         """`text`, the rest of a suggestion the user typed part of, post-processed again for

@@ -13,22 +13,18 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, Callable
-from typing import Protocol
 
 from ..backends import Backend, Chunk, FimRequest
 from ..backends.exchange import Exchange
 from ..errors import BackendError, ConfigError, ModelLoading, ServerError, ServerHeld
 from ..log import log
 from ..notify import EpisodeNotifier
-from ..prompt.prepare import Prepared, Preparer
 from ..stats import Stats
+from ..updates import BackendState, Editor
 from .postprocess import Result, process
+from .prepare import Prepared, Preparer
 
-__all__ = ["BackendStateShown", "Completion", "PromptTooLong", "Reader", "Stop"]
-
-
-class BackendStateShown(Protocol):
-    def backend_state(self, state: str, message: str) -> None: ...
+__all__ = ["Completion", "PromptTooLong", "Reader", "Stop"]
 
 
 class PromptTooLong(Exception):
@@ -81,7 +77,7 @@ def failure(exc: Exception, prepared: Prepared | None = None, sent: FimRequest |
 class Reader:
     """Reads the answers of the ghost-text backend (`configure` names it) and reports on them."""
 
-    def __init__(self, editor: BackendStateShown, prompts: Preparer, stats: Stats,
+    def __init__(self, editor: Editor, prompts: Preparer, stats: Stats,
                  notifier: EpisodeNotifier) -> None:
         self.editor = editor
         self.prompts = prompts  # the server's counters go to its speed, estimator and slots
@@ -123,6 +119,10 @@ class Reader:
         ended = False  # the post-processor found the suggestion complete
         last: Result | None = None  # the final pass over the server's whole answer
         answered = False
+        # the client's own clock times servers that do not say how long they took (vLLM's
+        # usage has the counts only); a request that waited on probing the server first would
+        # read as a slow prompt
+        clock = backend.clock_timed and backend.probed
         try:
             exchange = await backend.exchange(req)  # probes the server first if need be
             whole = exchange.answer_now()
@@ -144,7 +144,8 @@ class Reader:
                         count = max_chunks - chunks
                     chunks += count
                 if chunk.timings or chunk.prompt_tokens or chunk.slot is not None:
-                    said = self._account(req, chunk, prep.snap.buf)
+                    timed = (started, first_token or time.perf_counter()) if clock else None
+                    said = self._account(req, chunk, prep.snap.buf, timed)
                     if said is not None:
                         generated = said
                 if text and first_token is None:
@@ -220,15 +221,22 @@ class Reader:
         texts = [process(raw, prep.pctx, final=True).text for raw in raws]
         return Completion(texts[0], raws[0], "end", prepared=prep, sent=req, texts=texts)
 
-    def _account(self, req: FimRequest, chunk: Chunk, buf: int) -> float | None:
+    def _account(self, req: FimRequest, chunk: Chunk, buf: int,
+                 timed: tuple[float, float] | None = None) -> float | None:
         """The server's counters on a chunk of `buf`'s request: its speed, the prompt's size in
-        tokens (for the estimator), the slot that ran it. Returns the tokens it generated, when
-        it says."""
+        tokens (for the estimator), the slot that ran it. `timed`: when the request was sent
+        and its first token came, for a server whose counters carry no times. Returns the
+        tokens it generated, when it says."""
         assert self.backend is not None
         generated = None
         if chunk.slot is not None:
             self.prompts.slots.learn(buf, chunk.slot)
-        if chunk.timings:
+        if chunk.timings and "prompt_ms" not in chunk.timings and timed is not None:
+            sent, first = timed
+            now = time.perf_counter()
+            self.prompts.speed.observe_client({**chunk.timings, "prompt_ms": (first - sent) * 1000.0,
+                                               "predicted_ms": (now - first) * 1000.0})
+        elif chunk.timings:
             self.prompts.speed.observe(chunk.timings)
         if chunk.timings and "predicted_n" in chunk.timings:
             generated = chunk.timings["predicted_n"]
@@ -246,12 +254,12 @@ class Reader:
             # nothing was sent: the server is loading the model (router mode); the status says
             # so until a request is answered, and Lua asks again meanwhile
             self._loading = True
-            self.editor.backend_state("loading", exc.model)
+            self.editor.update(BackendState(state="loading", message=exc.model))
             return
         if isinstance(exc, ServerHeld):
             # nothing was sent: the server asked to wait, and the failure that said so was
             # counted and told already; the status says until when
-            self.editor.backend_state("held", repr(exc.until))
+            self.editor.update(BackendState(state="held", message=repr(exc.until)))
             return
         if not counted:
             self.stats.count("requests")
@@ -267,14 +275,14 @@ class Reader:
         log.warning("%s", message)
         self.notifier.failure(type(exc).__name__, f"local-copilot: {message}")
         if until is not None:
-            self.editor.backend_state("held", repr(until))
+            self.editor.update(BackendState(state="held", message=repr(until)))
         else:
-            self.editor.backend_state("down", str(exc))
+            self.editor.update(BackendState(state="down", message=str(exc)))
 
     def succeeded(self) -> None:
         if self.notifier.in_episode or self._loading:
             self._loading = False
-            self.editor.backend_state("ok", "")
+            self.editor.update(BackendState(state="ok", message=""))
         self.notifier.success()
 
     def internal_error(self) -> None:

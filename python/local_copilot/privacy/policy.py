@@ -39,6 +39,8 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..updates import Editor, PrivacyRules, PrivacyVerdict
+
 __all__ = [
     "BINARY_HEAD",
     "CONTENT_RULES",
@@ -425,11 +427,11 @@ def _lua_str(s: str) -> str:
 
 class Gate:
     """The engine's side of the policy: the path rules told to the editor with each
-    configuration (`editor.privacy_rules`, so Lua does not even read a refused buffer), the
-    verdict per buffer, told to the editor when it changes (`editor.private(buf, path, reason,
-    kind)`), and the files refused for now, whose chunks and yanks stay out of `ring`."""
+    configuration (a `PrivacyRules` update, so Lua does not even read a refused buffer), the
+    verdict per buffer, told to the editor when it changes (a `PrivacyVerdict` update), and
+    the files refused for now, whose chunks and yanks stay out of `ring`."""
 
-    def __init__(self, editor: Any, ring: Any) -> None:
+    def __init__(self, editor: Editor, ring: Any) -> None:
         self.policy = Policy()
         self._editor = editor
         self._ring = ring
@@ -439,7 +441,7 @@ class Gate:
     def configure(self, cfg: Any) -> None:
         self.policy = Policy.from_config(cfg)
         self._ring.use_policy(self.policy)
-        self._editor.privacy_rules(self.policy.lua_rules())
+        self._editor.update(PrivacyRules(rules=self.policy.lua_rules()))
 
     def refuses(self, snap: Any) -> bool:
         """Whether the text `snap` would send is refused."""
@@ -454,7 +456,7 @@ class Gate:
                 # e.g. a credential in the text: the file's chunks taken before this was known go too
                 self._ring.drop(snap.path)
             kind = "path" if reason is not None and self.policy.path_reason(snap.path) else "content"
-            self._editor.private(snap.buf, snap.path, reason, kind)
+            self._editor.update(PrivacyVerdict(buf=snap.buf, path=snap.path, reason=reason, kind=kind))
         return reason is not None
 
     def refuses_file(self, filename: str) -> bool:

@@ -2,16 +2,19 @@
 
 What a user waits for at a new place is mostly the server's prompt evaluation: ~200 tokens/s
 on a 2-core CPU for a 0.5B model, thousands on a GPU. The speeds come from the server's own
-answers (llama.cpp `timings`: prompt_n/prompt_ms, predicted_n/predicted_ms; vLLM and Ollama
-report the same counts), smoothed. The local window is then sized so that evaluating it cold
-takes about `latency_target_ms`: all of the budget on a GPU, less on a slow CPU, never less
-than MIN_CONTEXT_CHARS around the cursor. The suffix the prompt carries is a small share of
+answers (llama.cpp `timings`: prompt_n/prompt_ms, predicted_n/predicted_ms; Ollama reports
+the same), smoothed; a server that counts tokens but says no times (vLLM and other
+OpenAI-compatible servers) is timed on the client's clock, its prompt speed read cautiously.
+The local window is then sized so that evaluating it cold takes about `latency_target_ms`: all
+of the budget on a GPU, less on a slow CPU, never less than MIN_CONTEXT_CHARS around the
+cursor. The suffix the prompt carries is a small share of
 that (prompt/window.py puts what changes last and short, see shape notes there).
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 
 __all__ = ["ServerSpeed", "MIN_CONTEXT_CHARS", "Sizing"]
 
@@ -23,6 +26,7 @@ MIN_PROMPT_N = 24
 SUFFIX_SHARE = 0.12
 MIN_SUFFIX_LINES = 4
 WINDOW_STEP = 32  # tokens
+CLIENT_READINGS = 8  # client-timed prompt speeds the slowest is taken of (observe_client)
 # the prompt speed assumed until one is measured: a small model on a few CPU cores. The first
 # request must arrive in time where the server is slow (a cold window there can outlast the
 # request's timeout, and then nothing is measured); on a GPU it only makes the first window small
@@ -51,6 +55,7 @@ class ServerSpeed:
         self.samples = 0
         self._window: int | None = None  # the window last chosen (see sizing)
         self._bound = False  # prompt_tps is only a lower bound so far (see observe)
+        self._client_rates: deque[float] = deque(maxlen=CLIENT_READINGS)  # (observe_client)
 
     @staticmethod
     def _blend(old: float | None, new: float) -> float:
@@ -74,6 +79,23 @@ class ServerSpeed:
         gn, gms = timings.get("predicted_n"), timings.get("predicted_ms")
         if gn and gms and gn >= 2 and gms > 0:
             self.gen_tps = self._blend(self.gen_tps, gn * 1000.0 / gms)
+
+    def observe_client(self, timings: dict[str, float]) -> None:
+        """Timings read on the client's clock (a server that counts tokens but says no times):
+        the prompt's time is the wait for the first token. A prompt the server had cached
+        comes back as fast as a short one, so its rate would say the server is faster than a
+        cold window allows: the prompt speed is the slowest of the last few such readings
+        (one cold evaluation among them keeps the window honest)."""
+        pn, pms = timings.get("prompt_n"), timings.get("prompt_ms")
+        if pn and pms and pn >= MIN_PROMPT_N and pms > 0:
+            self._client_rates.append(pn * 1000.0 / pms)
+            self.prompt_tps = min(self._client_rates)
+            self._bound = False
+            self.samples += 1
+        gn, gms = timings.get("predicted_n"), timings.get("predicted_ms")
+        if gn and gms and gn >= 2 and gms > 0:
+            # the first token's time is in the prompt's wait: n - 1 tokens since
+            self.gen_tps = self._blend(self.gen_tps, (gn - 1) * 1000.0 / gms)
 
     def sizing(self, target_ms: int, bytes_per_token: float, lines_after: int) -> Sizing:
         """The window a cold evaluation of which takes about `target_ms` at the measured speed

@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..pipeline.cache import finish_key, key_head, key_tail
 from ..snapshot import Snapshot
 from .budget import LineCosts, TokenEstimator, cumulative_bytes, cut_lines, utf8_len
+from .cache_key import finish_key, key_head, key_tail
 from .context import FimContext, indent_width, join_prefix, join_suffix
 
 __all__ = ["Fitted", "WindowFitter", "ANCHOR_MIN"]

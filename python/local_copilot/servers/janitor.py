@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..nvim.worker import set_scheduling
 from ..privacy.files import open_private
+from ..scheduling import set_scheduling
 from .registry import ServerFiles, kill_group, proc_start_time
 
 

@@ -17,7 +17,7 @@ class PostContext(msgspec.Struct, frozen=True):
     filetype: str = ""  # the buffer's ('</s>' is a tag in markup, another family's token elsewhere)
     # the answer is a chat model's (prompt style 'chat'): its wrappers go first (chat_answer.py)
     chat: bool = False
-    # spaces typed at the cursor that the prompt left out (prompt/prepare.py, the continue
+    # spaces typed at the cursor that the prompt left out (pipeline/prepare.py, the continue
     # style): the answer starts with them, and they are in the buffer already
     heal: str = ""
 

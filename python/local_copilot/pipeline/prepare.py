@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from ..config import Config
 from ..errors import ConfigError
-from ..pipeline.postprocess import PostContext
+from ..prompt.budget import MIN_PROMPT_BUDGET, PROMPT_OVERHEAD, TokenEstimator, utf8_len
+from ..prompt.context import FimContext
+from ..prompt.request import FimRequest
+from ..prompt.ring import ContextRing
+from ..prompt.slots import Slots
+from ..prompt.speed import MIN_CONTEXT_CHARS, ServerSpeed
+from ..prompt.templates import ExtraChunk
+from ..prompt.window import WindowFitter
 from ..snapshot import Snapshot
-from .budget import MIN_PROMPT_BUDGET, PROMPT_OVERHEAD, TokenEstimator, utf8_len
-from .context import FimContext
-from .request import FimRequest
-from .ring import ContextRing
-from .slots import Slots
-from .speed import MIN_CONTEXT_CHARS, ServerSpeed
-from .templates import ExtraChunk
-from .window import WindowFitter
+from .postprocess import PostContext
 
 __all__ = ["Prepared", "Preparer", "prompt_bytes"]
 

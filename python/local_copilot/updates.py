@@ -1,25 +1,66 @@
-"""Everything the host tells Lua, as one tagged union.
+"""The editor port: everything the core tells the editor, as one tagged union, and the
+`Editor` protocol that receives it through one method, `update()`.
 
-Each update is a Struct whose `type` names it; the host sends it (msgpack, encoded once) to
-one Lua function, `require('local_copilot.updates').receive(...)`, which dispatches on the
-tag (lua/local_copilot/updates.lua lists the same tags and describes each with LuaCATS).
-Several updates may go in one call: the pynvim path sends what piled up during one hop.
+Each update is a Struct whose `type` names it. In Neovim (nvim/bridge.py) the host sends it
+(msgpack, encoded once) to one Lua function, `require('local_copilot.updates').receive(...)`,
+which dispatches on the tag (lua/local_copilot/updates.lua lists the same tags and describes
+each with LuaCATS); several updates may go in one call. Another surface (`local-copilot
+complete`, the language server) receives the same updates and keeps what it presents.
+
+The shapes carried inside updates (a render plan, an edit's progress) are defined here too,
+so this module imports nothing of the package: every part of the core may send updates.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from collections.abc import Callable
+from typing import Any, Literal, Protocol, get_args
 
 import msgspec
 
-from ..ghost.render import RenderPlan
-from ..instruct.runner import EditUpdate
+__all__ = ["TAGS", "BackendReady", "BackendState", "Candidate", "EditProgress", "EditState", "EditUpdate", "Editor",
+           "NextEditPlan", "Notice", "PrivacyRules", "PrivacyVerdict", "Render", "RenderPlan", "Resync", "Update",
+           "UseChannel", "decode", "notices"]
 
-__all__ = ["RECEIVE", "TAGS", "BackendReady", "BackendState", "EditProgress", "NextEditPlan", "Notice", "PrivacyRules",
-           "PrivacyVerdict", "Render", "Resync", "Update", "UseChannel", "decode"]
 
-# the one Lua function the host calls; it takes one update or several
-RECEIVE = "require('local_copilot.updates').receive(...)"
+class Candidate(msgspec.Struct, frozen=True):
+    text: str
+    words: list[int]  # byte offsets where accept-word stops (ghost/words.py)
+
+
+class RenderPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """What Lua draws of a suggestion (ghost.lua); built by ghost/engine.py."""
+
+    buf: int
+    tick: int  # Lua draws only if b:changedtick still equals this
+    row: int  # 0-based
+    col: int  # byte column of the cursor the suggestion starts at
+    seq: int  # the snapshot's sequence number
+    items: list[Candidate]  # one while streaming; the alternatives once fetched
+    index: int = 0  # which item is shown
+    final: bool = False  # the stream ended; no more updates for this seq
+    cached: bool = False  # answered from the cache, no request made
+
+    @property
+    def text(self) -> str:
+        return self.items[self.index].text if self.items else ""
+
+
+EditState = Literal["waiting", "streaming", "done", "error"]
+
+
+class EditUpdate(msgspec.Struct, frozen=True, kw_only=True):
+    """What the editor draws for instruction edit `id` (pure data; lua/local_copilot/edit.lua;
+    built by instruct/runner.py)."""
+
+    id: int
+    buf: int
+    state: EditState
+    lines: list[str] = []  # the answer's code so far (the whole replacement once 'done')
+    tokens: int = 0  # generated so far
+    elapsed_ms: int = 0
+    message: str = ""  # why it failed ('error'), or a note on a 'done' answer
+    truncated: bool = False  # the answer stopped at the token limit
 
 
 class _Update(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True):
@@ -111,6 +152,18 @@ Update = (Render | NextEditPlan | EditProgress | BackendState | BackendReady | N
           | Resync | UseChannel)
 
 TAGS = frozenset(t.__struct_config__.tag for t in get_args(Update))  # updates.lua handles the same
+
+
+class Editor(Protocol):
+    """The editor port: what the core has to say goes through this one method."""
+
+    def update(self, u: Update) -> None: ...
+
+
+def notices(editor: Editor) -> Callable[[str, str], None]:
+    """`editor`'s notices as a function of (message, level), for what takes one (notify.py's
+    episodes, the model servers' manager)."""
+    return lambda message, level: editor.update(Notice(message=message, level=level))
 
 
 def decode(data: Any) -> Update:
