@@ -64,8 +64,8 @@ vim.api.nvim_create_user_command('LocalCopilotBackend', function(o)
   require('local_copilot.commands').backend(o.fargs)
 end, {
   nargs = '*',
-  complete = function() return require('local_copilot.commands').backend_names() end,
-  desc = 'local-copilot: switch backend (starting its server), auto, start, stop, restart; no argument shows it',
+  complete = function(lead, cmdline) return require('local_copilot.commands').backend_names(lead, cmdline) end,
+  desc = 'local-copilot: switch backend (starting its server), auto, start, stop, restart, model NAME; no argument shows it',
 })
 
 vim.api.nvim_create_autocmd('InsertEnter', {

@@ -54,14 +54,34 @@ local subs = {
 
 function M.names() return vim.tbl_keys(subs) end
 
--- :LocalCopilotBackend [name|auto|start|stop|restart]
-function M.backend_names()
+-- The models the active entry's server lists (router-mode llama-server, llama-swap, any
+-- OpenAI-compatible server), for completing :LocalCopilotBackend model; {} when it lists none.
+local function served_models()
+  local res = host_call('models', require('local_copilot.config').user)
+  if type(res) ~= 'table' or type(res.models) ~= 'table' then return {} end
+  local ids = {}
+  for _, m in ipairs(res.models) do ids[#ids + 1] = m.id end
+  return ids
+end
+
+local function matching(items, lead)
+  return vim.tbl_filter(function(s) return vim.startswith(s, lead) end, items)
+end
+
+-- :LocalCopilotBackend [name|auto|start|stop|restart|model NAME]
+function M.backend_names(lead, cmdline)
+  lead = lead or ''
+  local args = vim.split(vim.trim((cmdline or ''):gsub('^%s*%S+', '', 1)), '%s+', { trimempty = true })
+  local at = lead == '' and #args + 1 or #args -- the argument being completed
+  if args[1] == 'model' and at == 2 then
+    return matching(served_models(), lead)
+  end
   local config = require('local_copilot.config')
-  local names = { 'auto', 'start', 'stop', 'restart', 'llama.cpp', 'vllm', 'ollama', 'openai', 'sglang', 'lmstudio' }
+  local names = { 'auto', 'start', 'stop', 'restart', 'model', 'llama.cpp', 'vllm', 'ollama', 'openai', 'sglang', 'lmstudio' }
   for name in pairs(config.user.backends or {}) do
     if not vim.tbl_contains(names, name) then names[#names + 1] = name end
   end
-  return names
+  return matching(names, lead)
 end
 
 local function show_backend()
@@ -89,7 +109,9 @@ function M.backend(args)
   local what = args[1]
   if not what then return show_backend() end
   local payload = { action = 'switch', name = what }
-  if what == 'stop' or what == 'restart' or what == 'start' then payload = { action = what, name = args[2] } end
+  if what == 'stop' or what == 'restart' or what == 'start' or what == 'model' then
+    payload = { action = what, name = args[2] }
+  end
   require('local_copilot.host').send('backend', payload)
 end
 

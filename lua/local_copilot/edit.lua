@@ -93,7 +93,8 @@ local function progress(e)
   if type(o.cancel_key) == 'string' then keys[#keys + 1] = o.cancel_key .. ' cancel' end
   local what
   if e.state == 'waiting' then
-    what = 'edit: waiting for the model'
+    -- (a message: what it waits for, e.g. the server loading the entry's model)
+    what = 'edit: ' .. (e.message or 'waiting for the model')
   elseif e.state == 'streaming' then
     what = ('edit: generating, %d tokens'):format(e.tokens or 0)
   else

@@ -59,8 +59,8 @@ local M = {}
 ---@field truncated boolean stopped at the token limit
 
 ---@class local_copilot.event.Backend :LocalCopilotBackend
----@field action 'switch'|'start'|'stop'|'restart'
----@field name? string the entry (the active one when absent)
+---@field action 'switch'|'start'|'stop'|'restart'|'model'
+---@field name? string the entry (the active one when absent); for 'model', the model to use
 
 ---@class local_copilot.event.Chunk another buffer's text for cross-file context
 ---@field path string

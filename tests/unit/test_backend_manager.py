@@ -92,3 +92,23 @@ async def test_start_brings_up_a_second_backend_without_making_it_active(monkeyp
         server.close()
     assert applied == [] and ready == ["nes"]
     assert notes == [f"local-copilot: nes is up at {server.url} (already running)"]
+
+
+async def test_the_model_command_on_a_server_that_does_not_answer_says_so_and_changes_nothing() -> None:
+    from local_copilot.servers.ports import free_port
+
+    notes: list[tuple[str, str]] = []
+    applied: list[Any] = []
+    manager = BackendManager(lambda m, level: notes.append((m, level)), applied.append, lambda name: None)
+    cfg = load_config({"backends": {"llama.cpp": {"url": f"http://127.0.0.1:{free_port()}", "model": "a"}}})
+    manager.set_model(cfg, "b")
+    assert manager._task is not None
+    await manager._task
+    [(message, level)] = notes
+    assert level == "error" and message.startswith("local-copilot: cannot list the models of llama.cpp: ")
+    assert "cannot reach" in message and applied == []
+    # without a model named: which one the entry uses
+    notes.clear()
+    manager.set_model(cfg, "")
+    await manager._task
+    assert notes == [("local-copilot: llama.cpp uses model a; :LocalCopilotBackend model NAME sets another", "info")]

@@ -37,6 +37,12 @@ def test_flags_override_the_file(tmp_path: Path) -> None:
     assert options["llama.cpp"].env == {"A": "1"} and options["llama.cpp"].extra_args == ["-t", "2"]
 
 
+def test_start_a_router_from_a_models_folder_flag() -> None:
+    a = args("start", "router", "--url", "http://127.0.0.1:9200", "--models-dir", "~/models", "--model", "qwen-coder")
+    backends, options = cli.resolve_backend("router", {}, a)
+    assert backends["router"].model == "qwen-coder" and options["router"].models_dir == "~/models"
+
+
 def test_a_new_backend_from_flags_only() -> None:
     backends, _ = cli.resolve_backend("lab", {}, args("start", "lab", "--kind", "openai", "--url",
                                                       "http://127.0.0.1:7000", "--cmd", "my-server --port 7000"))

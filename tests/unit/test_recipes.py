@@ -71,6 +71,45 @@ def test_llama_cpp_uses_the_fim_preset_when_no_model_is_set() -> None:
     assert any("fim-qwen-1.5b" in n for n in r.notes)
 
 
+def test_a_models_folder_starts_a_router_with_the_recipes_flags_but_no_model(tmp_path: Path) -> None:
+    (tmp_path / "qwen-coder.gguf").write_bytes(b"GGUF")
+    (tmp_path / "sharded").mkdir()
+    (tmp_path / "sharded" / "big-00001-of-00002.gguf").write_bytes(b"GGUF")
+    cfg = backend("router", url="http://127.0.0.1:8123", model="qwen-coder")
+    opts = ServerOptions(models_dir=str(tmp_path), context_tokens=4096, parallel=1, extra_args=["--models-max", "2"])
+    r = build_recipe("router", cfg, opts, HostFacts(llama_server=LLAMA))
+    a = r.argv
+    assert a[:3] == [LLAMA, "--models-dir", str(tmp_path)]
+    assert "-m" not in a and "-hf" not in a and "--fim-qwen-1.5b-default" not in a  # no model of its own
+    # what every child llama-server inherits: the recipe's context, slots, batch and cache flags
+    assert flag(a, "--port") == "8123" and flag(a, "-c") == "4096" and flag(a, "-np") == "1"
+    assert flag(a, "-b") == "1024" and flag(a, "--cache-reuse") == "256" and a[-2:] == ["--models-max", "2"]
+    assert r.health_path == "/health" and r.model == "qwen-coder"
+    assert any("router mode" in n for n in r.notes)
+    # without a model named, the note says to name one
+    r = build_recipe("router", backend("router"), opts, HostFacts(llama_server=LLAMA))
+    assert any("set backends.router.model to one of them" in n for n in r.notes)
+
+
+@pytest.mark.parametrize(("make", "says"), [
+    (lambda d: d / "missing", "does not exist"),
+    (lambda d: d, "holds no .gguf model"),
+])
+def test_a_models_folder_without_models_fails_before_launching(tmp_path: Path, make, says: str) -> None:  # noqa: ANN001
+    (tmp_path / "README.txt").write_text("not a model")
+    opts = ServerOptions(models_dir=str(make(tmp_path)))
+    with pytest.raises(ServerStartError, match=says) as err:
+        build_recipe("router", backend("router"), opts, HostFacts(llama_server=LLAMA))
+    assert "backends.router.server.models_dir" in str(err.value)
+
+
+def test_models_dir_is_a_server_option() -> None:
+    cfg = load_config({"backends": {"r": {"server": {"models_dir": "~/models"}}}})
+    assert cfg.backends["r"].server.models_dir == "~/models"
+    with pytest.raises(ConfigError, match="models_dir"):
+        load_config({"backends": {"r": {"server": {"models_dir": 3}}}})
+
+
 def test_llama_cpp_hf_repo_and_extra_args() -> None:
     r = build_recipe("llama.cpp", backend("llama.cpp", model="ggml-org/Qwen2.5-Coder-3B-Q8_0-GGUF"),
                      ServerOptions(extra_args=["-t", "4"]), HostFacts(llama_server=LLAMA))

@@ -17,6 +17,7 @@ SSE without `[DONE]`; the final chunk has `stop: true` and `timings`.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
@@ -29,7 +30,7 @@ from ..log import log
 from ..prompt.styles import CHAT_TURN_TOKENS, CONTINUE, Decision, name_says, no_fim_family, template_markers
 from ..prompt.templates import FimTemplate, detect_family, get_template, names
 from ..transport.streaming import SSEParser
-from . import registry
+from . import registry, swap
 from .base import Chunk, FimRequest, HttpBackend, Wire
 from .chat import ChatBackend
 from .chat_style import chat_body, read_openai_chat
@@ -77,6 +78,9 @@ class _Props(msgspec.Struct):
     # the model's chat template, or llama-server's fallback for a model without one; None: the
     # server does not say (an old llama-server)
     chat_template: str | None = None
+    # set here, not by the server: the path prefix before llama-server's own routes (a
+    # llama-swap-style proxy's /upstream/MODEL, swap.py), '' on llama-server itself
+    via: str = ""
 
 
 class _Piece(msgspec.Struct):
@@ -107,6 +111,8 @@ _CHAT_MARKERS = ("<|im_start|>", "<|im_end|>", "<start_of_turn>", "<end_of_turn>
 
 class _ModelStatus(msgspec.Struct):
     value: str = ""
+    failed: bool = False  # beside "unloaded": its last load failed
+    exit_code: int | None = None
 
 
 class _ListedModel(msgspec.Struct):
@@ -136,7 +142,14 @@ async def server_props(backend: HttpBackend) -> _Props:
     cfg = backend.cfg
     if cfg.model:
         await _loaded(backend, cfg.model)
-    props = await backend.fetch("GET", "/props" + model_query(cfg), _props_decoder)
+    try:
+        props = await backend.fetch("GET", "/props" + model_query(cfg), _props_decoder)
+    except ServerError as exc:
+        # no /props there: a llama-swap-style proxy answers it only through /upstream/MODEL
+        via = await swap.through_upstream(backend, cfg.model) if exc.status == 404 and cfg.model else None
+        if via is None:
+            raise
+        props = msgspec.structs.replace(await backend.fetch("GET", via + "/props", _props_decoder), via=via)
     if props.role == "router":
         models = await server_models(backend)
         raise ConfigError(f"{backend.name}: {cfg.url} is a llama-server router serving several models; set "
@@ -153,6 +166,10 @@ async def server_models(backend: HttpBackend) -> list[str]:
     return [m.id for m in listed.data]
 
 
+# the models each backend asked a router to load (a failed load is then reported, not asked again)
+_asked: weakref.WeakKeyDictionary[HttpBackend, set[str]] = weakref.WeakKeyDictionary()
+
+
 async def _loaded(backend: HttpBackend, model: str) -> None:
     """Return once a router-mode server has `model` loaded (at once on any other server);
     raises ModelLoading while it loads it, having asked it to (POST /models/load) if it had
@@ -167,7 +184,15 @@ async def _loaded(backend: HttpBackend, model: str) -> None:
     state = found.status.value
     if state == "loaded":
         return
+    asked = _asked.setdefault(backend, set())
+    if found.status.failed and model in asked:
+        # it failed to load since this backend asked: said as a failure (once per episode)
+        # instead of 'loading' for ever; a new backend (new options, :LocalCopilotBackend
+        # model or restart) asks once more
+        code = f" (its llama-server exited with code {found.status.exit_code})" if found.status.exit_code else ""
+        raise ServerError(f"{backend.name}: the server could not load {model}{code}; see the server's log", status=500)
     if state not in ("loading",):
+        asked.add(model)
         try:
             await backend.fetch("POST", "/models/load", _ignored, json={"model": model})
         except (ServerError, ProtocolError) as exc:
@@ -292,7 +317,7 @@ class LlamaCppBackend(HttpBackend):
         candidates = [get_template(n) for n in dict.fromkeys(_PREFERENCE + tuple(names()))]
         wanted = sorted({m for t in candidates for m in t.markers} | {*_INFILL_ONLY, *_CHAT_MARKERS})
         try:
-            found = await self.fetch("POST", "/tokenize", _pieces_decoder,
+            found = await self.fetch("POST", props.via + "/tokenize", _pieces_decoder,
                                      json={"content": "\n".join(wanted), "with_pieces": True, **self._model()})
         except (ServerError, ProtocolError):
             return set()  # an old or proxied server without /tokenize: /infill still works
@@ -371,8 +396,9 @@ class LlamaCppBackend(HttpBackend):
         return self.props.model_alias or self.props.model_path.rsplit("/", 1)[-1]
 
     async def single_tokens(self, texts: tuple[str, ...]) -> frozenset[str]:
+        via = self.props.via if self.props is not None else ""
         try:
-            found = await self.fetch("POST", "/tokenize", _pieces_decoder,
+            found = await self.fetch("POST", via + "/tokenize", _pieces_decoder,
                                      json={"content": "\n".join(texts), "with_pieces": True, **self._model()})
         except (ServerError, ProtocolError):
             return frozenset()

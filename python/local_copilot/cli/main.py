@@ -51,7 +51,7 @@ def _flag_overrides(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str,
     if getattr(args, "cmd", None):
         backend["cmd"] = shlex.split(args.cmd)
     server: dict[str, Any] = {}
-    for key in ("weights", "context_tokens", "parallel", "max_num_seqs", "max_num_batched_tokens", "dtype",
+    for key in ("weights", "models_dir", "context_tokens", "parallel", "max_num_seqs", "max_num_batched_tokens", "dtype",
                 "gpu_memory_utilization", "python", "startup_timeout_s"):
         value = getattr(args, key, None)
         if value is not None:
@@ -318,6 +318,9 @@ def _backend_flags(p: argparse.ArgumentParser, *, server: bool) -> None:
         return
     g = p.add_argument_group("server options (backends.NAME.server)")
     g.add_argument("--weights", help="what the server loads, when it differs from --model")
+    g.add_argument("--models-dir", metavar="DIR",
+                   help="llama.cpp: a folder of .gguf models served by one router-mode llama-server "
+                        "(--model names the one to use)")
     g.add_argument("--context-tokens", type=int, help="tokens one request may need (default 8192)")
     g.add_argument("--parallel", type=int, help="llama.cpp slots (default 2)")
     g.add_argument("--max-num-seqs", type=int, help="vLLM --max-num-seqs (default 8)")

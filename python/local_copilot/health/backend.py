@@ -18,8 +18,10 @@ import httpx
 import msgspec
 
 from ..backends import FimRequest, make_backend, registry
+from ..backends.base import HttpBackend
+from ..backends.models import describe, list_models
 from ..config import BackendConfig, Config
-from ..errors import BackendError, ConfigError, TokenRefused
+from ..errors import BackendError, ConfigError, ModelLoading, TokenRefused
 from ..servers.options import ServerOptions
 from ..transport.access import auth_headers, tls_failure, token_refused
 from . import checks as hc
@@ -71,7 +73,8 @@ def _start_advice(name: str, bcfg: BackendConfig, prog: Program, opts: ServerOpt
     if bcfg.cmd:
         advice.append(f"or run backends[{name!r}].cmd yourself: {' '.join(bcfg.cmd)}")
     else:
-        manual = prog.manual(opts.weights or bcfg.model, port_of(bcfg.url))
+        manual = (f"llama-server --models-dir {opts.models_dir} --port {port_of(bcfg.url)}" if opts.models_dir
+                  else prog.manual(opts.weights or bcfg.model, port_of(bcfg.url)))
         if manual:
             advice.append(f"or run it yourself: {manual}")
     advice.append(f"or point backends[{name!r}].url at where your server listens")
@@ -231,6 +234,8 @@ async def backend_section(name: str, bcfg: BackendConfig, opts: ServerOptions, c
     local = _is_loopback(bcfg.url)
     if local:
         sec.items.extend(await _program_items(name, bcfg, prog, opts, ctx.env, up))
+        if opts.models_dir and not bcfg.cmd:
+            sec.items.extend(_models_dir_items(name, opts))
     advice: list[str] = []
     on_500 = prog.error_advice()
     if status == 0:
@@ -253,6 +258,7 @@ async def backend_section(name: str, bcfg: BackendConfig, opts: ServerOptions, c
     model_hint = ""
     if status == 200:
         sec.items.extend(await kind_items(name, bcfg, ctx.client))
+        sec.items.extend(await _listed_models(name, bcfg, ctx.client))
         model_hint = await _model_items(sec, name, bcfg, prog, ctx)
     if active or up:
         sec.items.extend(await _thread(prog.setup_items, {**ctx.env, **opts.env}))
@@ -268,6 +274,38 @@ async def backend_section(name: str, bcfg: BackendConfig, opts: ServerOptions, c
     return sec
 
 
+def _models_dir_items(name: str, opts: ServerOptions) -> list[Item]:
+    from ..servers.recipes import models_dir_problem
+
+    problem = models_dir_problem(opts.models_dir)
+    if problem is None:
+        return [Item(level="ok",
+                     message=f"models folder {opts.models_dir}: the server is started as a router-mode llama-server")]
+    return [Item(level="error", message=f"backends[{name!r}].server.models_dir: {problem}",
+                 advice=["give a folder of .gguf files (llama-server --models-dir)"])]
+
+
+async def _listed_models(name: str, bcfg: BackendConfig, client: httpx.AsyncClient) -> list[Item]:
+    """The models a server serving several lists (a router-mode llama-server with each one's
+    state, a llama-swap-style proxy), and whether the entry's `model` is one of them."""
+    backend = HttpBackend(name, bcfg, client)
+    try:
+        models = await list_models(backend)
+    except BackendError:
+        return []  # (the reachability item above says why)
+    finally:
+        backend.close()
+    if len(models) < 2 and not any(m.state and m.state != "loaded" for m in models):
+        return []  # one model, served as it was started: the model item says which
+    items = [Item(level="info", message=f"the server serves {len(models)} models: {describe(models)}")]
+    if bcfg.model and all(m.id != bcfg.model for m in models):
+        items.append(Item(level="error", message=f"backends[{name!r}].model = {bcfg.model!r} is not one of them",
+                          advice=[f"set backends[{name!r}].model to one of them, or :LocalCopilotBackend model NAME"]))
+    elif not bcfg.model:
+        items[0].advice = [f"set backends[{name!r}].model to the one to use, or :LocalCopilotBackend model NAME"]
+    return items
+
+
 def _room(sec: Section, per_request: int, cfg: Config) -> None:
     item = hc.judge_prompt_room(per_request, cfg.n_predict, cfg.context.lines_before, cfg.context.lines_after)
     if item is not None and sec.items[-1].level == "ok":  # after a context warning it would only repeat it
@@ -278,8 +316,18 @@ async def _model_items(sec: Section, name: str, bcfg: BackendConfig, prog: Progr
     """Model, FIM template, context per request and the live FIM probe; returns the model's
     path or id (for the GPU sizing)."""
     backend = make_backend(name, bcfg, ctx.client)
+    deadline = time.monotonic() + ctx.probe_timeout
     try:
-        served = await backend.described()
+        while True:
+            try:
+                served = await backend.described()
+                break
+            except ModelLoading as exc:  # a router loads the entry's model: the check waits for it
+                if time.monotonic() >= deadline:
+                    sec.add("warn", f"{exc} (still, after {ctx.probe_timeout:.0f}s)",
+                            "run this check again once it has loaded it")
+                    return ""
+                await asyncio.sleep(0.5)
     except ConfigError as exc:
         sec.add("error", str(exc), f"set backends[{name!r}].fim_template, or .prompt = 'chat' (an instruct model) "
                                    "or 'continue' (a base model), or .model; see :help local-copilot-config")

@@ -16,7 +16,7 @@ import httpx
 
 from ..buffer_state import BufferState
 from ..config import Config
-from ..errors import BackendError, ConfigError, ServerError, ServerUnavailable, TooLarge
+from ..errors import BackendError, ConfigError, ModelLoading, ServerError, ServerUnavailable, TooLarge
 from ..log import log
 from ..privacy.policy import Gate
 from ..stats import Stats
@@ -132,6 +132,24 @@ class EditRunner:
         except Exception:  # a bug in a warm-up is the log's, not the user's
             log.exception("edit warm-up failed")
 
+    LOADING_POLL_S = 1.0
+
+    async def _loaded_limit(self, chat: ChatBackend, cfg: Config, waiting: Callable[[str], None]) -> int | None:
+        """The chat server's context per request, once it has the entry's model loaded: a
+        router-mode server (or a llama-swap-style proxy) loading it is waited for, the preview
+        saying so, up to edit.timeout_ms (an edit is asked for once, so it waits rather than
+        fails)."""
+        deadline = asyncio.get_running_loop().time() + cfg.edit.timeout_ms / 1000
+        while True:
+            try:
+                limit: int | None = await chat.context_limit()
+                return limit
+            except ModelLoading as exc:
+                if asyncio.get_running_loop().time() >= deadline:
+                    raise
+                waiting(f"the server is loading {exc.model}")
+                await asyncio.sleep(self.LOADING_POLL_S)
+
     async def _run(self, cfg: Config, buf: int, edit_id: int, spec: EditSpec, temperature: float) -> None:
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
@@ -148,7 +166,8 @@ class EditRunner:
         raw, tokens, finish, ended = "", 0, None, False
         try:
             chat = self._chat(cfg)
-            prompt = build(spec, await chat.context_limit(), cfg.edit.n_predict)
+            prompt = build(spec, await self._loaded_limit(chat, cfg, lambda note: self._show(EditUpdate(
+                id=edit_id, buf=buf, state="waiting", elapsed_ms=ms(), message=note))), cfg.edit.n_predict)
             exchange = await chat.chat(prompt.messages, prompt.max_tokens, temperature)
             last_draw, shown = float("-inf"), -1
             async with aclosing(exchange.chunks()) as chunks:

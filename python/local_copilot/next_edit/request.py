@@ -24,7 +24,7 @@ from ..backends.base import FimRequest, HttpBackend
 from ..backends.exchange import Exchange
 from ..buffer_state import BufferState
 from ..config import Config, NextEditConfig
-from ..errors import BackendError, ConfigError, ServerHeld
+from ..errors import BackendError, ConfigError, ModelLoading, ServerHeld
 from ..log import log
 from ..notify import Episodes
 from ..privacy.policy import Gate
@@ -120,7 +120,9 @@ class NextEdits:
         started = time.monotonic()
         try:
             outcome = await self.ask(snap, cwd)
-        except ServerHeld as exc:  # nothing sent: the server asked to wait, which was said once
+        except (ServerHeld, ModelLoading) as exc:
+            # nothing sent: the server asked to wait (said once already), or it loads the
+            # entry's model (router mode; the next change asks again)
             log.debug("next edit: %s", exc)
             return
         except (BackendError, ConfigError) as exc:

@@ -284,6 +284,9 @@ class LocalCopilotPlugin:
             running.editor.update(updates.Notice(message=f"local-copilot: fix the options first: {self.config_error}",
                                                  level="error"))
             return
+        if action == "model":  # (target: the model's name; '' = say which one is used)
+            run(running.backends.set_model, self.config, target)
+            return
         target = target or self.config.backend
         if action == "switch":
             run(running.backends.switch, self.config, target)
@@ -312,6 +315,8 @@ class LocalCopilotPlugin:
             return self._debug_state()
         if name == "backend_status":
             return self._backend_status()
+        if name == "models":  # the completion of :LocalCopilotBackend model (args[1]: setup()'s options)
+            return self._models(args[1] if len(args) > 1 else None)
         if name == "leaving":  # sync, so the servers are released before Neovim exits
             if self._running is not None:
                 self._running.worker.run(asyncio.to_thread(self._running.backends.close), timeout=5)
@@ -462,6 +467,27 @@ class LocalCopilotPlugin:
             "names": sorted(cfg.backends),
             "next_edit": self._next_edit_status(cfg),
         }
+
+    def _models(self, raw: Any) -> dict[str, Any]:
+        """The models the active entry's server lists ({'models': [{id, state}], 'error'}). The
+        options in force here, else `raw` (a host that has not had them yet: a command line
+        completed before any event went)."""
+        from ..backends.models import entry_models
+        from ..errors import BackendError
+
+        cfg = self.config
+        if cfg is None and raw is not None:
+            try:
+                cfg = load_config(raw)
+            except ConfigError as exc:
+                return {"models": [], "error": str(exc)}
+        if cfg is None:
+            return {"models": [], "error": self.config_error or "no configuration yet"}
+        try:
+            models = self._start().worker.run(entry_models(cfg.backend, cfg.active, timeout_s=2.0), 3.0)
+        except (BackendError, TimeoutError) as exc:
+            return {"models": [], "error": str(exc) or type(exc).__name__}
+        return {"models": msgspec.to_builtins(models), "error": None}
 
     def _next_edit_status(self, cfg: Config) -> dict[str, Any] | None:
         """The next-edit backend, its format and its server, while next edits are on."""

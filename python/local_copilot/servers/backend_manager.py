@@ -16,7 +16,7 @@ import httpx
 import msgspec
 
 from ..config import BackendConfig, Config
-from ..errors import LocalCopilotError
+from ..errors import BackendError, LocalCopilotError
 from ..log import log
 from ..transport.access import async_client, auth_headers
 from .auto import detect_backend
@@ -126,6 +126,36 @@ class BackendManager:
         self._apply(cfg)
         self._notify(f"local-copilot: using {name} at {cfg.backends[name].url} ({how})", "info")
         self._ready(name)
+
+    def set_model(self, cfg: Config, model: str) -> None:
+        """`:LocalCopilotBackend model NAME`: the active entry asks for `model` from now on (for
+        this session), once its server lists it; the next request probes the server again (the
+        model's context, vocabulary and template)."""
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        self._task = asyncio.get_running_loop().create_task(self._set_model(cfg, model))
+
+    async def _set_model(self, cfg: Config, model: str) -> None:
+        from ..backends.models import entry_models, model_problem
+
+        name, entry = cfg.backend, cfg.active
+        if not model:
+            self._notify(f"local-copilot: {name} uses model {entry.model or '(the one its server runs)'}; "
+                         ":LocalCopilotBackend model NAME sets another", "info")
+            return
+        try:
+            models = await entry_models(name, entry)
+        except BackendError as exc:
+            self._notify(f"local-copilot: cannot list the models of {name}: {exc}", "error")
+            return
+        problem = model_problem(name, entry.url, model, models)
+        if problem is not None:
+            self._notify(f"local-copilot: {problem}", "error")
+            return
+        state = next((m.state for m in models if m.id == model), "")
+        entries = {**cfg.backends, name: msgspec.structs.replace(entry, model=model)}
+        self._apply(msgspec.structs.replace(cfg, backends=entries))
+        self._notify(f"local-copilot: {name} uses model {model}" + (f" ({state})" if state else ""), "info")
 
     def stop(self, name: str) -> None:
         sup = self.supervisors.get(name)

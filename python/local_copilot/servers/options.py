@@ -29,6 +29,9 @@ class ServerOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, fr
     # what the server loads when it differs from `model` (the name requests carry): a .gguf path,
     # an HF directory or hub id; '' = `model`
     weights: str = ""
+    # llama.cpp: a folder of .gguf models served by one router-mode llama-server
+    # (`--models-dir`): each is loaded when a request names it (the entry's `model`)
+    models_dir: str = ""
     # tokens one request may need (prompt + generation): the per-slot context of llama.cpp and
     # vLLM's --max-model-len (capped at the model's own limit)
     context_tokens: PositiveInt = 8192

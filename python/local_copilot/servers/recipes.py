@@ -52,6 +52,7 @@ __all__ = [
     "llama_slots",
     "llama_cpp_argv",
     "llama_cpp_recipe",
+    "models_dir_problem",
     "ready_path",
     "vllm_argv",
     "build_recipe",
@@ -190,8 +191,20 @@ def llama_model_args(weights: str) -> list[str]:
 VLLM_PRIVATE_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
 
 
+def models_dir_problem(path: str) -> str | None:
+    """What keeps a router-mode llama-server from serving the models in `path`, or None. The
+    router finds a model file at the folder's top, or a model's files in a folder of its own
+    (several shards, or a model and its mmproj)."""
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        return f"{folder} is not a folder" if folder.exists() else f"{folder} does not exist"
+    if next(folder.glob("*.gguf"), None) is None and next(folder.glob("*/*.gguf"), None) is None:
+        return f"{folder} holds no .gguf model (at its top, or in a folder of one model's files)"
+    return None
+
+
 def llama_cpp_argv(binary: str, *, port: int, weights: str, context_tokens: int, parallel: int,
-                   extra: list[str] | tuple[str, ...] = ()) -> list[str]:
+                   extra: list[str] | tuple[str, ...] = (), models_dir: str = "") -> list[str]:
     per_slot, slots = llama_slots(context_tokens, parallel)
     # the preset goes first: flags after it override its port and -c 0.
     # --cache-reuse: lines dropped from the start of a cached prompt (the cursor moved down) are
@@ -203,8 +216,11 @@ def llama_cpp_argv(binary: str, *, port: int, weights: str, context_tokens: int,
     # keeps the whole configured context; a second slot lets a cancelled request wind down
     # while the next runs, and lets an instruction edit or a next edit keep its prompt cached
     # beside ghost text's (the server gives a request the slot whose cached prompt it shares most).
+    # With a models folder the server is a router: no model of its own, and each model it
+    # loads runs in a child llama-server that inherits the rest of these flags.
+    models = ["--models-dir", str(Path(models_dir).expanduser())] if models_dir else llama_model_args(weights)
     return [
-        binary, *llama_model_args(weights),
+        binary, *models,
         "--host", "127.0.0.1", "--port", str(port),
         "-c", str(per_slot * slots), "-np", str(slots),
         "-b", str(LLAMA_BATCH), "-ub", str(LLAMA_BATCH),
@@ -218,11 +234,19 @@ def llama_cpp_recipe(name: str, *, binary: str, port: int, weights: str, opts: S
     """llama-server serving `weights` (a .gguf path, an HF `owner/repo[:quant]`, '' = the FIM
     preset) on 127.0.0.1:`port`, sized and tuned by `opts` (backends.NAME.server)."""
     extra, bind_notes = keep_loopback(name, opts.extra_args)
+    if opts.models_dir:
+        problem = models_dir_problem(opts.models_dir)
+        if problem is not None:
+            raise ServerStartError(f"{name}: backends.{name}.server.models_dir: {problem}; give a folder of .gguf "
+                                   "files (llama-server --models-dir)")
     argv = llama_cpp_argv(binary, port=port, weights=weights, context_tokens=opts.context_tokens,
-                          parallel=opts.parallel, extra=extra)
+                          parallel=opts.parallel, extra=extra, models_dir=opts.models_dir)
     per_slot, slots = llama_slots(opts.context_tokens, opts.parallel)
     notes = [*bind_notes, f"{slots} slot(s) of {per_slot} tokens each (-c {per_slot * slots} -np {slots})"]
-    if not weights:
+    if opts.models_dir:
+        notes.append(f"router mode: the models in {opts.models_dir}, each loaded when a request names it"
+                     + ("" if model else f" (set backends.{name}.model to one of them)"))
+    elif not weights:
         notes.append(f"no model configured: {DEFAULT_PRESET} (downloads Qwen2.5-Coder-1.5B Q8_0 on first "
                      f"start; set backends.{name}.model to a .gguf path to use your own)")
     return Recipe(backend=name, kind="llama.cpp", argv=argv, env=dict(opts.env), port=port,
