@@ -10,6 +10,7 @@ eager tasks (`asyncio.eager_task_factory`) arrive with Python 3.12; this is the 
 from __future__ import annotations
 
 import asyncio
+import collections.abc
 from collections.abc import Coroutine, Generator
 from typing import Any
 
@@ -22,40 +23,38 @@ def start(coro: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:
         awaited = coro.send(None)
     except StopIteration:
         return None
-    return asyncio.get_running_loop().create_task(_rest(coro, awaited))
+    return asyncio.get_running_loop().create_task(_Rest(coro, awaited))
 
 
-async def _rest(coro: Coroutine[Any, Any, None], awaited: Any) -> None:
-    await _Resume(coro, awaited)
+_FIRST = object()
 
 
-class _Resume:
-    """`await coro` with its first step taken already: the task waits on what that step
-    yielded, and sends, throws and closes into `coro` as `await` would."""
+class _Rest(collections.abc.Coroutine):  # type: ignore[type-arg]
+    """`coro` with its first step taken already, as the task's own coroutine: the task's first
+    step gets what that step yielded, and every later send, throw and close goes into `coro`.
+    A cancellation that comes before the task's first step goes into `coro` too (an `async
+    def` wrapper would be closed unstarted, leaving `coro` suspended mid-read, its `finally`
+    clauses never run)."""
 
     __slots__ = ("coro", "awaited")
 
     def __init__(self, coro: Coroutine[Any, Any, None], awaited: Any) -> None:
         self.coro, self.awaited = coro, awaited
 
+    def send(self, value: Any) -> Any:
+        awaited, self.awaited = self.awaited, _FIRST
+        if awaited is not _FIRST:
+            return awaited
+        return self.coro.send(value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        self.awaited = _FIRST
+        if val is None and tb is None:
+            return self.coro.throw(typ)
+        return self.coro.throw(typ, val, tb)
+
+    def close(self) -> None:
+        self.coro.close()
+
     def __await__(self) -> Generator[Any, Any, None]:
-        return _drive(self.coro, self.awaited)
-
-
-def _drive(coro: Coroutine[Any, Any, None], awaited: Any) -> Generator[Any, Any, None]:
-    while True:
-        try:
-            sent = yield awaited
-        except GeneratorExit:
-            coro.close()
-            raise
-        except BaseException as exc:  # a cancellation (or a future's error) goes into coro
-            try:
-                awaited = coro.throw(exc)
-            except StopIteration:
-                return
-            continue
-        try:
-            awaited = coro.send(sent)
-        except StopIteration:
-            return
+        raise TypeError("a task's coroutine (eager.start), not to be awaited")

@@ -325,6 +325,7 @@ class Engine:
         self._unaccepted += 1
         if self._unaccepted > self.SPECULATE_UNACCEPTED:
             return
+        state.cancel("speculative")  # it speculated on an earlier text of this suggestion
         state.speculative = eager.start(self._speculate(snap, text))
 
     async def _speculate(self, snap: Snapshot, text: str) -> None:
