@@ -21,7 +21,7 @@ def test_toml_file_with_server_options(tmp_path: Path) -> None:
     backends, options = cli.resolve_backend("vllm", cli.read_config_file(f), args("start", "vllm"))
     assert backends["vllm"].model == "qwen" and backends["vllm"].url == "http://127.0.0.1:8000"
     assert options["vllm"].max_num_seqs == 4 and options["vllm"].python == "/v/bin/python"
-    assert options["llama.cpp"].parallel == 2  # defaults elsewhere
+    assert options["llama.cpp"].parallel is None  # defaults elsewhere: llama-server's own slots
 
 
 def test_flags_override_the_file(tmp_path: Path) -> None:

@@ -67,8 +67,13 @@ def test_llama_cpp_uses_the_fim_preset_when_no_model_is_set() -> None:
     r = build_recipe("llama.cpp", backend("llama.cpp"), ServerOptions(), HostFacts(llama_server=LLAMA))
     # the preset first, so our port and context override its own
     assert r.argv[1] == "--fim-qwen-1.5b-default"
-    assert flag(r.argv, "--port") == "8012" and flag(r.argv, "-c") == "16384"
+    assert flag(r.argv, "--port") == "8012" and flag(r.argv, "-c") == "8192"
     assert any("fim-qwen-1.5b" in n for n in r.notes)
+    # llama-server's own slots, sharing the configured context, as users start it by hand
+    assert "-np" not in r.argv and any("llama-server's own slots" in n for n in r.notes)
+    # an explicit count splits -c: each slot keeps the whole configured context
+    r = build_recipe("llama.cpp", backend("llama.cpp"), ServerOptions(parallel=2), HostFacts(llama_server=LLAMA))
+    assert flag(r.argv, "-np") == "2" and flag(r.argv, "-c") == "16384"
 
 
 def test_a_models_folder_starts_a_router_with_the_recipes_flags_but_no_model(tmp_path: Path) -> None:

@@ -322,7 +322,7 @@ def _backend_flags(p: argparse.ArgumentParser, *, server: bool) -> None:
                    help="llama.cpp: a folder of .gguf models served by one router-mode llama-server "
                         "(--model names the one to use)")
     g.add_argument("--context-tokens", type=int, help="tokens one request may need (default 8192)")
-    g.add_argument("--parallel", type=int, help="llama.cpp slots (default 2)")
+    g.add_argument("--parallel", type=int, help="llama.cpp slots (default: llama-server's own)")
     g.add_argument("--max-num-seqs", type=int, help="vLLM --max-num-seqs (default 8)")
     g.add_argument("--max-num-batched-tokens", type=int, help="vLLM --max-num-batched-tokens (default 4096)")
     g.add_argument("--dtype", help="vLLM --dtype")

@@ -35,8 +35,8 @@ class ServerOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, fr
     # tokens one request may need (prompt + generation): the per-slot context of llama.cpp and
     # vLLM's --max-model-len (capped at the model's own limit)
     context_tokens: PositiveInt = 8192
-    # llama.cpp slots (-np); 2 lets a cancelled request wind down while the next one runs
-    parallel: PositiveInt = 2
+    # llama.cpp slots (-np); None: llama-server's own count (servers/recipes.py says why)
+    parallel: PositiveInt | None = None
     # vLLM scheduler limits; one editor user needs few sequences, and each one reserves KV cache
     max_num_seqs: PositiveInt = 8
     max_num_batched_tokens: PositiveInt = 4096

@@ -165,14 +165,16 @@ def find_llama_server() -> str | None:
     return shutil.which("llama-server")
 
 
-def llama_slots(context_tokens: int, parallel: int, batch: int = LLAMA_BATCH) -> tuple[int, int]:
-    """(tokens per slot, slots). With an explicit -np, llama-server splits -c evenly across
-    slots, and a slot only keeps `n_ctx_slot - batch` tokens of repo context (input_extra): at
-    n_ctx_slot == batch it drops all of it. So each slot gets at least the configured context
-    and at least 4x the batch, rounded up to llama.cpp's 256-token padding."""
+def llama_slots(context_tokens: int, parallel: int | None, batch: int = LLAMA_BATCH) -> tuple[int, int | None]:
+    """(tokens per slot, slots; None: llama-server's own count). With an explicit -np,
+    llama-server splits -c evenly across slots, and a slot only keeps `n_ctx_slot - batch`
+    tokens of repo context (input_extra): at n_ctx_slot == batch it drops all of it. So each
+    slot gets at least the configured context and at least 4x the batch, rounded up to
+    llama.cpp's 256-token padding. With its own count the slots share one KV cache of -c
+    tokens, each of them able to use all of it."""
     per_slot = max(context_tokens, 4 * batch)
     per_slot = math.ceil(per_slot / 256) * 256
-    return per_slot, max(1, parallel)
+    return per_slot, None if parallel is None else max(1, parallel)
 
 
 def llama_model_args(weights: str) -> list[str]:
@@ -203,7 +205,7 @@ def models_dir_problem(path: str) -> str | None:
     return None
 
 
-def llama_cpp_argv(binary: str, *, port: int, weights: str, context_tokens: int, parallel: int,
+def llama_cpp_argv(binary: str, *, port: int, weights: str, context_tokens: int, parallel: int | None,
                    extra: list[str] | tuple[str, ...] = (), models_dir: str = "") -> list[str]:
     per_slot, slots = llama_slots(context_tokens, parallel)
     # the preset goes first: flags after it override its port and -c 0.
@@ -212,17 +214,18 @@ def llama_cpp_argv(binary: str, *, port: int, weights: str, context_tokens: int,
     # (llama.cpp's server README, `--cache-reuse`); the plugin's requests ask for shorter chunks
     # themselves (backends/llama_cpp.py CACHE_REUSE_TOKENS), this serves other clients too.
     # --metrics: the bench and checkhealth read the server's token counters.
-    # -np with -c = slots x the per-slot context: llama-server splits -c evenly, so each slot
-    # keeps the whole configured context; a second slot lets a cancelled request wind down
-    # while the next runs, and lets an instruction edit or a next edit keep its prompt cached
-    # beside ghost text's (the server gives a request the slot whose cached prompt it shares most).
+    # No -np unless asked: llama-server's own slots (4 sharing one KV cache in current
+    # llama.cpp) keep an instruction edit's or a next edit's prompt cached beside ghost text's,
+    # and ghost text names its buffer's slot (prompt/slots.py), so a superseded request no
+    # longer needs a slot of its own to wind down in. An explicit -np splits -c evenly: -c is
+    # then slots x the per-slot context, so each slot keeps the whole configured context.
     # With a models folder the server is a router: no model of its own, and each model it
     # loads runs in a child llama-server that inherits the rest of these flags.
     models = ["--models-dir", str(Path(models_dir).expanduser())] if models_dir else llama_model_args(weights)
     return [
         binary, *models,
         "--host", "127.0.0.1", "--port", str(port),
-        "-c", str(per_slot * slots), "-np", str(slots),
+        "-c", str(per_slot * (slots or 1)), *(["-np", str(slots)] if slots else []),
         "-b", str(LLAMA_BATCH), "-ub", str(LLAMA_BATCH),
         "--cache-reuse", "256", "--metrics", "--no-webui",
         *extra,
@@ -242,7 +245,8 @@ def llama_cpp_recipe(name: str, *, binary: str, port: int, weights: str, opts: S
     argv = llama_cpp_argv(binary, port=port, weights=weights, context_tokens=opts.context_tokens,
                           parallel=opts.parallel, extra=extra, models_dir=opts.models_dir)
     per_slot, slots = llama_slots(opts.context_tokens, opts.parallel)
-    notes = [*bind_notes, f"{slots} slot(s) of {per_slot} tokens each (-c {per_slot * slots} -np {slots})"]
+    notes = [*bind_notes, f"{slots} slot(s) of {per_slot} tokens each (-c {per_slot * slots} -np {slots})" if slots
+             else f"llama-server's own slots, sharing one KV cache of {per_slot} tokens (-c {per_slot})"]
     if opts.models_dir:
         notes.append(f"router mode: the models in {opts.models_dir}, each loaded when a request names it"
                      + ("" if model else f" (set backends.{name}.model to one of them)"))
