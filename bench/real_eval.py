@@ -55,8 +55,8 @@ import e2e_eval as E  # noqa: E402
 import harness as H  # noqa: E402
 from local_copilot.devtools.real_models import GEMMA, NO_REPACK, SMOLLM, RealModel, find  # noqa: E402
 from local_copilot.prompt.styles import CHAT_TURN_TOKENS, CURSOR  # noqa: E402
+from local_copilot.server_options import ServerOptions  # noqa: E402
 from local_copilot.servers.llama_cpp import LlamaServer  # noqa: E402
-from local_copilot.servers.options import ServerOptions  # noqa: E402
 from local_copilot.servers.recipes import find_llama_server  # noqa: E402
 from real import PEER_LUA  # noqa: E402
 

@@ -27,8 +27,8 @@ from typing import Any
 
 import httpx
 
+from local_copilot.server_options import ServerOptions
 from local_copilot.servers.llama_cpp import LlamaServer
-from local_copilot.servers.options import ServerOptions
 from local_copilot.servers.ports import free_port
 
 REPO = Path(__file__).resolve().parent.parent

@@ -4,7 +4,7 @@ through `LlamaServer.for_model`), with the options the tests add to it."""
 from __future__ import annotations
 
 from local_copilot.devtools.tiny_model import N_CTX
-from local_copilot.servers.options import ServerOptions
+from local_copilot.server_options import ServerOptions
 
 
 def suite_options(*extra: str, parallel: int = 1, context_tokens: int = N_CTX) -> ServerOptions:

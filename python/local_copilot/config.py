@@ -17,7 +17,7 @@ from msgspec import Meta
 
 from .backends import registry
 from .errors import ConfigError
-from .servers.options import ServerOptions
+from .server_options import ServerOptions
 from .transport.access import ca_file_problem
 
 __all__ = ["BackendConfig", "Config", "ContextConfig", "EditConfig", "NextEditConfig", "PrivacyConfig", "BUILTIN_BACKENDS",

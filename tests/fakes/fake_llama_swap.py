@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from local_copilot.server_options import ServerOptions
 from local_copilot.servers.llama_cpp import LlamaServer
-from local_copilot.servers.options import ServerOptions
 
 from .loopback import LoopbackServer
 

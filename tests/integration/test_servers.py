@@ -22,7 +22,7 @@ import pytest
 from local_copilot.config import load_config
 from local_copilot.devtools.tiny_model import write_gguf, write_hf_dir
 from local_copilot.errors import ServerStartError
-from local_copilot.servers.options import ServerOptions
+from local_copilot.server_options import ServerOptions
 from local_copilot.servers.ports import free_port
 from local_copilot.servers.registry import pid_alive
 from local_copilot.servers.supervisor import ServerEvent, Supervisor
@@ -145,7 +145,7 @@ def test_a_user_in_another_process_attaches_and_when_it_dies_the_janitor_stops_t
     script = textwrap.dedent(f"""
         import sys
         from local_copilot.config import load_config
-        from local_copilot.servers.options import ServerOptions
+        from local_copilot.server_options import ServerOptions
         from local_copilot.servers.supervisor import Supervisor
         cfg = load_config({{"backends": {{"llama.cpp": {{"url": "http://127.0.0.1:{port}", "model": {str(gguf)!r}}}}}}})
         s = Supervisor("llama.cpp", cfg.backends["llama.cpp"], ServerOptions(context_tokens=2048, parallel=1,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from local_copilot.server_options import ServerOptions
 from local_copilot.servers.auto import choose_backend
 from local_copilot.servers.memory import parse_nvidia_smi
-from local_copilot.servers.options import ServerOptions
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nvidia_smi"
 QWEN_1_5B = {"hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28, "num_attention_heads": 12,

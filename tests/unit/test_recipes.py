@@ -10,9 +10,9 @@ import pytest
 from local_copilot.backends import registry
 from local_copilot.config import load_config
 from local_copilot.errors import ConfigError, ServerStartError
+from local_copilot.server_options import ServerOptions, server_options
 from local_copilot.servers.llama_cpp import LlamaServer
 from local_copilot.servers.memory import parse_nvidia_smi
-from local_copilot.servers.options import ServerOptions, server_options
 from local_copilot.servers.recipes import (
     HostFacts,
     VllmLauncher,

@@ -24,7 +24,7 @@ from local_copilot.core import Core
 from local_copilot.errors import ConfigError, ProtocolError, ServerStartError, TokenRefused
 from local_copilot.health.kinds import kind_items
 from local_copilot.instruct.chat import ChatBackend, chat_backend
-from local_copilot.servers.options import ServerOptions
+from local_copilot.server_options import ServerOptions
 from local_copilot.servers.ports import free_port
 from local_copilot.servers.recipes import HostFacts, build_recipe
 from local_copilot.servers.supervisor import Supervisor

@@ -32,7 +32,7 @@ import msgspec
 
 from ..config import BackendConfig, load_config
 from ..errors import BackendError, ConfigError, LocalCopilotError, PrivateText, ServerUnavailable
-from ..servers.options import ServerOptions, server_options
+from ..server_options import ServerOptions, server_options
 from ..transport.limits import clip_message
 from .config_file import config_file, read_config_file
 

@@ -16,8 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..server_options import ServerOptions
 from ..servers.llama_cpp import LlamaServer
-from ..servers.options import ServerOptions
 from ..servers.recipes import find_llama_server
 from .nvim_bin import nvim_binary
 from .real_models import GEMMA, NO_REPACK

@@ -22,7 +22,7 @@ from ..backends.base import HttpBackend
 from ..backends.models import describe, list_models
 from ..config import BackendConfig, Config
 from ..errors import BackendError, ConfigError, ModelLoading, TokenRefused
-from ..servers.options import ServerOptions
+from ..server_options import ServerOptions
 from ..transport.access import auth_headers, tls_failure, token_refused
 from . import checks as hc
 from .checks import Item, Level

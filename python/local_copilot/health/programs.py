@@ -23,8 +23,8 @@ from . import probes as hp
 from .checks import Item, Level
 
 if TYPE_CHECKING:
+    from ..server_options import ServerOptions
     from ..servers.memory import GpuMemory
-    from ..servers.options import ServerOptions
 
 __all__ = ["Program", "fastapi_advice", "program", "served_by", "which"]
 

@@ -23,7 +23,7 @@ import httpx
 
 from ..config import Config, load_config
 from ..errors import ConfigError
-from ..servers.options import ServerOptions, server_options
+from ..server_options import ServerOptions, server_options
 from ..transport.access import async_client
 from . import checks as hc
 from . import probes as hp

@@ -15,6 +15,7 @@ from typing import Any, Literal
 import msgspec
 
 from ..errors import LocalCopilotError
+from ..server_options import ServerOptions, server_options
 from .memory import (
     GpuMemory,
     MemoryPlan,
@@ -26,7 +27,6 @@ from .memory import (
     read_config,
     weights_bytes,
 )
-from .options import ServerOptions, server_options
 from .recipes import find_vllm
 
 __all__ = ["BackendChoice", "choose_backend", "detect_backend"]

@@ -18,9 +18,9 @@ import msgspec
 from ..config import BackendConfig, Config
 from ..errors import BackendError, LocalCopilotError
 from ..log import log
+from ..server_options import server_options
 from ..transport.access import async_client, auth_headers
 from .auto import detect_backend
-from .options import server_options
 from .supervisor import ServerEvent, Supervisor
 
 __all__ = ["BackendManager"]

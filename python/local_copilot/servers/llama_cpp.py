@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from .options import ServerOptions
+from ..server_options import ServerOptions
 from .ports import free_port
 from .recipes import Recipe, find_llama_server, llama_cpp_recipe
 

@@ -30,6 +30,7 @@ import msgspec
 
 from ..backends.launch import LOOPBACK, Recipe, keep_loopback
 from ..errors import ServerStartError
+from ..server_options import ServerOptions
 from .memory import (
     GiB,
     GpuMemory,
@@ -41,7 +42,6 @@ from .memory import (
     query_gpus,
     weights_bytes,
 )
-from .options import ServerOptions
 
 __all__ = [
     "Recipe",

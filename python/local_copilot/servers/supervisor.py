@@ -41,10 +41,10 @@ import platformdirs
 
 from ..errors import ServerStartError
 from ..privacy.files import check_private_dir
+from ..server_options import ServerOptions, server_options
 from ..transport.access import sync_client
 from .detached import start_detached
 from .janitor import rotate
-from .options import ServerOptions, server_options
 from .ports import port_free, port_owner
 from .recipes import INSTALL_HINTS, Recipe, check_ollama_model, local_port, make_recipe
 from .registry import ServerFiles, kill_group, pid_alive

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import Meta
 
-from ..errors import ConfigError
+from .errors import ConfigError
 
 __all__ = ["ServerOptions", "server_options", "RECIPES"]
 
@@ -74,7 +74,7 @@ def server_options(cfg: Any, raw: Any = None) -> ServerOptions:
     except msgspec.ValidationError as exc:
         msg = str(exc)
         raise ConfigError(msg.replace("`$", "`$.server") if "`$" in msg else f"{msg} - at `$.server`") from None
-    from ..backends import registry
+    from .backends import registry
 
     registry.check_recipe(opts.recipe, "$.server.recipe")
     return opts
