@@ -46,12 +46,16 @@ LAUNCHES = ("defaults", "np", "vllm")
 
 
 def team(launch: str, n: int, client: str, args: argparse.Namespace, work: Path, nvim_bin: str,
-         manifest: Path) -> dict[str, Any]:
-    """N editors of `client` (this checkout or minuet) typing at once against one fresh server."""
-    server_launch = {"np": "defaults", "defaults": "defaults", "vllm": "vllm"}[launch]
-    extra = ["-np", str(n)] if launch == "np" else []
-    ctx = args.ctx * n if launch == "np" else args.ctx  # -c is split across the slots
-    server = S.start(server_launch, workdir=work, ctx=ctx, shape=args.shape, extra=extra)
+         manifest: Path, shared: S.BenchServer | None = None) -> dict[str, Any]:
+    """N editors of `client` (this checkout or minuet) typing at once against one fresh
+    llama-server, or `shared` (vLLM: minutes to start) with its prefix cache emptied."""
+    if shared is not None:
+        server = shared
+        server.reset_cache()
+    else:
+        extra = ["-np", str(n)] if launch == "np" else []
+        ctx = args.ctx * n if launch == "np" else args.ctx  # -c is split across the slots
+        server = S.start("defaults", workdir=work, ctx=ctx, shape=args.shape, extra=extra)
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     sizes = {i: len((stdlib / m).read_text().splitlines()) for i, m in enumerate(R.MODULES)}
     editors: list[R.Variant] = []
@@ -111,7 +115,8 @@ def team(launch: str, n: int, client: str, args: argparse.Namespace, work: Path,
         for ed in editors:
             with contextlib.suppress(Exception):
                 ed.nvim.close()
-        server.stop()
+        if shared is None:
+            server.stop()
 
 
 def table(results: list[dict[str, Any]]) -> str:
@@ -166,9 +171,14 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         manifest = R.register(nvim_bin, H.REPO, work / "rplugin.vim")
         for launch in launches:
-            for client in clients:
-                for n in sizes:
-                    results.append(team(launch, n, client, args, work, nvim_bin, manifest))
+            shared = S.start("vllm", workdir=work, ctx=args.ctx, shape=args.shape) if launch == "vllm" else None
+            try:
+                for client in clients:
+                    for n in sizes:
+                        results.append(team(launch, n, client, args, work, nvim_bin, manifest, shared))
+            finally:
+                if shared is not None:
+                    shared.stop()
     print(table(results))
     out = args.out or R.RESULTS / f"team-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
