@@ -149,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--launch", default="defaults,np,vllm", help=f"comma-separated: {', '.join(LAUNCHES)}")
     ap.add_argument("--bursts", type=int, default=6, help="measured rounds per team")
     ap.add_argument("--minuet", type=Path, default=None, help="a minuet-ai.nvim checkout, measured after the plugin")
+    ap.add_argument("--minuet-editors", default="1,4", help="team sizes minuet is measured at (its bursts take seconds)")
     ap.add_argument("--shape", default="qwen2.5-coder-0.5b")
     ap.add_argument("--ctx", type=int, default=8192, help="tokens per editor")
     ap.add_argument("--seed", type=int, default=0)
@@ -156,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     sizes = [int(x) for x in args.editors.split(",") if x]
     launches = [x for x in args.launch.split(",") if x]
+    minuet_sizes = [n for n in (int(x) for x in args.minuet_editors.split(",") if x) if n in sizes]
     if bad := [x for x in launches if x not in LAUNCHES]:
         raise SystemExit(f"unknown --launch {bad}: one of {', '.join(LAUNCHES)}")
     clients = ["this"]
@@ -174,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             shared = S.start("vllm", workdir=work, ctx=args.ctx, shape=args.shape) if launch == "vllm" else None
             try:
                 for client in clients:
-                    for n in sizes:
+                    for n in (sizes if client == "this" else minuet_sizes):
                         results.append(team(launch, n, client, args, work, nvim_bin, manifest, shared))
             finally:
                 if shared is not None:
