@@ -109,7 +109,7 @@ def test_accepting_through_vim_lsp_completion_keeps_the_indentation(nvim: Any) -
     menu = wait_for(lambda: nvim.funcs.complete_info(["items"])["items"], timeout=60, what="the completion menu")
     assert menu[0]["abbr"] == "run(a, b)" and len(menu) <= 3, menu
     nvim.input("<C-n><C-y>")
-    # every later line at the cursor line's indentation 
+    # every later line at the cursor line's indentation
     want = ["def main():", "\trun(a, b)", "\tok", "\treturn 0"]
     wait_for(lambda: nvim.current.buffer[:4] == want, what="the item inserted")
 
