@@ -27,6 +27,7 @@ from local_copilot.servers.llama_cpp import LlamaServer
 from ..fakes.recording_proxy import RecordingProxy
 from ..helpers import wait_for
 from .nvim_session import start_nvim, wait_ghost
+from .test_lsp import generating, metric, processing
 
 pytestmark = pytest.mark.integration
 
@@ -150,5 +151,34 @@ def test_a_private_file_gets_no_items_and_sends_nothing(nvim_bin: str, manifest:
         got = ask(nv, INVOKED, 0, 6)
         assert got["items"] == []
         assert fills(proxy) == []
+    finally:
+        nv.close()
+
+
+LONG = 3000  # tokens a cancelled request asks for: far more than it may generate
+
+
+@pytest.mark.parametrize("how", ["cancel", "superseded"])
+def test_a_cancelled_or_superseded_request_stops_the_servers_generation(
+        how: str, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], llama_server: LlamaServer,
+        tmp_path: Path) -> None:
+    nv = start(nvim_bin, manifest, nvim_env, llama_server.url, tmp_path / "long.py", "def f():\n    \n")
+    try:
+        nv.exec_lua("require('local_copilot').setup(...)",
+                    {"backends": {"llama.cpp": {"url": llama_server.url}}, "lsp": True, "warm_up": False,
+                     "n_predict": LONG, "n_predict_first": 0, "max_lines": 1000, "t_max_predict_ms": 60000})
+        ask(nv, TRIGGER_CHARACTER, 0, 8)  # the server is probed and warm
+        wait_for(lambda: not processing(llama_server.url), what="the server idle")
+        before = metric(llama_server.url, "tokens_predicted_total")
+        nv.exec_lua(REQUEST, TRIGGER_CHARACTER, 1, 4, "textDocument/completion")
+        wait_for(lambda: generating(llama_server.url), interval=0.005, what="the server generating")
+        if how == "cancel":
+            nv.exec_lua("local c = vim.lsp.get_clients({ name = 'local_copilot' })[1];"
+                        " c:cancel_request(c.requests and next(c.requests) or 0)")
+        else:  # a newer request for the buffer replaces it (at the first place: the cache answers it)
+            nv.exec_lua(REQUEST, TRIGGER_CHARACTER, 0, 8, "textDocument/completion")
+        wait_for(lambda: not processing(llama_server.url), what="the generation stopped")
+        generated = metric(llama_server.url, "tokens_predicted_total") - before
+        assert 0 < generated < LONG / 2, generated
     finally:
         nv.close()
