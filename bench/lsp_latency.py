@@ -168,9 +168,12 @@ def run_nvim(url: str, n: int, n_predict: int | None, workdir: Path) -> dict[str
         nv.input("A")
         # ghost text's request answered (shown, or nothing to show there)
         H.wait_for(lambda: (st := nv.call("LocalCopilotCall", "debug_state"))["tasks"] == 0
-                   and st["speculative"] == 0 and not nv.exec_lua("return require('local_copilot.trigger').waiting(0)"),
+                   and st["speculative"] == 0 and st["pauses"] == 0,
                    timeout=60, what="ghost text's answer")
+        served = H.metrics(url).get("llamacpp:tokens_predicted_total", 0.0)
         times["after ghost text"].append(ask(row))
+        if H.metrics(url).get("llamacpp:tokens_predicted_total", 0.0) != served:
+            H.log(f"row {row}: the menu's request went to the server (ghost text's generation not reused)")
         nv.input("<Esc>")
     nv.close()
     return times
