@@ -170,6 +170,10 @@ def run_nvim(url: str, n: int, n_predict: int | None, workdir: Path) -> dict[str
         H.wait_for(lambda: (st := nv.call("LocalCopilotCall", "debug_state"))["tasks"] == 0
                    and st["speculative"] == 0 and st["pauses"] == 0,
                    timeout=60, what="ghost text's answer")
+        if not nv.exec_lua("return require('local_copilot').is_visible()"):
+            H.log(f"row {row}: no ghost text shown (not timed)")
+            nv.input("<Esc>")
+            continue
         served = H.metrics(url).get("llamacpp:tokens_predicted_total", 0.0)
         times["after ghost text"].append(ask(row))
         if H.metrics(url).get("llamacpp:tokens_predicted_total", 0.0) != served:
