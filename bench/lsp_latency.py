@@ -1,6 +1,6 @@
 """`local-copilot lsp`: the time from a completion request to its items, as a client sees it.
 
-    python bench/lsp_latency.py [-n 20] [--real-shape] [--n-predict N]
+    python bench/lsp_latency.py [-n 20] [--real-shape] [--n-predict N] [--nvim]
 
 A real llama-server runs the tiny phrase model (it writes one short phrase: the floor, the
 server's own time is ~milliseconds) or, with --real-shape, the random-weight model with
@@ -15,6 +15,12 @@ pygls' client over stdio, on a module of the standard library (textwrap.py):
 - typed through: the first two characters of the item typed (an incremental didChange), then
   a request at the new cursor (answered from the suggestion given);
 - inline: `textDocument/inlineCompletion` at a new spot.
+
+With --nvim the client is Neovim's own, of the in-process server (`setup({ lsp = true })`,
+lua/local_copilot/lsp.lua) answered by the plugin's Python host: the time from
+`client:request('textDocument/completion')` to its handler, taken in Neovim (new place, next
+line; and "after ghost text": the menu asked where ghost text was just shown, from the same
+generation).
 
 Each prints p50/p90 over N requests (ms).
 """
@@ -38,6 +44,7 @@ from pygls.lsp.client import LanguageClient  # noqa: E402
 import harness as H  # noqa: E402
 from local_copilot.devtools.real_shape_model import ensure_model  # noqa: E402
 from local_copilot.devtools.tiny_model import write_gguf  # noqa: E402
+from local_copilot.server_options import ServerOptions  # noqa: E402
 from local_copilot.servers.llama_cpp import LlamaServer, find_llama_server  # noqa: E402
 
 PHRASE = "run(a, b)\n\tok"
@@ -113,11 +120,75 @@ async def run(url: str, n: int, n_predict: int | None, workdir: Path) -> dict[st
     return times
 
 
+NVIM_REQUEST = """
+local row, col, kind = ...
+local client = vim.lsp.get_clients({ name = 'local_copilot' })[1]
+_G.bench_ms = nil
+local t0 = vim.uv.hrtime()
+local params = { textDocument = vim.lsp.util.make_text_document_params(0),
+                 position = { line = row, character = col }, context = { triggerKind = kind } }
+client:request('textDocument/completion', params, function(_, result)
+  _G.bench_ms = { ms = (vim.uv.hrtime() - t0) / 1e6, n = result and #result.items or 0 }
+end, 0)
+"""
+
+
+def run_nvim(url: str, n: int, n_predict: int | None, workdir: Path) -> dict[str, list[float]]:
+    """The in-process server of Neovim's own client: request -> handler, timed in Neovim."""
+    nvim_bin = H.nvim_binary()
+    manifest = H.make_manifest(nvim_bin, workdir)
+    setup: dict[str, object] = {"backends": {"llama.cpp": {"url": url}}, "lsp": True, "debounce_ms": 0,
+                                "warm_up": False}
+    if n_predict:
+        setup["n_predict"] = n_predict
+    nv = H.start_nvim(nvim_bin, manifest, H.nvim_env(workdir, manifest), setup)
+    path = workdir / "textwrap.py"
+    path.write_text(SOURCE.read_text())
+    nv.command(f"edit {path}")
+    H.wait_for(lambda: nv.exec_lua("local c = vim.lsp.get_clients({ name = 'local_copilot', bufnr = 0 })[1];"
+                                   " return c ~= nil and c.initialized"), what="the client")
+    lines = SOURCE.read_text().split("\n")
+
+    def ask(row: int, kind: int = 3) -> float:
+        nv.exec_lua(NVIM_REQUEST, row, len(lines[row].encode()), kind)
+        got = H.wait_for(lambda: nv.exec_lua("return _G.bench_ms"), timeout=60, interval=0.001, what="items")
+        if not got["n"]:
+            H.log(f"no items at row {row}")
+        return float(got["ms"])
+
+    times: dict[str, list[float]] = {"new place": [], "next line": [], "after ghost text": []}
+    ask(0)  # the probe: not timed
+    rows = code_lines(SOURCE.read_text(), 2 * n)
+    for row in rows[:n]:
+        times["new place"].append(ask(row))
+    for row in range(rows[n], min(rows[n] + n, len(lines))):
+        times["next line"].append(ask(row))
+    for row in rows[n + 1:]:
+        nv.api.win_set_cursor(0, [row + 1, 0])
+        nv.input("A")
+        # ghost text's request answered (shown, or nothing to show there)
+        H.wait_for(lambda: (st := nv.call("LocalCopilotCall", "debug_state"))["tasks"] == 0
+                   and st["speculative"] == 0 and st["pauses"] == 0,
+                   timeout=60, what="ghost text's answer")
+        if not nv.exec_lua("return require('local_copilot').is_visible()"):
+            H.log(f"row {row}: no ghost text shown (not timed)")
+            nv.input("<Esc>")
+            continue
+        served = H.metrics(url).get("llamacpp:tokens_predicted_total", 0.0)
+        times["after ghost text"].append(ask(row))
+        if H.metrics(url).get("llamacpp:tokens_predicted_total", 0.0) != served:
+            H.log(f"row {row}: the menu's request went to the server (ghost text's generation not reused)")
+        nv.input("<Esc>")
+    nv.close()
+    return times
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", type=int, default=20, help="requests of each kind (default 20)")
     ap.add_argument("--real-shape", action="store_true", help="the real-size model instead of the tiny one")
     ap.add_argument("--n-predict", type=int, help="tokens a suggestion may have (default: the plugin's n_predict)")
+    ap.add_argument("--nvim", action="store_true", help="Neovim's client of the in-process server (lsp = true)")
     args = ap.parse_args()
     binary = find_llama_server()
     if not binary:
@@ -128,10 +199,15 @@ def main() -> int:
             model, threads, extra = ensure_model(), os.cpu_count() or 2, ["--no-repack"]
         else:
             model, threads, extra = write_gguf(workdir / "phrase.gguf", phrase=PHRASE), 1, []
-        with LlamaServer.for_model(model, binary=binary, log_file=workdir / "llama-server.log", threads=threads,
-                                   extra=extra) as server:
-            times = asyncio.run(run(server.url, args.n, args.n_predict, workdir))
-    print(f"local-copilot lsp, {'real-shape (Qwen2.5-Coder-0.5B)' if args.real_shape else 'tiny phrase'} model, "
+        options = ServerOptions(extra_args=["-t", str(threads), *extra])
+        with LlamaServer.for_model(model, binary=binary, log_file=workdir / "llama-server.log",
+                                   options=options) as server:
+            if args.nvim:
+                times = run_nvim(server.url, args.n, args.n_predict, workdir)
+            else:
+                times = asyncio.run(run(server.url, args.n, args.n_predict, workdir))
+    what = "Neovim's client, lsp = true" if args.nvim else "local-copilot lsp"
+    print(f"{what}, {'real-shape (Qwen2.5-Coder-0.5B)' if args.real_shape else 'tiny phrase'} model, "
           f"request -> items (ms):")
     for kind, values in times.items():
         print(f"  {kind:<14} n={len(values):<3} p50 {H.pct(values, 50):7.1f}   p90 {H.pct(values, 90):7.1f}")

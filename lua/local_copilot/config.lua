@@ -82,6 +82,8 @@ M.defaults = {
   request_during_completion = false,
   reuse = true,
   warm_up = true,
+  -- an in-process language server offering the suggestions to completion menus (lsp.lua)
+  lsp = false,
   filetypes = {},
   keymaps = {},
   context = { lines_before = 200, lines_after = 60, prefix_share = 0.75, extra_tokens = 1024 },
@@ -104,7 +106,7 @@ M.version = 0
 local KEY = { 'string', 'boolean' } -- a key, or false for none
 local types = {
   auto_trigger = 'boolean', debounce_ms = 'number', adaptive_debounce = 'boolean', hide_during_completion = 'boolean',
-  request_during_completion = 'boolean', reuse = 'boolean', warm_up = 'boolean', backend = 'string',
+  request_during_completion = 'boolean', reuse = 'boolean', warm_up = 'boolean', lsp = 'boolean', backend = 'string',
   backends = { each = 'table' }, exclude = 'table', filetypes = { each = 'boolean' }, keymaps = { each = KEY },
   context = { fields = { lines_before = 'number', lines_after = 'number', prefix_share = 'number', extra_tokens = 'number' } },
   next_edit = { fields = { enabled = 'boolean', debounce_ms = 'number', backend = 'string' } },

@@ -299,6 +299,16 @@ function M.emit(name, payload)
   deliver(name, payload)
 end
 
+-- A request of the in-process language server (lsp.lua), on the host's own channel (the
+-- worker's channel takes keystroke events only). False when no host takes it.
+function M.lsp(payload)
+  if not M.ready() then return false end
+  local opts = config.unsent()
+  if opts then deliver('config', opts) end
+  local chan = state.chan or channel()
+  return chan ~= nil and pcall(vim.rpcnotify, chan, 'local_copilot_lsp', payload)
+end
+
 -- An event, when the plugin is registered (starting the host if needed).
 function M.send(name, payload)
   if not M.ready() then return end

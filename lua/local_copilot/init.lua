@@ -58,6 +58,8 @@ function M.setup(opts)
     require('local_copilot.next_edit').attach()
   end
   host.options_changed()
+  -- the in-process language server: loaded only once it is turned on (setup() again may turn it off)
+  if config.get('lsp') or package.loaded['local_copilot.lsp'] then require('local_copilot.lsp').setup() end
 end
 
 function M._define_highlights()

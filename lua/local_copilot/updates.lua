@@ -84,6 +84,7 @@ local handlers = {
   privacy_rules = function(u) require('local_copilot.privacy')._rules(u.rules) end,
   resync = function(u) require('local_copilot.trigger').resync(u.buf) end,
   use_channel = function(u) require('local_copilot.host').use_channel(u.channel) end,
+  lsp_answer = function(u) require('local_copilot.lsp').answer(u.id, u.result) end,
 }
 
 -- The tags handled (tests: the same as the host's updates.TAGS).

@@ -142,6 +142,8 @@ class Config(_Base):
     adaptive_debounce: bool = False
     hide_during_completion: bool = True
     request_during_completion: bool = False
+    # the in-process language server for completion menus (lua/local_copilot/lsp.lua)
+    lsp: bool = False
     # when the cursor rests at a new place in Normal mode, have the server evaluate its prompt
     # with nothing to generate, so the first key there finds it cached (llama.cpp only)
     warm_up: bool = True

@@ -148,8 +148,16 @@ class UseChannel(_Update, frozen=True, kw_only=True, tag="use_channel"):
     channel: int
 
 
+class LspAnswer(_Update, frozen=True, kw_only=True, tag="lsp_answer"):
+    """The answer to a request of Neovim's in-process language server (lsp.lua): `result` is
+    the LSP result as plain data (None: nothing to offer)."""
+
+    id: int
+    result: Any = None
+
+
 Update = (Render | NextEditPlan | EditProgress | BackendState | BackendReady | Notice | PrivacyVerdict | PrivacyRules
-          | Resync | UseChannel)
+          | Resync | UseChannel | LspAnswer)
 
 TAGS = frozenset(t.__struct_config__.tag for t in get_args(Update))  # updates.lua handles the same
 

@@ -39,6 +39,7 @@ def test_every_update_round_trips_with_its_tag() -> None:
         updates.BackendState(state="down", message="refused"), updates.BackendReady(backend="b"),
         updates.Notice(message="hi", level="warn"), updates.PrivacyVerdict(buf=1, path="/a/.env", reason="secret"),
         updates.PrivacyRules(rules=[["%.env$", "secret"]]), updates.Resync(buf=1), updates.UseChannel(channel=4),
+        updates.LspAnswer(id=3, result={"isIncomplete": True, "items": []}),
     ]
     assert {type(u).__struct_config__.tag for u in examples} == updates.TAGS
     for u in examples:

@@ -36,14 +36,13 @@ from .. import __version__
 from ..config import Config, load_config
 from ..core import Core
 from ..errors import ConfigError
-from ..ghost.engine import Engine
 from ..log import log, setup_logging
-from ..pipeline.complete import Ask
 from ..servers.backend_manager import BackendManager
 from ..updates import Notice, PrivacyVerdict, Update
 from .documents import Documents, Spot, split_lines
 from .items import completion_list, inline_list
 from .options import read_options
+from .suggest import MAX_ITEMS, suggestions
 from .typed import Shown
 
 __all__ = ["CompletionServer"]
@@ -112,9 +111,7 @@ def _handler(method: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 class CompletionServer:
     # sampled alternatives, as ghost text's next() asks for them
-    ALTERNATIVES = Engine.ALTERNATIVES
-    ALT_TEMPERATURE = Engine.ALT_TEMPERATURE
-    MAX_ITEMS = 3
+    MAX_ITEMS = MAX_ITEMS
 
     def __init__(self, base: dict[str, Any] | None = None) -> None:
         self.base = base or {}  # the options file's table
@@ -229,16 +226,8 @@ class CompletionServer:
         if not _filetype_on(cfg, spot.language) or self.core.privacy.refuses(spot.snap):
             self.shown.forget(uri)
             return spot, []
-        texts = [t for t in (pipeline.recheck(spot.snap, rest) for rest in self.shown.rests(uri, spot)) if t]
-        if not texts:
-            out = await pipeline.complete(spot.snap)
-            if out.stop == "error":
-                return spot, []  # said once per episode; alternatives would ask the same server
-            if out.text:
-                texts.append(out.text)
-        if invoked and len(texts) < self.MAX_ITEMS:
-            texts += await self._alternatives(spot, texts)
-        texts = texts[:self.MAX_ITEMS]
+        have = [t for t in (pipeline.recheck(spot.snap, rest) for rest in self.shown.rests(uri, spot)) if t]
+        texts = await suggestions(self.core, spot.snap, invoked, have)
         self.shown.keep(uri, spot, texts)
         return spot, texts
 
@@ -252,27 +241,6 @@ class CompletionServer:
         doc = self.ls.workspace.text_documents.get(left[0])
         if doc is not None and doc.path:
             self.core.add_chunk(doc.path, split_lines(doc.source), around=left[1])
-
-    async def _alternatives(self, spot: Spot, have: list[str]) -> list[str]:
-        """Sampled suggestions unlike those in `have`: one request for all where the server
-        writes several at once, else one request each (not kept: the cache holds the
-        suggestion for the spot)."""
-        backend = self.core.pipeline.backend
-        assert backend is not None
-        wanted = self.ALTERNATIVES
-        if backend.supports_n:
-            asks = [Ask(temperature=self.ALT_TEMPERATURE, n=wanted, seed=1, cached=False)]
-        else:
-            asks = [Ask(temperature=self.ALT_TEMPERATURE, seed=i + 1, cached=False) for i in range(wanted)]
-        found: list[str] = []
-        for ask in asks:
-            out = await self.core.pipeline.complete(spot.snap, ask)
-            if out.stop == "error" and (out.prepared is None or ask.n == 1):
-                break
-            found += [t for t in out.texts if t and t not in have and t not in found]
-            if len(have) + len(found) >= self.MAX_ITEMS:
-                break
-        return found
 
     def _cancel(self, uri: str) -> None:
         task = self.running.pop(uri, None)

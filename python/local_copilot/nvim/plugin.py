@@ -27,6 +27,7 @@ from ..snapshot import Snapshot
 from . import protocol
 from .bridge import NvimEditor
 from .channel import NvimChannel
+from .lsp_requests import LspRequest, LspRequests
 from .worker import Worker
 
 __all__ = ["LocalCopilotPlugin"]
@@ -61,6 +62,7 @@ class _Running:
         self.core = Core(self.editor)
         self.backends = BackendManager(updates.notices(self.editor), use_config,
                                        lambda name: self.editor.update(updates.BackendReady(backend=name)))
+        self.lsp = LspRequests(self.core, self.editor)  # the in-process language server's (lsp.lua)
 
 
 @pynvim.plugin
@@ -199,6 +201,24 @@ class LocalCopilotPlugin:
         """The keystroke path: Lua's vim.rpcnotify straight to this host (no Vimscript
         function in between, which converted every snapshot to Vim values first)."""
         self.on_event([name, payload])
+
+    @pynvim.rpc_export("local_copilot_lsp", sync=False)
+    @guarded
+    def on_lsp(self, payload: Any) -> None:
+        """A request of the in-process language server (lsp.lua), or {cancel = id}: answered
+        later with an LspAnswer update (Lua never waits on it)."""
+        running = self._start()
+        if isinstance(payload, dict) and "cancel" in payload:
+            running.worker.call(running.lsp.cancel, int(payload["cancel"]))
+            return
+        try:
+            req = msgspec.convert(payload, LspRequest)
+        except msgspec.ValidationError as exc:
+            log.warning("dropped a language server request from Lua: %s", exc)
+            return
+        if self.config is None:
+            req = msgspec.structs.replace(req, snapshot=None)  # bad options: said when they came
+        running.worker.call(running.lsp.request, req)
 
     @pynvim.function("LocalCopilotEvent", sync=False)
     @guarded

@@ -1,0 +1,92 @@
+"""The requests of Neovim's in-process language server (lua/local_copilot/lsp.lua), answered on
+the worker loop through the same pipeline as ghost text (lsp/suggest.py) and made into items
+by lsp/items.py, as the stdio server does.
+
+Lua sends each request with the snapshot it took of the buffer (the same fields as a ghost-text
+snapshot) and gets the answer as an `LspAnswer` update. A newer request of the same buffer, or
+Lua's `$/cancelRequest`, cancels the one still running (and with it its server request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import msgspec
+from lsprotocol import converters, types
+
+from ..core import Core
+from ..lsp.items import completion_list, inline_list
+from ..lsp.suggest import suggestions
+from ..snapshot import Snapshot
+from ..updates import Editor, LspAnswer
+
+__all__ = ["LspRequest", "LspRequests"]
+
+_CONVERTER = converters.get_converter()
+
+
+class LspRequest(msgspec.Struct, kw_only=True):
+    """One request from lsp.lua: `method` 'completion' or 'inline'; the cursor as LSP sends it
+    (`line`, `character`) for the items' ranges, and as Neovim counts it in the snapshot."""
+
+    id: int
+    method: str
+    invoked: bool = False
+    line: int = 0
+    character: int = 0
+    indent: str = ""
+    snapshot: Snapshot | None = None
+
+
+class LspRequests:
+    """The requests running, one per buffer (a newer one supersedes it)."""
+
+    def __init__(self, core: Core, editor: Editor) -> None:
+        self.core = core
+        self.editor = editor
+        self.running: dict[int, tuple[int, asyncio.Task[None]]] = {}  # buf -> (id, task)
+        self.answered = 0  # tests: requests answered
+
+    def request(self, req: LspRequest) -> None:
+        """On the worker loop."""
+        snap = req.snapshot
+        if snap is None:
+            self._answer(req.id, None)
+            return
+        old = self.running.pop(snap.buf, None)
+        if old is not None:
+            old[1].cancel()
+        task = asyncio.get_running_loop().create_task(self._run(req, snap))
+        self.running[snap.buf] = (req.id, task)
+
+    def cancel(self, req_id: int) -> None:
+        for buf, (i, task) in list(self.running.items()):
+            if i == req_id:
+                del self.running[buf]
+                task.cancel()
+
+    async def _run(self, req: LspRequest, snap: Snapshot) -> None:
+        result: Any = None
+        try:
+            texts = await suggestions(self.core, snap, req.invoked)
+            position = types.Position(line=req.line, character=req.character)
+            lang = snap.ft
+            if req.method == "inline":
+                result = _CONVERTER.unstructure(inline_list(texts, position))
+            else:
+                # Neovim's client takes snippets and puts the cursor line's indentation before
+                # later lines of one (vim.snippet): the text goes relative to it
+                result = _CONVERTER.unstructure(completion_list(texts, position, indent=req.indent, language=lang,
+                                                                snippets=True, adjusts=True))
+        except asyncio.CancelledError:
+            self._answer(req.id, None)  # the client still waits on an answer
+            raise
+        finally:
+            if self.running.get(snap.buf, (None,))[0] == req.id:
+                del self.running[snap.buf]
+        self._answer(req.id, result)
+
+    def _answer(self, req_id: int, result: Any) -> None:
+        self.answered += 1
+        self.editor.update(LspAnswer(id=req_id, result=result))

@@ -1,0 +1,184 @@
+"""`setup({ lsp = true })`: the in-process language server (lua/local_copilot/lsp.lua) in real
+headless Neovim, answered by the running Python host against the real tiny llama-servers.
+
+Completion menus (blink.cmp's `lsp` source, nvim-cmp's cmp-nvim-lsp) cannot be installed here:
+the client is called as their documentation says they call it (`client:request(
+'textDocument/completion', params, handler, bufnr)`), and through Neovim's own
+`vim.lsp.completion`, which accepts an item into the buffer. Neovim 0.12's
+vim.lsp.inline_completion is not installable either: `textDocument/inlineCompletion` is asked
+through the 0.11 client's `request`.
+
+What a user would see: items with the phrase model's text, asked again as they type
+(isIncomplete), an accepted multi-line item at the cursor line's indentation, a private file
+that sends nothing (the recording proxy's requests), and ghost text and the menu at the same
+place costing one server request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from local_copilot.servers.llama_cpp import LlamaServer
+
+from ..fakes.recording_proxy import RecordingProxy
+from ..helpers import wait_for
+from .nvim_session import start_nvim, wait_ghost
+from .test_lsp import generating, metric, processing
+
+pytestmark = pytest.mark.integration
+
+INVOKED, TRIGGER_CHARACTER, INCOMPLETE = 1, 2, 3
+
+# as blink.cmp's and cmp-nvim-lsp's sources ask: client:request with a handler, answered later
+REQUEST = """
+local kind, row, col, method = ...
+local client = vim.lsp.get_clients({ name = 'local_copilot' })[1]
+_G.lsp_answer = nil
+local params = { textDocument = vim.lsp.util.make_text_document_params(0),
+                 position = { line = row, character = col }, context = { triggerKind = kind } }
+client:request(method or 'textDocument/completion', params, function(err, result)
+  _G.lsp_answer = { err = err, result = result or vim.NIL }
+end, 0)
+"""
+
+
+def fills(proxy: RecordingProxy) -> list[dict[str, Any]]:
+    """The completion requests the model server got (probes carry no text)."""
+    return [body for path, body in proxy.requests if path in ("/infill", "/completion")]
+
+
+@pytest.fixture()
+def proxy(phrase_server: LlamaServer) -> Iterator[RecordingProxy]:
+    p = RecordingProxy(phrase_server.port)
+    yield p
+    p.close()
+
+
+def start(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], url: str, path: Path, text: str) -> Any:
+    path.write_text(text)
+    opts = {"backends": {"llama.cpp": {"url": url, "endpoint": "infill"}}, "debounce_ms": 0, "lsp": True,
+            "warm_up": False}
+    nv = start_nvim(nvim_bin, manifest, nvim_env, setup=opts)
+    nv.command(f"edit {path}")
+    wait_for(lambda: nv.exec_lua("local c = vim.lsp.get_clients({ name = 'local_copilot', bufnr = 0 })[1];"
+                                 " return c ~= nil and c.initialized"), what="the client attached")
+    return nv
+
+
+def ask(nv: Any, kind: int, row: int, col: int, method: str = "textDocument/completion") -> Any:
+    nv.exec_lua(REQUEST, kind, row, col, method)
+    got = wait_for(lambda: nv.exec_lua("return _G.lsp_answer"), timeout=60, what="the answer")
+    assert got.get("err") is None, got
+    return got["result"]
+
+
+@pytest.fixture()
+def nvim(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], proxy: RecordingProxy, tmp_path: Path
+         ) -> Iterator[Any]:
+    nv = start(nvim_bin, manifest, nvim_env, proxy.url, tmp_path / "job.py", "def main():\n\t\n\treturn 0\n")
+    yield nv
+    nv.close()
+
+
+def test_items_arrive_and_typing_through_asks_again(nvim: Any, proxy: RecordingProxy) -> None:
+    got = ask(nvim, TRIGGER_CHARACTER, 1, 1)
+    assert got["isIncomplete"] is True
+    [item] = got["items"]  # an automatic trigger: one item
+    assert item["label"] == "run(a, b)"
+    assert item["documentation"]["kind"] == "markdown" and "```python\nrun(a, b)" in item["documentation"]["value"]
+    asked = len(fills(proxy))
+    assert asked == 1
+    # typing "ru": the client asks again (isIncomplete) and gets an item for the new place
+    nvim.api.buf_set_text(0, 1, 1, 1, 1, ["ru"])
+    typed = ask(nvim, INCOMPLETE, 1, 3)
+    assert typed["isIncomplete"] is True and typed["items"], typed
+    assert all(i["textEdit"]["range"]["start"] == {"line": 1, "character": 3} for i in typed["items"])
+
+
+def test_accepting_through_vim_lsp_completion_keeps_the_indentation(nvim: Any) -> None:
+    cid = nvim.exec_lua("return require('local_copilot.lsp').client_id()")
+    nvim.command("set completeopt=menuone,noselect")
+    nvim.exec_lua("vim.lsp.completion.enable(true, ..., 0, { autotrigger = false })", cid)
+    nvim.api.win_set_cursor(0, [2, 0])
+    nvim.input("A")
+    wait_for(lambda: nvim.api.get_mode()["mode"] == "i", what="Insert mode")
+    nvim.exec_lua("vim.lsp.completion.get()")
+    menu = wait_for(lambda: nvim.funcs.complete_info(["items"])["items"], timeout=60, what="the completion menu")
+    assert menu[0]["abbr"] == "run(a, b)" and len(menu) <= 3, menu
+    nvim.input("<C-n><C-y>")
+    # every later line at the cursor line's indentation
+    want = ["def main():", "\trun(a, b)", "\tok", "\treturn 0"]
+    wait_for(lambda: nvim.current.buffer[:4] == want, what="the item inserted")
+
+
+def test_ghost_text_and_the_menu_at_one_place_cost_one_server_request(nvim: Any, proxy: RecordingProxy) -> None:
+    nvim.api.win_set_cursor(0, [2, 0])
+    nvim.input("A")
+    wait_ghost(nvim, lambda t: t.startswith("run(a, b)"))
+    # (ghost text also fetches what follows it, for after an accept: wait until nothing runs)
+    wait_for(lambda: (s := nvim.call("LocalCopilotCall", "debug_state"))["tasks"] == 0 and s["speculative"] == 0,
+             what="the host idle")
+    here = [b for b in fills(proxy) if b["input_prefix"] == "def main():\n"]
+    asked = len(fills(proxy))
+    got = ask(nvim, TRIGGER_CHARACTER, 1, 1)
+    assert [i["label"] for i in got["items"]] == ["run(a, b)"]
+    # the menu's items came from the generation ghost text asked for: no request more
+    assert len(here) == 1 and len(fills(proxy)) == asked
+
+
+def test_invoked_asks_for_alternatives_up_to_three_items(nvim: Any, proxy: RecordingProxy) -> None:
+    got = ask(nvim, INVOKED, 1, 1)
+    labels = [i["label"] for i in got["items"]]
+    assert 1 <= len(labels) <= 3 and labels[0] == "run(a, b)" and len(set(labels)) == len(labels), labels
+    sampled = [b for b in fills(proxy) if b.get("temperature")]
+    assert sampled, fills(proxy)  # the alternatives were asked for (the phrase model writes its phrase again)
+
+
+def test_inline_completion_request(nvim: Any) -> None:
+    got = ask(nvim, INVOKED, 1, 1, "textDocument/inlineCompletion")
+    assert got["items"][0]["insertText"].startswith("run(a, b)"), got
+    assert got["items"][0]["range"]["start"] == {"line": 1, "character": 1}
+
+
+def test_a_private_file_gets_no_items_and_sends_nothing(nvim_bin: str, manifest: Path, nvim_env: dict[str, str],
+                                                        proxy: RecordingProxy, tmp_path: Path) -> None:
+    nv = start(nvim_bin, manifest, nvim_env, proxy.url, tmp_path / ".env", "TOKEN=\n")
+    try:
+        got = ask(nv, INVOKED, 0, 6)
+        assert got["items"] == []
+        assert fills(proxy) == []
+    finally:
+        nv.close()
+
+
+LONG = 3000  # tokens a cancelled request asks for: far more than it may generate
+
+
+@pytest.mark.parametrize("how", ["cancel", "superseded"])
+def test_a_cancelled_or_superseded_request_stops_the_servers_generation(
+        how: str, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], llama_server: LlamaServer,
+        tmp_path: Path) -> None:
+    nv = start(nvim_bin, manifest, nvim_env, llama_server.url, tmp_path / "long.py", "def f():\n    \n")
+    try:
+        nv.exec_lua("require('local_copilot').setup(...)",
+                    {"backends": {"llama.cpp": {"url": llama_server.url}}, "lsp": True, "warm_up": False,
+                     "n_predict": LONG, "n_predict_first": 0, "max_lines": 1000, "t_max_predict_ms": 60000})
+        ask(nv, TRIGGER_CHARACTER, 0, 8)  # the server is probed and warm
+        wait_for(lambda: not processing(llama_server.url), what="the server idle")
+        before = metric(llama_server.url, "tokens_predicted_total")
+        nv.exec_lua(REQUEST, TRIGGER_CHARACTER, 1, 4, "textDocument/completion")
+        wait_for(lambda: generating(llama_server.url), interval=0.005, what="the server generating")
+        if how == "cancel":
+            nv.exec_lua("local c = vim.lsp.get_clients({ name = 'local_copilot' })[1];"
+                        " c:cancel_request(c.requests and next(c.requests) or 0)")
+        else:  # a newer request for the buffer replaces it (at the first place: the cache answers it)
+            nv.exec_lua(REQUEST, TRIGGER_CHARACTER, 0, 8, "textDocument/completion")
+        wait_for(lambda: not processing(llama_server.url), what="the generation stopped")
+        generated = metric(llama_server.url, "tokens_predicted_total") - before
+        assert 0 < generated < LONG / 2, generated
+    finally:
+        nv.close()
