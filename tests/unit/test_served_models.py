@@ -3,7 +3,7 @@ from a real router-mode llama-server is tests/integration/test_router.py's."""
 
 from __future__ import annotations
 
-from local_copilot.backends.models import Listed, _decoder, _state, describe, model_problem
+from local_copilot.backends.models import DECODER, Listed, _state, describe, model_problem
 
 
 def test_a_routers_states_are_shown_beside_the_ids_and_a_failed_load_says_failed() -> None:
@@ -13,7 +13,7 @@ def test_a_routers_states_are_shown_beside_the_ids_and_a_failed_load_says_failed
         {"id": "zeta", "status": {"value": "loading"}},
         {"id": "gemma", "status": {"value": "unloaded", "failed": true, "exit_code": 1}},
         {"id": "plain"}]}"""
-    models = [Listed(m.id, _state(m)) for m in _decoder.decode(payload).data]
+    models = [Listed(m.id, _state(m)) for m in DECODER.decode(payload).data]
     assert describe(models) == "qwen-coder (loaded), zeta (loading), gemma (failed), plain"
 
 

@@ -30,7 +30,7 @@ from ..log import log
 from ..prompt.styles import CHAT_TURN_TOKENS, CONTINUE, Decision, name_says, no_fim_family, template_markers
 from ..prompt.templates import FimTemplate, detect_family, get_template, names
 from ..transport.streaming import SSEParser
-from . import registry, swap
+from . import models, registry, swap
 from .base import Chunk, FimRequest, HttpBackend, Wire
 from .chat import ChatBackend
 from .chat_style import chat_body, read_openai_chat
@@ -109,22 +109,6 @@ _CHAT_MARKERS = ("<|im_start|>", "<|im_end|>", "<start_of_turn>", "<end_of_turn>
                  "<｜Assistant｜>", "[INST]", "[/INST]")
 
 
-class _ModelStatus(msgspec.Struct):
-    value: str = ""
-    failed: bool = False  # beside "unloaded": its last load failed
-    exit_code: int | None = None
-
-
-class _ListedModel(msgspec.Struct):
-    id: str
-    status: _ModelStatus | None = None
-
-
-class _Models(msgspec.Struct):
-    data: list[_ListedModel] = []
-
-
-_models_decoder = msgspec.json.Decoder(_Models)
 _ignored = msgspec.json.Decoder(Any)
 
 
@@ -151,16 +135,16 @@ async def server_props(backend: HttpBackend) -> _Props:
             raise
         props = msgspec.structs.replace(await backend.fetch("GET", via + "/props", _props_decoder), via=via)
     if props.role == "router":
-        models = await server_models(backend)
+        served = await server_models(backend)
         raise ConfigError(f"{backend.name}: {cfg.url} is a llama-server router serving several models; set "
-                          f"backends.{backend.name}.model to one of: {', '.join(models) or '(none listed)'}")
+                          f"backends.{backend.name}.model to one of: {', '.join(served) or '(none listed)'}")
     return props
 
 
 async def server_models(backend: HttpBackend) -> list[str]:
     """The models a router-mode llama-server serves (GET /models), [] where it lists none."""
     try:
-        listed = await backend.fetch("GET", "/models", _models_decoder)
+        listed = await backend.fetch("GET", "/models", models.DECODER)
     except (ServerError, ProtocolError):
         return []
     return [m.id for m in listed.data]
@@ -175,7 +159,7 @@ async def _loaded(backend: HttpBackend, model: str) -> None:
     raises ModelLoading while it loads it, having asked it to (POST /models/load) if it had
     not started."""
     try:
-        listed = await backend.fetch("GET", "/models", _models_decoder)
+        listed = await backend.fetch("GET", "/models", models.DECODER)
     except (ServerError, ProtocolError):
         return  # no router: the model named is the one served, or the server says so itself
     found = next((m for m in listed.data if m.id == model), None)

@@ -22,26 +22,28 @@ from .base import HttpBackend
 if TYPE_CHECKING:
     from ..config import BackendConfig
 
-__all__ = ["Listed", "describe", "entry_models", "list_models", "model_problem"]
+__all__ = ["DECODER", "Listed", "ListedModel", "ModelList", "ModelStatus", "describe", "entry_models", "list_models",
+           "model_problem"]
 
 PATHS = ("/models", "/v1/models")
 
 
-class _Status(msgspec.Struct):
+class ModelStatus(msgspec.Struct):
     value: str = ""
-    failed: bool = False
+    failed: bool = False  # beside "unloaded": its last load failed
+    exit_code: int | None = None
 
 
-class _Model(msgspec.Struct):
+class ListedModel(msgspec.Struct):
     id: str
-    status: _Status | None = None
+    status: ModelStatus | None = None
 
 
-class _List(msgspec.Struct):
-    data: list[_Model] = []
+class ModelList(msgspec.Struct):
+    data: list[ListedModel] = []
 
 
-_decoder = msgspec.json.Decoder(_List)
+DECODER = msgspec.json.Decoder(ModelList)  # GET /models and /v1/models (a router's states where it says them)
 
 
 class Listed(msgspec.Struct, frozen=True):
@@ -50,7 +52,7 @@ class Listed(msgspec.Struct, frozen=True):
     state: str = ""
 
 
-def _state(m: _Model) -> str:
+def _state(m: ListedModel) -> str:
     if m.status is None:
         return ""
     return "failed" if m.status.failed and m.status.value == "unloaded" else m.status.value
@@ -61,7 +63,7 @@ async def list_models(backend: HttpBackend) -> list[Listed]:
     cannot be reached raises, as any probe does."""
     for path in PATHS:
         try:
-            listed = await backend.fetch("GET", path, _decoder)
+            listed = await backend.fetch("GET", path, DECODER)
         except (ServerError, ProtocolError):
             continue
         models = [Listed(m.id, _state(m)) for m in listed.data]
