@@ -273,11 +273,12 @@ class Reader:
         if until is not None:
             message += f"; no requests to it until {time.strftime('%H:%M:%S', time.localtime(until))} (its Retry-After)"
         log.warning("%s", message)
-        self.notifier.failure(type(exc).__name__, f"local-copilot: {message}")
+        # the state first: a statusline reads 'backend down' by the time the message is shown
         if until is not None:
             self.editor.update(BackendState(state="held", message=repr(until)))
         else:
             self.editor.update(BackendState(state="down", message=str(exc)))
+        self.notifier.failure(type(exc).__name__, f"local-copilot: {message}")
 
     def succeeded(self) -> None:
         if self.notifier.in_episode or self._loading:
