@@ -288,6 +288,9 @@ class Policy:
                           for reason, glob, anywhere in self._rules]
         self._paths: OrderedDict[str, str | None] = OrderedDict()
         self._lines: OrderedDict[str, str | None] = OrderedDict()
+        # lines known to hold no credential: per keystroke the window differs from the last in a
+        # line or two, so a set difference (in C) leaves only those for the ordered walk below
+        self._clean: set[str] = set()
         self._ignore_files: dict[str, _IgnoreFile | None] = {}
 
     @classmethod
@@ -377,6 +380,17 @@ class Policy:
 
     def text_reason(self, lines: Iterable[str]) -> str | None:
         """Why this text must not be sent (a credential in it), or None."""
+        if not isinstance(lines, (list, tuple)):
+            lines = list(lines)  # walked twice when a line holds a credential
+        clean = self._clean
+        fresh = set(lines).difference(clean)
+        if not fresh:
+            return None
+        if all(_line_reason(line) is None for line in fresh):
+            if len(clean) + len(fresh) > _LINE_CACHE:
+                clean.clear()
+            clean.update(fresh)
+            return None
         cache = self._lines
         for line in lines:
             got = cache.get(line, "")
