@@ -10,7 +10,7 @@ import asyncio
 import functools
 import os
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 import pynvim
@@ -27,8 +27,10 @@ from ..snapshot import Snapshot
 from . import protocol
 from .bridge import NvimEditor
 from .channel import NvimChannel
-from .lsp_requests import LspRequest, LspRequests
 from .worker import Worker
+
+if TYPE_CHECKING:
+    from .lsp_requests import LspRequests
 
 __all__ = ["LocalCopilotPlugin"]
 
@@ -62,7 +64,17 @@ class _Running:
         self.core = Core(self.editor)
         self.backends = BackendManager(updates.notices(self.editor), use_config,
                                        lambda name: self.editor.update(updates.BackendReady(backend=name)))
-        self.lsp = LspRequests(self.core, self.editor)  # the in-process language server's (lsp.lua)
+        self._lsp: LspRequests | None = None
+
+    @property
+    def lsp(self) -> LspRequests:
+        """The in-process language server's requests (lsp.lua), built at the first: lsprotocol
+        takes longer to import than the rest of the host, and only `lsp = true` needs it."""
+        if self._lsp is None:
+            from .lsp_requests import LspRequests
+
+            self._lsp = LspRequests(self.core, self.editor)
+        return self._lsp
 
 
 @pynvim.plugin
@@ -211,6 +223,8 @@ class LocalCopilotPlugin:
         if isinstance(payload, dict) and "cancel" in payload:
             running.worker.call(running.lsp.cancel, int(payload["cancel"]))
             return
+        from .lsp_requests import LspRequest
+
         try:
             req = msgspec.convert(payload, LspRequest)
         except msgspec.ValidationError as exc:
