@@ -25,8 +25,6 @@ import asyncio
 from collections.abc import Callable
 from functools import partial
 
-import msgspec
-
 from .. import eager
 from ..buffer_state import KEYSTROKE, BufferState
 from ..config import Config
@@ -238,16 +236,9 @@ class Engine:
     async def _suggest(self, state: BufferState, snap: Snapshot, gen: int, *, after_cancel: bool = False) -> None:
         drawer = _Drawer(self.editor, snap, self.PARTIAL_FRAME_S)
         try:
-            ask = self.FIRST
-            slot = self.pipeline.prompts.slots.of(snap.buf)
-            if slot is not None:
-                # the buffer's slot: a superseded request runs on in it until the server
-                # notices its closed stream, and this one, sent unnamed, would get another
-                # slot whose cache holds nothing of this prompt (prompt/slots.py)
-                ask = msgspec.structs.replace(ask, slot=slot)
             state.unanswered = True
             answered = partial(_answered, state)
-            out = await self.pipeline.complete(snap, ask, on_text=drawer.on_text, on_answer=answered)
+            out = await self.pipeline.complete(snap, self.FIRST, on_text=drawer.on_text, on_answer=answered)
             if out.stop == "error":
                 if drawer.drawn:  # a stream that broke half-way: its partial text is not to be accepted
                     self.editor.update(Render(plan=plan(snap, [""], final=True)))

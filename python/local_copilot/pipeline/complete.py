@@ -54,8 +54,6 @@ class Ask(msgspec.Struct, frozen=True, kw_only=True):
     cached: bool = True  # the cache may answer, and keeps what comes
     # the server's state is not reported (a warm-up: the next real request reports it)
     quiet: bool = False
-    # the active server's slot to run in (prompt/slots.py), None: the server's choice
-    slot: int | None = None
 
 
 _DEFAULT = Ask()
@@ -135,7 +133,7 @@ class Pipeline:
         if after is not None:
             prep = after.prepared
             assert prep is not None
-            req = self._request(prep.req, ask, middle=prep.req.middle + after.raw)
+            req = self._in_slot(self._request(prep.req, ask, middle=prep.req.middle + after.raw), prep.snap.buf)
             out = await self.reader.read(prep, req, on_text=on_text, on_answer=on_answer, base_raw=after.raw,
                                          quiet=ask.quiet)
             self._keep(prep, out, ask, continued=True)
@@ -207,8 +205,8 @@ class Pipeline:
                     kept.continuable = partial
                     return kept
             req = self._request(prep.req, ask)
-            if req.slot is not None and backend is not self.backend:
-                req = msgspec.structs.replace(req, slot=None)  # a fallback entry: the slot is the active server's
+            if backend is self.backend:  # (a fallback entry's slots are not the active server's)
+                req = self._in_slot(req, snap.buf)
             if req.n_predict and not ask.speculative:
                 self.stats.count("requests")
             if req.n > 1:
@@ -274,8 +272,6 @@ class Pipeline:
             changes["seed"] = ask.seed
         if ask.n != 1:
             changes["n"] = ask.n
-        if ask.slot is not None:
-            changes["slot"] = ask.slot
         if n == 0:
             changes["stream"] = False  # the prompt evaluated, nothing written: nothing to stream
         elif self._writes_within(n, whole_within_s):
@@ -283,6 +279,14 @@ class Pipeline:
             changes["stream"] = False
             changes["quick"] = whole_within_s <= self.QUICK_S
         return msgspec.structs.replace(base, **changes) if changes else base
+
+    def _in_slot(self, req: FimRequest, buf: int) -> FimRequest:
+        """`req` naming the server slot that holds `buf`'s prompt, once the server has placed
+        one of its requests (prompt/slots.py): every request of a buffer, warm-ups and
+        speculation included, goes to its slot, and one sent while a superseded one still runs
+        there waits for it instead of evaluating the whole window in another slot."""
+        slot = self.prompts.slots.of(buf)
+        return req if slot is None else msgspec.structs.replace(req, slot=slot)
 
     def _writes_within(self, n: int, seconds: float) -> bool:
         """Whether the server, at its measured speed, writes `n` tokens within `seconds` of

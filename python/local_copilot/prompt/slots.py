@@ -5,18 +5,19 @@ cache holds the most of its prompt, else the least recently used one. While the 
 request often supersedes one that still runs: the server notices the closed stream only at its
 next token, or once the prompt it is evaluating is done. Sent unnamed at that moment, the new
 request goes to another slot and the whole window is evaluated again, a second or more on a
-CPU, beside the old evaluation. So a buffer's typed suggestions name the buffer's slot
-(`id_slot`): the server holds such a request until the slot's last one has stopped, then
-finds the window cached and evaluates the typed characters.
+CPU, beside the old evaluation. So every request of a buffer (typed suggestions, their
+continuations, warm-ups, speculation) names the buffer's slot (`id_slot`, pipeline/complete.py):
+the server holds such a request until the slot's last one has stopped, then finds the window
+cached and evaluates what changed. A warm-up that went elsewhere would leave the first key at
+the new place to evaluate the window again in the buffer's slot, beside the warm-up.
 
-Warm-ups, speculative requests, continuations, instruction edits and next edits name no slot:
-the server's own choice finds the idle slot that holds their prompt (or the least recently
-used one), and they never wait behind another request. A buffer's slot is the one that ran its
-last request, as the server says on its last chunk (partial chunks do not say), so a warm-up's
-slot becomes the buffer's. A request that fails forgets its buffer's slot (the server may have
-restarted with fewer slots). With more editors on one server than it has slots, two may name
-one slot and queue behind each other: such a team gives the server a slot per editor
-(bench/team.py).
+Instruction edits and next edits name no slot: the server's own choice gives them an idle
+slot (the one holding their prompt, or the least recently used), never the one a buffer's
+requests wait for. A buffer's slot is the one that ran its last request, as the server says on
+its last chunk (partial chunks do not say); the first request of a buffer names none. A request
+that fails forgets its buffer's slot (the server may have restarted with fewer slots). With
+more editors on one server than it has slots, two may name one slot and queue behind each
+other: such a team gives the server a slot per editor (bench/team.py).
 """
 
 from __future__ import annotations
