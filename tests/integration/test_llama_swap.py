@@ -27,7 +27,7 @@ from ..fakes.fake_llama_swap import FakeLlamaSwap
 from ..helpers import wait_for
 from ..unit.test_engine import snap, wait_until
 from .nvim_session import start_nvim, wait_ghost
-from .test_router import first_suggestion
+from .test_router import ask_until, first_suggestion
 
 pytestmark = pytest.mark.integration
 
@@ -84,18 +84,7 @@ async def test_a_model_the_proxy_cannot_start_is_one_message_not_loading_for_eve
     core.configure(load_config({"backend": "swap", "speculative": False,
                                 "backends": {"swap": {"url": swap.url, "model": "broken"}}}))
     try:
-        seq = 0
-
-        def failed() -> bool:  # asked again as Lua does while the status says 'loading'
-            nonlocal seq
-            if editor.notes:
-                return True
-            if not any(core.state(1).in_flight().values()):
-                seq += 1
-                core.ghost.submit(snap(seq, "x = "))
-            return False
-
-        await wait_until(failed, timeout=60)
+        seq = await ask_until(core, lambda: bool(editor.notes))
         for i in range(3):  # the keys after it: no more starts, no more messages
             core.ghost.submit(snap(seq + 1 + i, "x = "))
             await wait_until(lambda: not any(core.state(1).in_flight().values()), timeout=10)

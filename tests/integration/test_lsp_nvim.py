@@ -27,7 +27,7 @@ from local_copilot.servers.llama_cpp import LlamaServer
 from ..fakes.recording_proxy import RecordingProxy
 from ..helpers import wait_for
 from .nvim_session import start_nvim, wait_ghost
-from .test_lsp import generating, metric, processing
+from .test_lsp import fills, generating, metric, processing
 
 pytestmark = pytest.mark.integration
 
@@ -44,11 +44,6 @@ client:request(method or 'textDocument/completion', params, function(err, result
   _G.lsp_answer = { err = err, result = result or vim.NIL }
 end, 0)
 """
-
-
-def fills(proxy: RecordingProxy) -> list[dict[str, Any]]:
-    """The completion requests the model server got (probes carry no text)."""
-    return [body for path, body in proxy.requests if path in ("/infill", "/completion")]
 
 
 @pytest.fixture()

@@ -6,7 +6,7 @@ completion, `server.models_dir` (the plugin starts the router), and `doctor` lis
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,20 +60,27 @@ def entry(url: str, model: str = "") -> dict[str, Any]:
     return {"kind": "llama.cpp", "url": url, **({"model": model} if model else {})}
 
 
-async def first_suggestion(core: Core, editor: RecordingEditor) -> str:
-    """Ask as Lua does while the server loads the model: again until a suggestion comes."""
+async def ask_until(core: Core, done: Callable[[], bool]) -> int:
+    """Ask as Lua does while the status says 'loading': again whenever nothing is in flight,
+    until `done()`. Returns the last snapshot's number."""
     seq = 0
 
-    def shown() -> bool:
+    def asked() -> bool:
         nonlocal seq
-        if editor.final:
+        if done():
             return True
         if not any(core.state(1).in_flight().values()):
             seq += 1
             core.ghost.submit(snap(seq, "x = "))
         return False
 
-    await wait_until(shown, timeout=60)
+    await wait_until(asked, timeout=60)
+    return seq
+
+
+async def first_suggestion(core: Core, editor: RecordingEditor) -> str:
+    """Asked again while the server loads the model, until a suggestion comes."""
+    await ask_until(core, lambda: bool(editor.final))
     return editor.final[-1]
 
 
@@ -210,18 +217,7 @@ async def test_a_model_the_router_cannot_load_is_one_message_not_loading_for_eve
     core.configure(load_config({"backend": "x", "speculative": False,
                                 "backends": {"x": entry(proxy.url, "broken")}}))
     try:
-        seq = 0
-
-        def failed() -> bool:  # asked again as Lua does while the status says 'loading'
-            nonlocal seq
-            if editor.notes:
-                return True
-            if not any(core.state(1).in_flight().values()):
-                seq += 1
-                core.ghost.submit(snap(seq, "x = "))
-            return False
-
-        await wait_until(failed, timeout=60)
+        seq = await ask_until(core, lambda: bool(editor.notes))
         for i in range(3):  # the keys after it: no more loads asked, no more messages
             core.ghost.submit(snap(seq + 1 + i, "x = "))
             await wait_until(lambda: not any(core.state(1).in_flight().values()), timeout=10)
