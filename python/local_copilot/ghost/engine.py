@@ -161,11 +161,11 @@ class Engine:
             self.stats.count("deferred")
             return
         # A request cancelled here closes its stream as its task winds down, at the loop's next
-        # turn: the new one goes in a task behind it, which waits until the server has let go
-        # of the slot holding the buffer's prompt (prompt/slots.py). Otherwise the first part is
-        # stepped right here.
+        # turn: the new one goes in a task behind it, so it is sent after that close (the
+        # server then runs it in the buffer's slot once the old one stops: prompt/slots.py).
+        # Otherwise the first part is stepped right here.
         after_cancel = self.cancel(snap.buf)
-        state.start(lambda gen: self._suggest(state, snap, gen, after_cancel=after_cancel), eager=not after_cancel)
+        state.start(lambda gen: self._suggest(state, snap, gen), eager=not after_cancel)
 
     def warm(self, snap: Snapshot) -> asyncio.Task[None] | None:
         """The cursor rests at a new place (Normal mode): have the server evaluate the prompt
@@ -233,7 +233,7 @@ class Engine:
     FIRST = Ask(first_part=True, whole_within_s=PARTIAL_FRAME_S)
     SPECULATIVE = Ask(first_part=True, whole_within_s=PARTIAL_FRAME_S, speculative=True)
 
-    async def _suggest(self, state: BufferState, snap: Snapshot, gen: int, *, after_cancel: bool = False) -> None:
+    async def _suggest(self, state: BufferState, snap: Snapshot, gen: int) -> None:
         drawer = _Drawer(self.editor, snap, self.PARTIAL_FRAME_S)
         try:
             state.unanswered = True
@@ -300,7 +300,7 @@ class Engine:
         newer, state.deferred = state.deferred, None
         if newer is not None:
             self.stats.count("cancels")
-            state.start(lambda g: self._suggest(state, newer, g, after_cancel=True))
+            state.start(lambda g: self._suggest(state, newer, g))
 
     def _finished(self, state: BufferState, snap: Snapshot, out: Completion) -> None:
         """A suggestion is complete: kept for alternatives, and the next one speculated."""
