@@ -111,3 +111,86 @@ def test_a_superseded_request_leaves_the_buffers_slot_to_the_next(server: tuple[
         assert seen[newer].get("chosen") == "id", seen
     finally:
         nv.close()
+
+
+@pytest.fixture
+def slow_server(models: dict[str, Path], llama_bin: str, tmp_path: Path) -> Iterator[tuple[LlamaServer, Path]]:
+    """llama-server at its default slots, made to evaluate a prompt slowly (one token per
+    batch, one thread: about a second for the window below), as a real-size model does on a
+    CPU, so that the next key comes while the first prompt is being evaluated."""
+    log = tmp_path / "server.log"
+    port = free_port()
+    argv = [llama_bin, "-m", str(models["x"]), "--host", "127.0.0.1", "--port", str(port), "-c", "8192",
+            "--cache-reuse", "256", "--metrics", "--no-webui", "-ub", "1", "-t", "1"]
+    with LlamaServer(argv, port=port, log_file=log) as srv:
+        yield srv, log
+
+
+def test_a_buffers_first_request_superseded_during_its_prompt_leaves_its_slot_to_the_next(
+        slow_server: tuple[LlamaServer, Path], nvim_bin: str, manifest: Path, nvim_env: dict[str, str],
+        tmp_path: Path) -> None:
+    srv, log = slow_server
+    # no warm-up or speculation: the typed key's request is the buffer's first; a latency
+    # target this long sizes the window to the whole context
+    nv = start_nvim(nvim_bin, manifest, nvim_env, setup={
+        "backends": {"llama.cpp": {"url": srv.url}}, "debounce_ms": 0, "warm_up": False, "speculative": False,
+        "latency_target_ms": 60000, "context": {"lines_before": 2000, "lines_after": 0}})
+    try:
+        path = tmp_path / "scale.py"
+        path.write_text("\n".join(TEXT * 6) + "\n")
+        nv.command(f"edit {path}")
+        nv.command("normal! G")
+        nv.input("oa")
+        # (the first fit of the window may be refused as too long and fitted again)
+        wait_for(lambda: any("slot" in t for t in tasks(log).values()), what="the first request's launch")
+        nv.input("b")  # while the server still evaluates the first prompt
+        wait_for(lambda: nv.exec_lua(FINAL % "ab"), timeout=60, what="the whole suggestion after the second key")
+        seen = tasks(log)
+        first = min((k for k, t in seen.items() if t.get("prompt", 0) > 1000), default=None)
+        assert first is not None, f"no request evaluated the whole window: {seen}"
+        after = [k for k in seen if k > first]
+        assert after, seen
+        # nothing else evaluated the window: every later request ran in the first one's slot,
+        # named, and evaluated what was typed
+        for k in after:
+            assert seen[k]["slot"] == seen[first]["slot"], seen
+            assert seen[k].get("chosen") == "id", seen
+            assert seen[k].get("prompt", 0) <= 8, seen
+    finally:
+        nv.close()
+
+
+def test_a_key_typed_while_the_buffers_warm_up_runs_waits_for_its_slot(
+        slow_server: tuple[LlamaServer, Path], nvim_bin: str, manifest: Path, nvim_env: dict[str, str],
+        tmp_path: Path) -> None:
+    srv, log = slow_server
+    nv = start_nvim(nvim_bin, manifest, nvim_env, setup={
+        "backends": {"llama.cpp": {"url": srv.url}}, "debounce_ms": 0, "speculative": False,
+        "latency_target_ms": 60000, "context": {"lines_before": 2000, "lines_after": 0}})
+    try:
+        nv.command("LocalCopilot stats")  # the host starts, with no request of the buffer
+        wait_for(lambda: nv.exec_lua("return require('local_copilot.host').running()"), what="the host")
+        nv.command("close")
+        path = tmp_path / "scale.py"
+        path.write_text("\n".join(TEXT * 6) + "\n")
+        nv.command(f"edit {path}")
+        nv.input("G")  # the cursor rests: the buffer's first request is a warm-up
+        wait_for(lambda: nv.exec_lua("return require('local_copilot.trigger').rest_state().warms") >= 1,
+                 what="the warm-up")
+        wait_for(lambda: any("slot" in t for t in tasks(log).values()), what="the warm-up's launch")
+        nv.input("oa")  # at once, while the server evaluates the warm-up's prompt
+        wait_for(lambda: nv.exec_lua(FINAL % "a"), timeout=60, what="the whole suggestion")
+        seen = tasks(log)
+        warm = min((k for k, t in seen.items() if t.get("prompt", 0) > 1000), default=None)
+        assert warm is not None, f"no request evaluated the whole window: {seen}"
+        later = [k for k in seen if k > warm]
+        assert later, seen
+        # the typed request waited for the warm-up and ran in its slot, the window cached: it
+        # evaluated what differs from the warm-up's prompt (the opened line, the typed "a", the
+        # lines the window gained), not the window again
+        for k in later:
+            assert seen[k]["slot"] == seen[warm]["slot"], seen
+            assert seen[k].get("chosen") == "id", seen
+            assert seen[k].get("prompt", 0) <= 64, seen
+    finally:
+        nv.close()

@@ -89,6 +89,13 @@ class Backend(Protocol):
         ...
 
     @property
+    def places_in_slots(self) -> bool:
+        """Whether the server runs each request in one of several slots of its own choosing
+        and says which on the answer's last chunk (llama-server), so that a buffer's later
+        requests can name it (prompt/slots.py, pipeline/placing.py)."""
+        ...
+
+    @property
     def continues(self) -> bool:
         """Whether a request can continue a text: the prompt ends with the start of the middle,
         so the same prompt plus the text so far asks for what follows it (staged requests)."""
@@ -245,6 +252,7 @@ class HttpBackend:
     # and Ollama's num_predict 0 means its default: no warm-up there
     warms = False
     clock_timed = False
+    places_in_slots = False
     # the prompt style (prompt/styles.py) and why, as decided when the server was probed
     style = "fim"
     style_reason = ""

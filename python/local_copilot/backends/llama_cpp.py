@@ -205,6 +205,11 @@ class LlamaCppBackend(HttpBackend):
     warms = True
 
     @property
+    def places_in_slots(self) -> bool:  # type: ignore[override]
+        # (known once probed: /props says how many slots the server runs)
+        return self.props is not None and self.props.total_slots > 1
+
+    @property
     def continues(self) -> bool:
         # /infill puts the text so far before the suffix: the model would start the middle anew;
         # a chat answer is one turn

@@ -206,6 +206,7 @@ class Pipeline:
                     return kept
             req = self._request(prep.req, ask)
             if backend is self.backend:  # (a fallback entry's slots are not the active server's)
+                await self.reader.placed(snap.buf)
                 req = self._in_slot(req, snap.buf)
             if req.n_predict and not ask.speculative:
                 self.stats.count("requests")

@@ -11,6 +11,7 @@ the pipeline's (complete.py); when to ask is each surface's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncGenerator, Callable
 
@@ -21,6 +22,7 @@ from ..log import log
 from ..notify import EpisodeNotifier
 from ..stats import Stats
 from ..updates import BackendState, Editor
+from .placing import Placing
 from .postprocess import Result, process
 from .prepare import Prepared, Preparer
 
@@ -85,11 +87,14 @@ class Reader:
         self.notifier = notifier  # the backend's failure messages, one per episode
         self.backend: Backend | None = None
         self._loading = False  # the status says the server is loading the model
+        # each buffer's first request read on after it was superseded (placing.py)
+        self._placing: dict[int, Placing] = {}
 
     def configure(self, backend: Backend, notifier: EpisodeNotifier) -> None:
         self.backend = backend
         self.notifier = notifier
         self._loading = False
+        self._placing = {}
 
     async def read(self, prep: Prepared, req: FimRequest, *, on_text: Callable[[str], None] | None = None,
                    on_answer: Callable[[], None] | None = None, base_raw: str = "",
@@ -127,6 +132,11 @@ class Reader:
             exchange = await backend.exchange(req)  # probes the server first if need be
             whole = exchange.answer_now()
             stream = exchange.chunks() if whole is None else _one(whole)
+            buf = prep.snap.buf
+            if whole is None and req.slot is None and backend.places_in_slots and self.prompts.slots.of(buf) is None:
+                placing = Placing(stream, exchange, lambda slot: self.prompts.slots.learn(buf, slot))
+                self._placing[buf] = placing
+                stream, exchange = placing.chunks(), None  # (the placing closes the exchange)
             async for chunk in stream:
                 if not answered:
                     # the server answers: say so before its text is drawn (a fresh suggestion
@@ -220,6 +230,19 @@ class Reader:
         self.succeeded()
         texts = [process(raw, prep.pctx, final=True).text for raw in raws]
         return Completion(texts[0], raws[0], "end", prepared=prep, sent=req, texts=texts)
+
+    async def placed(self, buf: int) -> None:
+        """Once the server has said where `buf`'s first request runs, or it was given up on
+        (placing.py): the next request can name the slot. A first request still being read
+        with text coming is not waited for (its reader is showing it)."""
+        placing = self._placing.get(buf)
+        if placing is None:
+            return
+        if placing.waits_for_slot:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(placing.done), Placing.MAX_S)
+        if placing.done.done() and self._placing.get(buf) is placing:
+            del self._placing[buf]
 
     def _account(self, req: FimRequest, chunk: Chunk, buf: int,
                  timed: tuple[float, float] | None = None) -> float | None:

@@ -14,7 +14,8 @@ the new place to evaluate the window again in the buffer's slot, beside the warm
 Instruction edits and next edits name no slot: the server's own choice gives them an idle
 slot (the one holding their prompt, or the least recently used), never the one a buffer's
 requests wait for. A buffer's slot is the one that ran its last request, as the server says on
-its last chunk (partial chunks do not say); the first request of a buffer names none. A request
+its last chunk (partial chunks do not say); the first request of a buffer names none, and the
+next waits until the server has said where it runs (pipeline/placing.py). A request
 that fails forgets its buffer's slot (the server may have restarted with fewer slots). With
 more editors on one server than it has slots, two may name one slot and queue behind each
 other: such a team gives the server a slot per editor (bench/team.py).
