@@ -54,7 +54,7 @@ class Preparer:
         """Another server (or model): bytes per token and the fitted windows start over."""
         self.estimator = TokenEstimator()
         self.speed = ServerSpeed()
-        self.slots.clear()
+        self.slots = Slots()  # (a request of the last server that says its slot later says it to the old map)
         self.in_use = {}
         starts: dict[int, int] = {}
         self._window, self._spec_window = WindowFitter(starts), WindowFitter(starts)

@@ -134,9 +134,7 @@ class Reader:
             stream = exchange.chunks() if whole is None else _one(whole)
             buf = prep.snap.buf
             if whole is None and req.slot is None and backend.places_in_slots and self.prompts.slots.of(buf) is None:
-                placing = Placing(stream, exchange, lambda slot: self.prompts.slots.learn(buf, slot))
-                self._placing[buf] = placing
-                stream, exchange = placing.chunks(), None  # (the placing closes the exchange)
+                stream, exchange = self._place(buf, stream, exchange), None  # (the placing closes the exchange)
             async for chunk in stream:
                 if not answered:
                     # the server answers: say so before its text is drawn (a fresh suggestion
@@ -231,18 +229,27 @@ class Reader:
         texts = [process(raw, prep.pctx, final=True).text for raw in raws]
         return Completion(texts[0], raws[0], "end", prepared=prep, sent=req, texts=texts)
 
+    def _place(self, buf: int, stream: AsyncGenerator[Chunk, None], exchange: Exchange) -> AsyncGenerator[Chunk, None]:
+        """`buf`'s first request, read through a Placing (placing.py) until the server says its slot."""
+        slots = self.prompts.slots  # (this server's: another one's starts empty)
+        placing = Placing(stream, exchange, lambda slot: slots.learn(buf, slot))
+        self._placing[buf] = placing
+
+        def ended(_: object) -> None:
+            if self._placing.get(buf) is placing:
+                del self._placing[buf]
+
+        placing.done.add_done_callback(ended)
+        return placing.chunks()
+
     async def placed(self, buf: int) -> None:
         """Once the server has said where `buf`'s first request runs, or it was given up on
         (placing.py): the next request can name the slot. A first request still being read
         with text coming is not waited for (its reader is showing it)."""
         placing = self._placing.get(buf)
-        if placing is None:
-            return
-        if placing.waits_for_slot:
+        if placing is not None and placing.waits_for_slot:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(placing.done), Placing.MAX_S)
-        if placing.done.done() and self._placing.get(buf) is placing:
-            del self._placing[buf]
 
     def _account(self, req: FimRequest, chunk: Chunk, buf: int,
                  timed: tuple[float, float] | None = None) -> float | None:

@@ -40,6 +40,3 @@ class Slots:
 
     def forget(self, buf: int) -> None:
         self._by_buf.pop(buf, None)
-
-    def clear(self) -> None:
-        self._by_buf.clear()
