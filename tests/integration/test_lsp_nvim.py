@@ -177,3 +177,31 @@ def test_a_cancelled_or_superseded_request_stops_the_servers_generation(
         assert 0 < generated < LONG / 2, generated
     finally:
         nv.close()
+
+
+def test_a_first_request_before_the_host_has_the_options_is_answered(nvim_bin: str, manifest: Path,
+                                                                      nvim_env: dict[str, str],
+                                                                      proxy: RecordingProxy, tmp_path: Path) -> None:
+    """The options reach the host a moment after the first request: on the worker's own
+    channel while the request goes on the host's, a race the host must not lose (here made
+    sure by holding them back)."""
+    nv = start(nvim_bin, manifest, nvim_env, proxy.url, tmp_path / "job.py", "def main():\n\t\n\treturn 0\n")
+    try:
+        # the host started by something else (a sync call, as `:LocalCopilot status` starts it)
+        wait_for(lambda: nv.call("LocalCopilotCall", "debug_state")["channel"], what="the worker's own channel")
+        assert nv.call("LocalCopilotCall", "status")["backend"] is None  # no options yet
+        # the request at once, its options held back for 300 ms
+        nv.exec_lua("""
+            local config, host = require('local_copilot.config'), require('local_copilot.host')
+            local unsent = config.unsent
+            config.unsent = function() return nil end
+            local ok, err = pcall(loadstring(...), 2, 1, 1)  -- TRIGGER_CHARACTER at (1, 1)
+            config.unsent = unsent
+            assert(ok, err)
+            vim.defer_fn(function() host.emit('config', config.unsent()) end, 300)
+        """, REQUEST)
+        got = wait_for(lambda: nv.exec_lua("return _G.lsp_answer"), timeout=60, what="the answer")
+        assert [i["label"] for i in got["result"]["items"]] == ["run(a, b)"], got
+        assert len(fills(proxy)) == 1
+    finally:
+        nv.close()

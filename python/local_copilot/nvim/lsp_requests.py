@@ -5,6 +5,11 @@ by lsp/items.py, as the stdio server does.
 Lua sends each request with the snapshot it took of the buffer (the same fields as a ghost-text
 snapshot) and gets the answer as an `LspAnswer` update. A newer request of the same buffer, or
 Lua's `$/cancelRequest`, cancels the one still running (and with it its server request).
+
+A request may reach the host before its options: Lua sends the options first, but on the
+worker's own channel once it is connected, while requests go on the host's channel (a host
+started by a sync call, such as `:LocalCopilot status`, has had none). A request waits for them,
+up to OPTIONS_WAIT_S, and is then answered as any other.
 """
 
 from __future__ import annotations
@@ -21,9 +26,12 @@ from ..lsp.suggest import suggestions
 from ..snapshot import Snapshot
 from ..updates import Editor, LspAnswer
 
-__all__ = ["LspRequest", "LspRequests"]
+__all__ = ["OPTIONS_WAIT_S", "LspRequest", "LspRequests"]
 
 _CONVERTER = converters.get_converter()
+
+OPTIONS_WAIT_S = 5.0
+_OPTIONS_POLL_S = 0.01  # the core has no signal for new options; the wait looks this often
 
 
 class LspRequest(msgspec.Struct, kw_only=True):
@@ -69,6 +77,7 @@ class LspRequests:
     async def _run(self, req: LspRequest, snap: Snapshot) -> None:
         result: Any = None
         try:
+            await self._options()
             texts = await suggestions(self.core, snap, req.invoked)
             position = types.Position(line=req.line, character=req.character)
             lang = snap.ft
@@ -86,6 +95,13 @@ class LspRequests:
             if self.running.get(snap.buf, (None,))[0] == req.id:
                 del self.running[snap.buf]
         self._answer(req.id, result)
+
+    async def _options(self) -> None:
+        """Until the core has options, OPTIONS_WAIT_S at most (bad options leave it without)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + OPTIONS_WAIT_S
+        while self.core.config is None and loop.time() < deadline:
+            await asyncio.sleep(_OPTIONS_POLL_S)
 
     def _answer(self, req_id: int, result: Any) -> None:
         self.answered += 1
