@@ -9,7 +9,9 @@ vim.lsp.inline_completion is not installable either: `textDocument/inlineComplet
 through the 0.11 client's `request`.
 
 What a user would see: items with the phrase model's text, asked again as they type
-(isIncomplete), an accepted multi-line item at the cursor line's indentation, a private file
+(isIncomplete), an accepted multi-line item at the cursor line's indentation (a tab-indented
+one from the phrase model, and a three-line body at four spaces from a phrase model spelled in
+tokens, devtools/token_phrase_model.py, whose phrase may repeat characters), a private file
 that sends nothing (the recording proxy's requests), and ghost text and the menu at the same
 place costing one server request.
 """
@@ -22,10 +24,12 @@ from typing import Any
 
 import pytest
 
+from local_copilot.devtools.token_phrase_model import write_token_phrase_gguf
 from local_copilot.servers.llama_cpp import LlamaServer
 
 from ..fakes.recording_proxy import RecordingProxy
 from ..helpers import wait_for
+from ..launch import suite_options
 from .nvim_session import start_nvim, wait_ghost
 from .test_lsp import fills, generating, metric, processing
 
@@ -94,20 +98,58 @@ def test_items_arrive_and_typing_through_asks_again(nvim: Any, proxy: RecordingP
     assert all(i["textEdit"]["range"]["start"] == {"line": 1, "character": 3} for i in typed["items"])
 
 
+def accept_first_item(nv: Any, row: int) -> list[Any]:
+    """At the end of line `row` (1-based) in Insert mode, open vim.lsp.completion's menu as a
+    user does (vim.lsp.completion.get(), as its <C-x><C-o>) and accept its first item
+    (<C-n><C-y>); the menu's items."""
+    cid = nv.exec_lua("return require('local_copilot.lsp').client_id()")
+    nv.command("set completeopt=menuone,noselect")
+    nv.exec_lua("vim.lsp.completion.enable(true, ..., 0, { autotrigger = false })", cid)
+    nv.api.win_set_cursor(0, [row, 0])
+    nv.input("A")
+    wait_for(lambda: nv.api.get_mode()["mode"] == "i", what="Insert mode")
+    nv.exec_lua("vim.lsp.completion.get()")
+    menu: list[Any] = wait_for(lambda: nv.funcs.complete_info(["items"])["items"], timeout=60,
+                               what="the completion menu")
+    nv.input("<C-n><C-y>")
+    return menu
+
+
 def test_accepting_through_vim_lsp_completion_keeps_the_indentation(nvim: Any) -> None:
-    cid = nvim.exec_lua("return require('local_copilot.lsp').client_id()")
-    nvim.command("set completeopt=menuone,noselect")
-    nvim.exec_lua("vim.lsp.completion.enable(true, ..., 0, { autotrigger = false })", cid)
-    nvim.api.win_set_cursor(0, [2, 0])
-    nvim.input("A")
-    wait_for(lambda: nvim.api.get_mode()["mode"] == "i", what="Insert mode")
-    nvim.exec_lua("vim.lsp.completion.get()")
-    menu = wait_for(lambda: nvim.funcs.complete_info(["items"])["items"], timeout=60, what="the completion menu")
+    menu = accept_first_item(nvim, 2)
     assert menu[0]["abbr"] == "run(a, b)" and len(menu) <= 3, menu
-    nvim.input("<C-n><C-y>")
     # every later line at the cursor line's indentation
     want = ["def main():", "\trun(a, b)", "\tok", "\treturn 0"]
     wait_for(lambda: nvim.current.buffer[:4] == want, what="the item inserted")
+
+
+# A model that writes a three-line body at an indentation of four spaces: its phrase is spelled
+# in tokens (the tiny phrase model spells each character once, so it writes no two line ends)
+BODY = ["a", " = 1", "\n", "    ", "b", " = 2", "\n    ", "print(a, b)"]
+
+
+@pytest.fixture(scope="module")
+def body_server(llama_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    d = tmp_path_factory.mktemp("body")
+    model = write_token_phrase_gguf(d / "body.gguf", BODY)
+    with LlamaServer.for_model(model, binary=llama_bin, log_file=d / "server.log", options=suite_options()) as server:
+        yield server
+
+
+def test_a_function_body_at_indent_4_accepted_through_vim_lsp_completion_lands_at_its_indentation(
+        nvim_bin: str, manifest: Path, nvim_env: dict[str, str], body_server: LlamaServer, tmp_path: Path) -> None:
+    """The issue's case: a three-line Python function body at indent 4, accepted through
+    vim.lsp.completion with the cursor on an indented line."""
+    nv = start(nvim_bin, manifest, nvim_env, body_server.url, tmp_path / "body.py", "def main():\n    \n    return 0\n")
+    try:
+        assert nv.exec_lua("return { vim.bo.expandtab, vim.bo.shiftwidth }") == [True, 4]  # Python's ftplugin
+        menu = accept_first_item(nv, 2)
+        assert menu[0]["abbr"] == "a = 1", menu
+        want = ["def main():", "    a = 1", "    b = 2", "    print(a, b)", "    return 0"]
+        wait_for(lambda: nv.current.buffer[:] == want, what="the item inserted")
+        assert nv.api.win_get_cursor(0) == [4, len("    print(a, b)")]  # after the inserted text
+    finally:
+        nv.close()
 
 
 def test_ghost_text_and_the_menu_at_one_place_cost_one_server_request(nvim: Any, proxy: RecordingProxy) -> None:
