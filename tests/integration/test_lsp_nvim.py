@@ -57,10 +57,11 @@ def proxy(phrase_server: LlamaServer) -> Iterator[RecordingProxy]:
     p.close()
 
 
-def start(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], url: str, path: Path, text: str) -> Any:
+def start(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], url: str, path: Path, text: str,
+          **more: Any) -> Any:
     path.write_text(text)
     opts = {"backends": {"llama.cpp": {"url": url, "endpoint": "infill"}}, "debounce_ms": 0, "lsp": True,
-            "warm_up": False}
+            "warm_up": False, **more}
     nv = start_nvim(nvim_bin, manifest, nvim_env, setup=opts)
     nv.command(f"edit {path}")
     wait_for(lambda: nv.exec_lua("local c = vim.lsp.get_clients({ name = 'local_copilot', bufnr = 0 })[1];"
@@ -121,6 +122,31 @@ def test_accepting_through_vim_lsp_completion_keeps_the_indentation(nvim: Any) -
     # every later line at the cursor line's indentation
     want = ["def main():", "\trun(a, b)", "\tok", "\treturn 0"]
     wait_for(lambda: nvim.current.buffer[:4] == want, what="the item inserted")
+
+
+def test_autotrigger_opens_the_menu_by_itself_after_a_space_not_inside_a_word(
+        nvim_bin: str, manifest: Path, nvim_env: dict[str, str], proxy: RecordingProxy, tmp_path: Path) -> None:
+    """vim.lsp.completion with `autotrigger` asks the server only after its trigger characters:
+    typing a word asks nothing; the space after it opens the menu with the suggestion. (Ghost
+    text only on request here, so every request the model server gets is the menu's.)"""
+    nv = start(nvim_bin, manifest, nvim_env, proxy.url, tmp_path / "job.py", "def main():\n\t\n\treturn 0\n",
+               auto_trigger=False)
+    try:
+        cid = nv.exec_lua("return require('local_copilot.lsp').client_id()")
+        nv.command("set completeopt=menuone,noselect")
+        nv.exec_lua("vim.lsp.completion.enable(true, ..., 0, { autotrigger = true })", cid)
+        nv.api.win_set_cursor(0, [2, 0])
+        nv.input("A")
+        wait_for(lambda: nv.api.get_mode()["mode"] == "i", what="Insert mode")
+        nv.input("xy")
+        wait_for(lambda: nv.current.line == "\txy", what="the keys typed")
+        nv.input(" ")
+        menu = wait_for(lambda: nv.funcs.complete_info(["items"])["items"], timeout=60, what="the menu opened")
+        assert [m["abbr"] for m in menu] == ["run(a, b)"], menu  # a trigger character: one item
+        # one request, at the space: none for the word's letters
+        assert [b["prompt"] for b in fills(proxy)] == ["\txy "], fills(proxy)
+    finally:
+        nv.close()
 
 
 # A model that writes a three-line body at an indentation of four spaces: its phrase is spelled
