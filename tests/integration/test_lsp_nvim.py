@@ -273,3 +273,72 @@ def test_a_first_request_before_the_host_has_the_options_is_answered(nvim_bin: s
         assert len(fills(proxy)) == 1
     finally:
         nv.close()
+
+
+def readme_tab_mapping() -> str:
+    """The README's `<Tab>` for the built-in menu, exactly as written there."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("`<Tab>` when both the menu and ghost text may be visible", 1)[1]
+    block = block.split("```lua\n", 1)[1].split("```", 1)[0]
+    return block.split("-- blink.cmp", 1)[0]
+
+
+@pytest.fixture()
+def tabbed(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], proxy: RecordingProxy, tmp_path: Path
+           ) -> Iterator[Any]:
+    """The README's <Tab> mapping loaded as written, ghost text kept during completion."""
+    nv = start(nvim_bin, manifest, nvim_env, proxy.url, tmp_path / "job.py", "def main():\n\t\n\treturn 0\n",
+               hide_during_completion=False)
+    nv.exec_lua(readme_tab_mapping())
+    # which menu item was accepted, if any
+    nv.exec_lua("vim.api.nvim_create_autocmd('CompleteDone', { callback = function()"
+                " _G.done = { item = vim.v.completed_item, reason = vim.v.event.reason } end })")
+    nv.command("set completeopt=menuone,noselect")
+    yield nv
+    nv.close()
+
+
+def insert_at_end(nv: Any, row: int) -> None:
+    nv.api.win_set_cursor(0, [row, 0])
+    nv.input("A")
+    wait_for(lambda: nv.api.get_mode()["mode"] == "i", what="Insert mode")
+
+
+ACCEPTED_Z = ["def main():", "\trun(a, b)", "\tokz", "\treturn 0"]
+
+
+def test_readme_tab_accepts_a_selected_menu_item_over_the_ghost_text(tabbed: Any) -> None:
+    nv = tabbed
+    cid = nv.exec_lua("return require('local_copilot.lsp').client_id()")
+    nv.exec_lua("vim.lsp.completion.enable(true, ..., 0, { autotrigger = false })", cid)
+    insert_at_end(nv, 2)
+    wait_ghost(nv, lambda t: t.startswith("run(a, b)"))
+    nv.exec_lua("vim.lsp.completion.get()")
+    wait_for(lambda: nv.funcs.complete_info(["items"])["items"], timeout=60, what="the completion menu")
+    nv.input("<C-n>")
+    wait_for(lambda: nv.funcs.complete_info(["selected"])["selected"] == 0, what="the item selected")
+    assert nv.exec_lua("return require('local_copilot').is_visible()")  # both: the menu and ghost text
+    nv.input("<Tab>z")  # a key typed ahead lands after what the Tab inserts
+    wait_for(lambda: nv.current.buffer[:] == ACCEPTED_Z, what="the item inserted")
+    done = nv.exec_lua("return _G.done")
+    assert done["reason"] == "accept" and done["item"]["abbr"] == "run(a, b)", done  # by the menu
+
+
+def test_readme_tab_accepts_the_ghost_text_without_a_menu(tabbed: Any) -> None:
+    nv = tabbed
+    insert_at_end(nv, 2)
+    wait_ghost(nv, lambda t: t.startswith("run(a, b)"))
+    assert nv.funcs.pumvisible() == 0
+    nv.input("<Tab>z")
+    wait_for(lambda: nv.current.buffer[:] == ACCEPTED_Z, what="the ghost text inserted")
+    assert nv.exec_lua("return _G.done") is None  # no menu took part
+
+
+def test_readme_tab_inserts_a_tab_with_neither(tabbed: Any) -> None:
+    nv = tabbed
+    nv.exec_lua("require('local_copilot').disable()")  # no ghost text
+    nv.command("setlocal noexpandtab softtabstop=0")  # a Tab key inserts a tab character
+    insert_at_end(nv, 2)
+    nv.input("x<Tab>y")  # typed ahead: the Tab goes before the y
+    wait_for(lambda: nv.current.buffer[1] == "\tx\ty", what="a Tab typed in its place")
+    assert nv.funcs.pumvisible() == 0 and nv.api.get_mode()["mode"] == "i"
