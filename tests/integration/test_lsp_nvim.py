@@ -342,3 +342,73 @@ def test_readme_tab_inserts_a_tab_with_neither(tabbed: Any) -> None:
     nv.input("x<Tab>y")  # typed ahead: the Tab goes before the y
     wait_for(lambda: nv.current.buffer[1] == "\tx\ty", what="a Tab typed in its place")
     assert nv.funcs.pumvisible() == 0 and nv.api.get_mode()["mode"] == "i"
+
+
+# The menus' LSP sources, calling the client as they do (their sources read for this:
+# blink.cmp's lua/blink/cmp/sources/lsp/completion.lua and cmp-nvim-lsp's
+# lua/cmp_nvim_lsp/source.lua): position params in the client's offset encoding, the trigger
+# kind and character of the menu's context, and the previous request cancelled before the next.
+BLINK_LIKE = """
+local kind, char = ...
+local client = vim.lsp.get_clients({ name = 'local_copilot', bufnr = 0 })[1]
+local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
+params.context = { triggerKind = kind }
+if char ~= vim.NIL then params.context.triggerCharacter = char end
+_G.answers = _G.answers or {}
+local n = #_G.answers + 1
+_G.answers[n] = false
+if _G.last_id then client:cancel_request(_G.last_id) end
+local _, id = client:request('textDocument/completion', params, function(err, result)
+  -- as blink.cmp makes a response of it
+  _G.answers[n] = { err = err or vim.NIL, incomplete_forward = result ~= nil and (result.isIncomplete or false),
+                    items = result and (result.items or result) or {} }
+end)
+_G.last_id = id
+"""
+
+CMP_LIKE = """
+local kind, char = ...
+local client = vim.lsp.get_clients({ name = 'local_copilot', bufnr = 0 })[1]
+local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
+params.context = { triggerKind = kind, triggerCharacter = char ~= vim.NIL and char or nil }
+_G.answers = _G.answers or {}
+local n = #_G.answers + 1
+_G.answers[n] = false
+if _G.last_id then client.cancel_request(_G.last_id) end  -- cmp-nvim-lsp calls with a dot
+local _, id = client.request('textDocument/completion', params, function(a1, a2, a3)
+  -- the new handler signature (err, result), or the old one (err, method, result)
+  local result = a2 == 'textDocument/completion' and a3 or a2
+  _G.answers[n] = { err = a1 or vim.NIL, incomplete = result ~= nil and result.isIncomplete,
+                    items = result and (result.items or result) or {} }
+end)
+_G.last_id = id
+"""
+
+
+@pytest.mark.parametrize("source", ["blink", "cmp"])
+def test_the_menus_sources_get_items_in_byte_columns_and_cancel_the_last_request(
+        source: str, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], proxy: RecordingProxy,
+        tmp_path: Path) -> None:
+    nv = start(nvim_bin, manifest, nvim_env, proxy.url, tmp_path / "job.py", 'def main():\n\ts = "é" \n\treturn 0\n',
+               auto_trigger=False)
+    try:
+        call = BLINK_LIKE if source == "blink" else CMP_LIKE
+        assert nv.exec_lua("return vim.lsp.get_clients({ name = 'local_copilot' })[1].offset_encoding") == "utf-8"
+        line = nv.current.buffer[1]
+        nv.api.win_set_cursor(0, [2, len(line.encode())])
+        nv.input("a")  # Insert mode after the space, as a menu asks there
+        wait_for(lambda: nv.api.get_mode()["mode"] == "i", what="Insert mode")
+        nv.exec_lua(call, TRIGGER_CHARACTER, " ")
+        nv.exec_lua(call, INVOKED, None)  # the menu asked again: the first one is cancelled
+        # both answered: a request cancelled before the host began it too (it got no answer before)
+        answers = wait_for(lambda: (a := nv.exec_lua("return _G.answers")) and all(a) and a, timeout=60,
+                           what="both answers")
+        last = answers[1]
+        assert last["err"] is None and last["items"], answers
+        assert last.get("incomplete_forward", last.get("incomplete")) is True  # typing asks again
+        assert last["items"][0]["label"] == "run(a, b)"
+        # the column in bytes ("é" is 2 of them), the unit the client said it counts in
+        assert last["items"][0]["textEdit"]["range"]["start"] == {"line": 1, "character": len(line.encode())}
+        assert answers[0]["items"] == []  # cancelled: answered with nothing
+    finally:
+        nv.close()
