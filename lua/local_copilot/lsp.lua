@@ -23,7 +23,9 @@ local CAPABILITIES = {
   -- byte columns: the snapshot's own unit, so nothing is converted on either side
   positionEncoding = 'utf-8',
   textDocumentSync = { openClose = false, change = 0 },
-  completionProvider = { triggerCharacters = {}, resolveProvider = false },
+  -- where vim.lsp.completion's autotrigger (and the menus) open the menu by themselves: where
+  -- code goes on after a word, as minuet-ai's server declares (python/local_copilot/lsp/items.py)
+  completionProvider = { triggerCharacters = { '@', '.', '(', '[', ':', ' ' }, resolveProvider = false },
   inlineCompletionProvider = true,
 }
 

@@ -418,6 +418,9 @@ def test_neovim_client_items_typing_through_and_accepting_with_vim_lsp_completio
         neovim: Any, proxy: RecordingProxy, tmp_path: Path) -> None:
     nv = neovim
     cid = lsp_start(nv, tmp_path, tmp_path / "job.py", SOURCE, options(proxy.url))
+    # where a client opens the menu by itself (as the in-process server declares them)
+    caps = nv.exec_lua("return vim.lsp.get_client_by_id(...).server_capabilities.completionProvider", cid)
+    assert caps["triggerCharacters"] == ["@", ".", "(", "[", ":", " "], caps
     # (the cursor after the tab, as in Insert mode: Normal mode has no column past the tab)
     got = nv.exec_lua(REQUEST, INVOKED, 3, 1)
     assert got["isIncomplete"] is True and got["items"][0]["label"] == "run(a, b)", got

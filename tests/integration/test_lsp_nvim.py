@@ -9,7 +9,9 @@ vim.lsp.inline_completion is not installable either: `textDocument/inlineComplet
 through the 0.11 client's `request`.
 
 What a user would see: items with the phrase model's text, asked again as they type
-(isIncomplete), an accepted multi-line item at the cursor line's indentation, a private file
+(isIncomplete), an accepted multi-line item at the cursor line's indentation (a tab-indented
+one from the phrase model, and a three-line body at four spaces from a phrase model spelled in
+tokens, devtools/token_phrase_model.py, whose phrase may repeat characters), a private file
 that sends nothing (the recording proxy's requests), and ghost text and the menu at the same
 place costing one server request.
 """
@@ -22,10 +24,12 @@ from typing import Any
 
 import pytest
 
+from local_copilot.devtools.token_phrase_model import write_token_phrase_gguf
 from local_copilot.servers.llama_cpp import LlamaServer
 
 from ..fakes.recording_proxy import RecordingProxy
 from ..helpers import wait_for
+from ..launch import suite_options
 from .nvim_session import start_nvim, wait_ghost
 from .test_lsp import fills, generating, metric, processing
 
@@ -53,10 +57,11 @@ def proxy(phrase_server: LlamaServer) -> Iterator[RecordingProxy]:
     p.close()
 
 
-def start(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], url: str, path: Path, text: str) -> Any:
+def start(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], url: str, path: Path, text: str,
+          **more: Any) -> Any:
     path.write_text(text)
     opts = {"backends": {"llama.cpp": {"url": url, "endpoint": "infill"}}, "debounce_ms": 0, "lsp": True,
-            "warm_up": False}
+            "warm_up": False, **more}
     nv = start_nvim(nvim_bin, manifest, nvim_env, setup=opts)
     nv.command(f"edit {path}")
     wait_for(lambda: nv.exec_lua("local c = vim.lsp.get_clients({ name = 'local_copilot', bufnr = 0 })[1];"
@@ -94,20 +99,83 @@ def test_items_arrive_and_typing_through_asks_again(nvim: Any, proxy: RecordingP
     assert all(i["textEdit"]["range"]["start"] == {"line": 1, "character": 3} for i in typed["items"])
 
 
+def accept_first_item(nv: Any, row: int) -> list[Any]:
+    """At the end of line `row` (1-based) in Insert mode, open vim.lsp.completion's menu as a
+    user does (vim.lsp.completion.get(), as its <C-x><C-o>) and accept its first item
+    (<C-n><C-y>); the menu's items."""
+    cid = nv.exec_lua("return require('local_copilot.lsp').client_id()")
+    nv.command("set completeopt=menuone,noselect")
+    nv.exec_lua("vim.lsp.completion.enable(true, ..., 0, { autotrigger = false })", cid)
+    nv.api.win_set_cursor(0, [row, 0])
+    nv.input("A")
+    wait_for(lambda: nv.api.get_mode()["mode"] == "i", what="Insert mode")
+    nv.exec_lua("vim.lsp.completion.get()")
+    menu: list[Any] = wait_for(lambda: nv.funcs.complete_info(["items"])["items"], timeout=60,
+                               what="the completion menu")
+    nv.input("<C-n><C-y>")
+    return menu
+
+
 def test_accepting_through_vim_lsp_completion_keeps_the_indentation(nvim: Any) -> None:
-    cid = nvim.exec_lua("return require('local_copilot.lsp').client_id()")
-    nvim.command("set completeopt=menuone,noselect")
-    nvim.exec_lua("vim.lsp.completion.enable(true, ..., 0, { autotrigger = false })", cid)
-    nvim.api.win_set_cursor(0, [2, 0])
-    nvim.input("A")
-    wait_for(lambda: nvim.api.get_mode()["mode"] == "i", what="Insert mode")
-    nvim.exec_lua("vim.lsp.completion.get()")
-    menu = wait_for(lambda: nvim.funcs.complete_info(["items"])["items"], timeout=60, what="the completion menu")
+    menu = accept_first_item(nvim, 2)
     assert menu[0]["abbr"] == "run(a, b)" and len(menu) <= 3, menu
-    nvim.input("<C-n><C-y>")
     # every later line at the cursor line's indentation
     want = ["def main():", "\trun(a, b)", "\tok", "\treturn 0"]
     wait_for(lambda: nvim.current.buffer[:4] == want, what="the item inserted")
+
+
+def test_autotrigger_opens_the_menu_by_itself_after_a_space_not_inside_a_word(
+        nvim_bin: str, manifest: Path, nvim_env: dict[str, str], proxy: RecordingProxy, tmp_path: Path) -> None:
+    """vim.lsp.completion with `autotrigger` asks the server only after its trigger characters:
+    typing a word asks nothing; the space after it opens the menu with the suggestion. (Ghost
+    text only on request here, so every request the model server gets is the menu's.)"""
+    nv = start(nvim_bin, manifest, nvim_env, proxy.url, tmp_path / "job.py", "def main():\n\t\n\treturn 0\n",
+               auto_trigger=False)
+    try:
+        cid = nv.exec_lua("return require('local_copilot.lsp').client_id()")
+        nv.command("set completeopt=menuone,noselect")
+        nv.exec_lua("vim.lsp.completion.enable(true, ..., 0, { autotrigger = true })", cid)
+        nv.api.win_set_cursor(0, [2, 0])
+        nv.input("A")
+        wait_for(lambda: nv.api.get_mode()["mode"] == "i", what="Insert mode")
+        nv.input("xy")
+        wait_for(lambda: nv.current.line == "\txy", what="the keys typed")
+        nv.input(" ")
+        menu = wait_for(lambda: nv.funcs.complete_info(["items"])["items"], timeout=60, what="the menu opened")
+        assert [m["abbr"] for m in menu] == ["run(a, b)"], menu  # a trigger character: one item
+        # one request, at the space: none for the word's letters
+        assert [b["prompt"] for b in fills(proxy)] == ["\txy "], fills(proxy)
+    finally:
+        nv.close()
+
+
+# A model that writes a three-line body at an indentation of four spaces: its phrase is spelled
+# in tokens (the tiny phrase model spells each character once, so it writes no two line ends)
+BODY = ["a", " = 1", "\n", "    ", "b", " = 2", "\n    ", "print(a, b)"]
+
+
+@pytest.fixture(scope="module")
+def body_server(llama_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    d = tmp_path_factory.mktemp("body")
+    model = write_token_phrase_gguf(d / "body.gguf", BODY)
+    with LlamaServer.for_model(model, binary=llama_bin, log_file=d / "server.log", options=suite_options()) as server:
+        yield server
+
+
+def test_a_function_body_at_indent_4_accepted_through_vim_lsp_completion_lands_at_its_indentation(
+        nvim_bin: str, manifest: Path, nvim_env: dict[str, str], body_server: LlamaServer, tmp_path: Path) -> None:
+    """The issue's case: a three-line Python function body at indent 4, accepted through
+    vim.lsp.completion with the cursor on an indented line."""
+    nv = start(nvim_bin, manifest, nvim_env, body_server.url, tmp_path / "body.py", "def main():\n    \n    return 0\n")
+    try:
+        assert nv.exec_lua("return { vim.bo.expandtab, vim.bo.shiftwidth }") == [True, 4]  # Python's ftplugin
+        menu = accept_first_item(nv, 2)
+        assert menu[0]["abbr"] == "a = 1", menu
+        want = ["def main():", "    a = 1", "    b = 2", "    print(a, b)", "    return 0"]
+        wait_for(lambda: nv.current.buffer[:] == want, what="the item inserted")
+        assert nv.api.win_get_cursor(0) == [4, len("    print(a, b)")]  # after the inserted text
+    finally:
+        nv.close()
 
 
 def test_ghost_text_and_the_menu_at_one_place_cost_one_server_request(nvim: Any, proxy: RecordingProxy) -> None:
@@ -175,5 +243,172 @@ def test_a_cancelled_or_superseded_request_stops_the_servers_generation(
         wait_for(lambda: not processing(llama_server.url), what="the generation stopped")
         generated = metric(llama_server.url, "tokens_predicted_total") - before
         assert 0 < generated < LONG / 2, generated
+    finally:
+        nv.close()
+
+
+def test_a_first_request_before_the_host_has_the_options_is_answered(nvim_bin: str, manifest: Path,
+                                                                      nvim_env: dict[str, str],
+                                                                      proxy: RecordingProxy, tmp_path: Path) -> None:
+    """The options reach the host a moment after the first request: on the worker's own
+    channel while the request goes on the host's, a race the host must not lose (here made
+    sure by holding them back)."""
+    nv = start(nvim_bin, manifest, nvim_env, proxy.url, tmp_path / "job.py", "def main():\n\t\n\treturn 0\n")
+    try:
+        # the host started by something else (a sync call, as `:LocalCopilot status` starts it)
+        wait_for(lambda: nv.call("LocalCopilotCall", "debug_state")["channel"], what="the worker's own channel")
+        assert nv.call("LocalCopilotCall", "status")["backend"] is None  # no options yet
+        # the request at once, its options held back for 300 ms
+        nv.exec_lua("""
+            local config, host = require('local_copilot.config'), require('local_copilot.host')
+            local unsent = config.unsent
+            config.unsent = function() return nil end
+            local ok, err = pcall(loadstring(...), 2, 1, 1)  -- TRIGGER_CHARACTER at (1, 1)
+            config.unsent = unsent
+            assert(ok, err)
+            vim.defer_fn(function() host.emit('config', config.unsent()) end, 300)
+        """, REQUEST)
+        got = wait_for(lambda: nv.exec_lua("return _G.lsp_answer"), timeout=60, what="the answer")
+        assert [i["label"] for i in got["result"]["items"]] == ["run(a, b)"], got
+        assert len(fills(proxy)) == 1
+    finally:
+        nv.close()
+
+
+def readme_tab_mapping() -> str:
+    """The README's `<Tab>` for the built-in menu, exactly as written there."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("`<Tab>` when both the menu and ghost text may be visible", 1)[1]
+    block = block.split("```lua\n", 1)[1].split("```", 1)[0]
+    return block.split("-- blink.cmp", 1)[0]
+
+
+@pytest.fixture()
+def tabbed(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], proxy: RecordingProxy, tmp_path: Path
+           ) -> Iterator[Any]:
+    """The README's <Tab> mapping loaded as written, ghost text kept during completion."""
+    nv = start(nvim_bin, manifest, nvim_env, proxy.url, tmp_path / "job.py", "def main():\n\t\n\treturn 0\n",
+               hide_during_completion=False)
+    nv.exec_lua(readme_tab_mapping())
+    # which menu item was accepted, if any
+    nv.exec_lua("vim.api.nvim_create_autocmd('CompleteDone', { callback = function()"
+                " _G.done = { item = vim.v.completed_item, reason = vim.v.event.reason } end })")
+    nv.command("set completeopt=menuone,noselect")
+    yield nv
+    nv.close()
+
+
+def insert_at_end(nv: Any, row: int) -> None:
+    nv.api.win_set_cursor(0, [row, 0])
+    nv.input("A")
+    wait_for(lambda: nv.api.get_mode()["mode"] == "i", what="Insert mode")
+
+
+ACCEPTED_Z = ["def main():", "\trun(a, b)", "\tokz", "\treturn 0"]
+
+
+def test_readme_tab_accepts_a_selected_menu_item_over_the_ghost_text(tabbed: Any) -> None:
+    nv = tabbed
+    cid = nv.exec_lua("return require('local_copilot.lsp').client_id()")
+    nv.exec_lua("vim.lsp.completion.enable(true, ..., 0, { autotrigger = false })", cid)
+    insert_at_end(nv, 2)
+    wait_ghost(nv, lambda t: t.startswith("run(a, b)"))
+    nv.exec_lua("vim.lsp.completion.get()")
+    wait_for(lambda: nv.funcs.complete_info(["items"])["items"], timeout=60, what="the completion menu")
+    nv.input("<C-n>")
+    wait_for(lambda: nv.funcs.complete_info(["selected"])["selected"] == 0, what="the item selected")
+    assert nv.exec_lua("return require('local_copilot').is_visible()")  # both: the menu and ghost text
+    nv.input("<Tab>z")  # a key typed ahead lands after what the Tab inserts
+    wait_for(lambda: nv.current.buffer[:] == ACCEPTED_Z, what="the item inserted")
+    done = nv.exec_lua("return _G.done")
+    assert done["reason"] == "accept" and done["item"]["abbr"] == "run(a, b)", done  # by the menu
+
+
+def test_readme_tab_accepts_the_ghost_text_without_a_menu(tabbed: Any) -> None:
+    nv = tabbed
+    insert_at_end(nv, 2)
+    wait_ghost(nv, lambda t: t.startswith("run(a, b)"))
+    assert nv.funcs.pumvisible() == 0
+    nv.input("<Tab>z")
+    wait_for(lambda: nv.current.buffer[:] == ACCEPTED_Z, what="the ghost text inserted")
+    assert nv.exec_lua("return _G.done") is None  # no menu took part
+
+
+def test_readme_tab_inserts_a_tab_with_neither(tabbed: Any) -> None:
+    nv = tabbed
+    nv.exec_lua("require('local_copilot').disable()")  # no ghost text
+    nv.command("setlocal noexpandtab softtabstop=0")  # a Tab key inserts a tab character
+    insert_at_end(nv, 2)
+    nv.input("x<Tab>y")  # typed ahead: the Tab goes before the y
+    wait_for(lambda: nv.current.buffer[1] == "\tx\ty", what="a Tab typed in its place")
+    assert nv.funcs.pumvisible() == 0 and nv.api.get_mode()["mode"] == "i"
+
+
+# The menus' LSP sources, calling the client as they do (their sources read for this:
+# blink.cmp's lua/blink/cmp/sources/lsp/completion.lua and cmp-nvim-lsp's
+# lua/cmp_nvim_lsp/source.lua): position params in the client's offset encoding, the trigger
+# kind and character of the menu's context, and the previous request cancelled before the next.
+BLINK_LIKE = """
+local kind, char = ...
+local client = vim.lsp.get_clients({ name = 'local_copilot', bufnr = 0 })[1]
+local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
+params.context = { triggerKind = kind }
+if char ~= vim.NIL then params.context.triggerCharacter = char end
+_G.answers = _G.answers or {}
+local n = #_G.answers + 1
+_G.answers[n] = false
+if _G.last_id then client:cancel_request(_G.last_id) end
+local _, id = client:request('textDocument/completion', params, function(err, result)
+  -- as blink.cmp makes a response of it
+  _G.answers[n] = { err = err or vim.NIL, incomplete_forward = result ~= nil and (result.isIncomplete or false),
+                    items = result and (result.items or result) or {} }
+end)
+_G.last_id = id
+"""
+
+CMP_LIKE = """
+local kind, char = ...
+local client = vim.lsp.get_clients({ name = 'local_copilot', bufnr = 0 })[1]
+local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
+params.context = { triggerKind = kind, triggerCharacter = char ~= vim.NIL and char or nil }
+_G.answers = _G.answers or {}
+local n = #_G.answers + 1
+_G.answers[n] = false
+if _G.last_id then client.cancel_request(_G.last_id) end  -- cmp-nvim-lsp calls with a dot
+local _, id = client.request('textDocument/completion', params, function(a1, a2, a3)
+  -- the new handler signature (err, result), or the old one (err, method, result)
+  local result = a2 == 'textDocument/completion' and a3 or a2
+  _G.answers[n] = { err = a1 or vim.NIL, incomplete = result ~= nil and result.isIncomplete,
+                    items = result and (result.items or result) or {} }
+end)
+_G.last_id = id
+"""
+
+
+@pytest.mark.parametrize("source", ["blink", "cmp"])
+def test_the_menus_sources_get_items_in_byte_columns_and_cancel_the_last_request(
+        source: str, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], proxy: RecordingProxy,
+        tmp_path: Path) -> None:
+    nv = start(nvim_bin, manifest, nvim_env, proxy.url, tmp_path / "job.py", 'def main():\n\ts = "é" \n\treturn 0\n',
+               auto_trigger=False)
+    try:
+        call = BLINK_LIKE if source == "blink" else CMP_LIKE
+        assert nv.exec_lua("return vim.lsp.get_clients({ name = 'local_copilot' })[1].offset_encoding") == "utf-8"
+        line = nv.current.buffer[1]
+        nv.api.win_set_cursor(0, [2, len(line.encode())])
+        nv.input("a")  # Insert mode after the space, as a menu asks there
+        wait_for(lambda: nv.api.get_mode()["mode"] == "i", what="Insert mode")
+        nv.exec_lua(call, TRIGGER_CHARACTER, " ")
+        nv.exec_lua(call, INVOKED, None)  # the menu asked again: the first one is cancelled
+        # both answered: a request cancelled before the host began it too (it got no answer before)
+        answers = wait_for(lambda: (a := nv.exec_lua("return _G.answers")) and all(a) and a, timeout=60,
+                           what="both answers")
+        last = answers[1]
+        assert last["err"] is None and last["items"], answers
+        assert last.get("incomplete_forward", last.get("incomplete")) is True  # typing asks again
+        assert last["items"][0]["label"] == "run(a, b)"
+        # the column in bytes ("é" is 2 of them), the unit the client said it counts in
+        assert last["items"][0]["textEdit"]["range"]["start"] == {"line": 1, "character": len(line.encode())}
+        assert answers[0]["items"] == []  # cancelled: answered with nothing
     finally:
         nv.close()

@@ -20,9 +20,18 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-__all__ = ["completion_list", "inline_list", "label", "relative_indent", "snippet_text"]
+__all__ = ["TRIGGER_CHARACTERS", "completion_list", "inline_list", "label", "relative_indent", "snippet_text"]
 
 DETAIL = "local-copilot"
+
+# The characters after which a client opens the menu by itself (Neovim's vim.lsp.completion
+# with `autotrigger` opens it on these only; blink.cmp and nvim-cmp on these as well as on
+# keyword characters). Where a word or an expression ends and code goes on: a space, a member
+# access, an opened call or index, a `:` (a block, a type, a key) and a decorator's `@`, the
+# set minuet-ai's language server declares, so a user of the peer finds it where they expect.
+# Not inside a word: there a suggestion is the ghost text's, and the menu holds the identifier
+# completions of the other servers. Lua's copy is in lua/local_copilot/lsp.lua.
+TRIGGER_CHARACTERS = ["@", ".", "(", "[", ":", " "]
 
 
 def label(text: str) -> str:

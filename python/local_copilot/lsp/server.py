@@ -40,7 +40,7 @@ from ..log import log, setup_logging
 from ..servers.backend_manager import BackendManager
 from ..updates import Notice, PrivacyVerdict, Update
 from .documents import Documents, Spot, split_lines
-from .items import completion_list, inline_list
+from .items import TRIGGER_CHARACTERS, completion_list, inline_list
 from .options import read_options
 from .suggest import MAX_ITEMS, suggestions
 from .typed import Shown
@@ -129,7 +129,8 @@ class CompletionServer:
         feature(types.INITIALIZE)(_handler(self.initialize))
         feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(_handler(self.change_configuration))
         feature(types.TEXT_DOCUMENT_DID_CLOSE)(_handler(self.did_close))
-        feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions())(_handler(self.completion))
+        feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=TRIGGER_CHARACTERS))(
+            _handler(self.completion))
         feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())(
             _handler(self.inline_completion))
         feature(types.SHUTDOWN)(_handler(self.shutdown))

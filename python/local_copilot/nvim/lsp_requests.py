@@ -5,25 +5,35 @@ by lsp/items.py, as the stdio server does.
 Lua sends each request with the snapshot it took of the buffer (the same fields as a ghost-text
 snapshot) and gets the answer as an `LspAnswer` update. A newer request of the same buffer, or
 Lua's `$/cancelRequest`, cancels the one still running (and with it its server request).
+
+A request may reach the host before its options: Lua sends the options first, but on the
+worker's own channel once it is connected, while requests go on the host's channel (a host
+started by a sync call, such as `:LocalCopilot status`, has had none). A request waits for them,
+up to OPTIONS_WAIT_S, and is then answered as any other.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 import msgspec
 from lsprotocol import converters, types
 
 from ..core import Core
+from ..log import log
 from ..lsp.items import completion_list, inline_list
 from ..lsp.suggest import suggestions
 from ..snapshot import Snapshot
 from ..updates import Editor, LspAnswer
 
-__all__ = ["LspRequest", "LspRequests"]
+__all__ = ["OPTIONS_WAIT_S", "LspRequest", "LspRequests"]
 
 _CONVERTER = converters.get_converter()
+
+OPTIONS_WAIT_S = 5.0
+_OPTIONS_POLL_S = 0.01  # the core has no signal for new options; the wait looks this often
 
 
 class LspRequest(msgspec.Struct, kw_only=True):
@@ -40,7 +50,8 @@ class LspRequest(msgspec.Struct, kw_only=True):
 
 
 class LspRequests:
-    """The requests running, one per buffer (a newer one supersedes it)."""
+    """The requests running, one per buffer (a newer one supersedes it); each is answered
+    once, when its task ends."""
 
     def __init__(self, core: Core, editor: Editor) -> None:
         self.core = core
@@ -58,6 +69,7 @@ class LspRequests:
         if old is not None:
             old[1].cancel()
         task = asyncio.get_running_loop().create_task(self._run(req, snap))
+        task.add_done_callback(functools.partial(self._ended, req.id, snap.buf))
         self.running[snap.buf] = (req.id, task)
 
     def cancel(self, req_id: int) -> None:
@@ -66,26 +78,37 @@ class LspRequests:
                 del self.running[buf]
                 task.cancel()
 
-    async def _run(self, req: LspRequest, snap: Snapshot) -> None:
+    async def _run(self, req: LspRequest, snap: Snapshot) -> Any:
+        await self._options()
+        texts = await suggestions(self.core, snap, req.invoked)
+        position = types.Position(line=req.line, character=req.character)
+        if req.method == "inline":
+            return _CONVERTER.unstructure(inline_list(texts, position))
+        # Neovim's client takes snippets and puts the cursor line's indentation before later
+        # lines of one (vim.snippet): the text goes relative to it
+        return _CONVERTER.unstructure(completion_list(texts, position, indent=req.indent, language=snap.ft,
+                                                      snippets=True, adjusts=True))
+
+    def _ended(self, req_id: int, buf: int, task: asyncio.Task[Any]) -> None:
+        """Every request is answered once its task ends, however it ends: the client waits on
+        it (a request cancelled before its task ran, or a bug in it, gets nothing to offer)."""
+        if self.running.get(buf, (None,))[0] == req_id:
+            del self.running[buf]
         result: Any = None
-        try:
-            texts = await suggestions(self.core, snap, req.invoked)
-            position = types.Position(line=req.line, character=req.character)
-            lang = snap.ft
-            if req.method == "inline":
-                result = _CONVERTER.unstructure(inline_list(texts, position))
+        if not task.cancelled():
+            exc = task.exception()
+            if exc is None:
+                result = task.result()
             else:
-                # Neovim's client takes snippets and puts the cursor line's indentation before
-                # later lines of one (vim.snippet): the text goes relative to it
-                result = _CONVERTER.unstructure(completion_list(texts, position, indent=req.indent, language=lang,
-                                                                snippets=True, adjusts=True))
-        except asyncio.CancelledError:
-            self._answer(req.id, None)  # the client still waits on an answer
-            raise
-        finally:
-            if self.running.get(snap.buf, (None,))[0] == req.id:
-                del self.running[snap.buf]
-        self._answer(req.id, result)
+                log.error("language server request %s failed", req_id, exc_info=exc)
+        self._answer(req_id, result)
+
+    async def _options(self) -> None:
+        """Until the core has options, OPTIONS_WAIT_S at most (bad options leave it without)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + OPTIONS_WAIT_S
+        while self.core.config is None and loop.time() < deadline:
+            await asyncio.sleep(_OPTIONS_POLL_S)
 
     def _answer(self, req_id: int, result: Any) -> None:
         self.answered += 1

@@ -230,8 +230,9 @@ class LocalCopilotPlugin:
         except msgspec.ValidationError as exc:
             log.warning("dropped a language server request from Lua: %s", exc)
             return
-        if self.config is None:
+        if self.config_error is not None:
             req = msgspec.structs.replace(req, snapshot=None)  # bad options: said when they came
+        # no options yet: they may be on their way on the worker's channel (lsp_requests.py)
         running.worker.call(running.lsp.request, req)
 
     @pynvim.function("LocalCopilotEvent", sync=False)
