@@ -412,3 +412,27 @@ def test_the_menus_sources_get_items_in_byte_columns_and_cancel_the_last_request
         assert answers[0]["items"] == []  # cancelled: answered with nothing
     finally:
         nv.close()
+
+
+def test_the_menu_where_ghost_text_has_its_first_part_gets_the_whole_from_one_continuation(
+        nvim_bin: str, manifest: Path, nvim_env: dict[str, str], proxy: RecordingProxy, tmp_path: Path) -> None:
+    # the server's own FIM prompt (not /infill), so a first part can be continued. (Which of
+    # the two continues first is a race here; tests/unit/test_engine_staged.py forces each order.)
+    nv = start(nvim_bin, manifest, nvim_env, proxy.url, tmp_path / "job.py", "def main():\n\nreturn 0\n",
+               backends={"llama.cpp": {"url": proxy.url}}, n_predict_first=2, speculative=False)
+    try:
+        nv.api.win_set_cursor(0, [2, 0])
+        nv.input("A")
+        first = wait_ghost(nv)
+        assert "run(a, b)".startswith(first) and first != "run(a, b)", first  # a first part
+        # the menu at once: it is answered with the whole suggestion, not the first part ...
+        got = ask(nv, TRIGGER_CHARACTER, 1, 1)
+        assert [i["label"] for i in got["items"]] == ["run(a, b)"], got
+        # ... and ghost text, continued once the user pauses, shows the same whole
+        wait_ghost(nv, lambda t: t.startswith("run(a, b)") and "\n" in t)
+        wait_for(lambda: nv.call("LocalCopilotCall", "debug_state")["tasks"] == 0, what="the host idle")
+        rests = [b for b in fills(proxy) if b.get("n_predict", 0) > 2]
+        # one continuation wrote the rest for both
+        assert len(rests) == 1, [(b.get("n_predict"), str(b.get("prompt", ""))[-40:]) for b in fills(proxy)]
+    finally:
+        nv.close()

@@ -423,3 +423,30 @@ async def test_every_buffers_latest_snapshot_gets_its_final_suggestion(fake: Any
     for buf, last in latest.items():
         await wait_until(lambda: any(p.final and p.seq == last and p.buf == buf for p in editor.plans), timeout=5)
     await engine.close()
+
+
+@pytest.mark.parametrize("menu_first", [True, False], ids=["menu-first", "ghost-first"])
+async def test_the_menu_and_ghost_text_share_one_continuation_of_a_first_part(fake: Any, menu_first: bool) -> None:
+    from local_copilot.lsp.suggest import suggestions
+
+    server = fake(honouring(30, delay=0.02))  # the rest takes ~0.4 s to write
+    editor = RecordingEditor()
+    engine = Core(editor)
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url, "fim_template": "qwen"}}, "speculative": False,
+                                  "n_predict": 64, "n_predict_first": 8}))
+    s = snap(1)
+    if menu_first:
+        # the first part alone, as ghost text asks it, without its pause (no continuation yet)
+        await engine.pipeline.complete(s, Engine.FIRST)
+        menu = asyncio.ensure_future(suggestions(engine, s, invoked=False))
+        await wait_until(lambda: len(infills(server)) == 2)  # the menu's continuation is running
+        engine.ghost.submit(s)  # ghost text at the same place: its first part is cached, its rest joins
+    else:
+        engine.ghost.submit(s)
+        await wait_until(lambda: len(infills(server)) == 2)  # ghost text's continuation is running
+        menu = asyncio.ensure_future(suggestions(engine, s, invoked=False))
+    assert await asyncio.wait_for(menu, 5) == ["t" * 30]  # the whole suggestion, not the first part
+    await wait_until(lambda: any(p.final for p in editor.plans))
+    assert editor.plans[-1].text == "t" * 30
+    # the rest was written once, for both
+    assert [b["n_predict"] for b in infills(server)] == [8, 56]

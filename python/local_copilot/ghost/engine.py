@@ -269,14 +269,11 @@ class Engine:
     async def _rest(self, state: BufferState, snap: Snapshot, first: Completion, gen: int) -> None:
         """The rest of a suggestion after its first part, once the user paused."""
         drawer = _Drawer(self.editor, snap, self.PARTIAL_FRAME_S, shown=first.text)
-        cfg = self.config
-        assert cfg is not None
         try:
             self.stats.count("continuations")
             state.unanswered = True
             answered = partial(_answered, state)
-            rest = cfg.n_predict - (first.sent.n_predict if first.sent is not None else cfg.n_predict_first)
-            ask = Ask(n_predict=rest, whole_within_s=self.WHOLE_ANSWER_S)
+            ask = Ask(whole_within_s=self.WHOLE_ANSWER_S)  # (the rest of n_predict: the pipeline knows)
             out = await self.pipeline.complete(snap, ask, after=first, on_text=drawer.on_text, on_answer=answered)
             if out.stop == "error":  # broken half-way: the part shown is not to be accepted
                 self.editor.update(Render(plan=plan(snap, [""], final=True)))

@@ -2,7 +2,8 @@
 stdio one (server.py, any editor) and Neovim's in-process one (nvim/plugin.py, lsp.lua).
 
 One asks the pipeline as ghost text does (so a place ghost text already asked for is answered
-from the cache, no second request), and for an invoked request (the user asked for the menu)
+from the cache, no second request; where ghost text has only its first part, from the same
+continuation ghost text runs), and for an invoked request (the user asked for the menu)
 alternatives are sampled too, up to MAX_ITEMS in all.
 """
 
@@ -30,6 +31,10 @@ async def suggestions(core: Core, snap: Snapshot, invoked: bool, have: list[str]
     texts = list(have or [])
     if not texts:
         out = await pipeline.complete(snap)
+        if out.continuable:
+            # the cache held ghost text's first part: the rest, from the continuation ghost
+            # text runs or ran (the pipeline writes it once for both)
+            out = await pipeline.complete(snap, after=out)
         if out.stop == "error":
             return []  # said once per episode; alternatives would ask the same server
         if out.text:

@@ -88,6 +88,8 @@ class Pipeline:
         self.backend: Backend | None = None  # the entry that answers now
         self.chain: Chain | None = None  # the entries to fall back on, when the user named any
         self._entries: list[Backend] = []  # every backend configured (closed together)
+        # continuations running, by first part (the cache key and the first part's model text)
+        self._continuing: dict[tuple[str, str], asyncio.Future[Completion]] = {}
 
     def configure(self, cfg: Config, backend: Backend, fallbacks: Sequence[tuple[str, Backend]] = ()) -> None:
         """The active entry's `backend`, and the `fallback` entries' in order (the pipeline
@@ -131,13 +133,7 @@ class Pipeline:
         backend, cfg = self.backend, self.config
         assert backend is not None and cfg is not None, "complete() before configure()"
         if after is not None:
-            prep = after.prepared
-            assert prep is not None
-            req = self._in_slot(self._request(prep.req, ask, middle=prep.req.middle + after.raw), prep.snap.buf)
-            out = await self.reader.read(prep, req, on_text=on_text, on_answer=on_answer, base_raw=after.raw,
-                                         quiet=ask.quiet)
-            self._keep(prep, out, ask, continued=True)
-            return out
+            return await self._continue(after, ask, on_text, on_answer)
         chain = self.chain
         if chain is None or ask.quiet:
             return await self._on(backend, cfg, snap, ask, on_text, on_answer)
@@ -157,6 +153,49 @@ class Pipeline:
             self.stats.count("errors")
             self.stats.count("fallbacks")
             chain.fall_back(_why(out.error, chain.after_s))
+
+    async def _continue(self, after: Completion, ask: Ask, on_text: Callable[[str], None] | None,
+                        on_answer: Callable[[], None] | None) -> Completion:
+        """The rest of `after`, a first part. Ghost text continues it once the user pauses and
+        a completion menu asked at the same place continues it too: one continuation serves
+        both (a second caller waits for the one running, or takes the whole text the cache kept
+        of one that ended), so the server writes the rest once. A caller that joins gets the
+        whole answer at its end, not its partial texts."""
+        prep = after.prepared
+        assert prep is not None
+        if ask.cached and self.config is not None and self.config.reuse:
+            whole = self.cache.get(prep.key)
+            if (whole is not None and not self.cache.is_partial(prep.key) and whole.startswith(after.text)
+                    and whole != after.text):
+                return Completion(whole, whole, "end", prepared=prep, cached=True)
+        if ask.n_predict is None and self.config is not None:
+            # the rest of n_predict, after the first part's (a cached one says no request)
+            cfg = self.config
+            ask = msgspec.structs.replace(
+                ask, n_predict=cfg.n_predict - (after.sent.n_predict if after.sent is not None else cfg.n_predict_first))
+        key = (prep.key, after.raw)
+        running = self._continuing.get(key)
+        if running is not None:
+            try:
+                return await asyncio.shield(running)
+            except asyncio.CancelledError:
+                if not running.cancelled():
+                    raise  # this caller was cancelled
+                # the one it waited for was cancelled (its user typed on): ask for it here
+        ours: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
+        self._continuing[key] = ours
+        try:
+            req = self._in_slot(self._request(prep.req, ask, middle=prep.req.middle + after.raw), prep.snap.buf)
+            out = await self.reader.read(prep, req, on_text=on_text, on_answer=on_answer, base_raw=after.raw,
+                                         quiet=ask.quiet)
+            self._keep(prep, out, ask, continued=True)
+            ours.set_result(out)
+            return out
+        finally:
+            if not ours.done():
+                ours.cancel()
+            if self._continuing.get(key) is ours:
+                del self._continuing[key]
 
     async def _within(self, chain: Chain, cfg: Config, snap: Snapshot, ask: Ask,
                       on_text: Callable[[str], None] | None, on_answer: Callable[[], None] | None) -> Completion:
