@@ -22,13 +22,15 @@ lua/local_copilot/lsp.lua) answered by the plugin's Python host: the time from
 line; and "after ghost text": the menu asked where ghost text was just shown, from the same
 generation).
 
-Each prints p50/p90 over N requests (ms).
+Each prints p50/p90 over N requests (ms). `--show` prints the first timed request with items and its
+answer of each client as JSON (a session's exchange, for a note or a bug report).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 import sysconfig
@@ -58,7 +60,12 @@ def code_lines(text: str, n: int) -> list[int]:
     return rows[step::step][:n]
 
 
-async def run(url: str, n: int, n_predict: int | None, workdir: Path) -> dict[str, list[float]]:
+def show(client: str, request: object, answer: object) -> None:
+    print(f"--- {client}: request\n{json.dumps(request, indent=1, ensure_ascii=False)}\n--- answer\n"
+          f"{json.dumps(answer, indent=1, ensure_ascii=False)}", flush=True)
+
+
+async def run(url: str, n: int, n_predict: int | None, workdir: Path, shown: bool = False) -> dict[str, list[float]]:
     client = LanguageClient("lsp-latency", "1")
     env = {**os.environ, "PYTHONPATH": str(H.REPO / "python"), "LOCAL_COPILOT_LOG_DIR": str(workdir / "log"),
            "XDG_CONFIG_HOME": str(workdir / "config")}
@@ -84,9 +91,14 @@ async def run(url: str, n: int, n_predict: int | None, workdir: Path) -> dict[st
     for i, row in enumerate(rows[:n]):
         at = T.Position(row, len(lines[row]))
         t0 = time.perf_counter()
-        got = await client.text_document_completion_async(T.CompletionParams(doc, at, context=auto))
+        params = T.CompletionParams(doc, at, context=auto)
+        got = await client.text_document_completion_async(params)
         times["new place"].append((time.perf_counter() - t0) * 1000)
         items = got.items if isinstance(got, T.CompletionList) else got or []
+        if shown and items:
+            shown = False
+            conv = client.protocol._converter  # pygls' own cattrs converter: the wire's JSON
+            show("local-copilot lsp (pygls client, stdio)", conv.unstructure(params), conv.unstructure(got))
         if not items:
             H.log(f"request {i}: no items at row {row}")
             continue
@@ -128,12 +140,13 @@ local t0 = vim.uv.hrtime()
 local params = { textDocument = vim.lsp.util.make_text_document_params(0),
                  position = { line = row, character = col }, context = { triggerKind = kind } }
 client:request('textDocument/completion', params, function(_, result)
-  _G.bench_ms = { ms = (vim.uv.hrtime() - t0) / 1e6, n = result and #result.items or 0 }
+  _G.bench_ms = { ms = (vim.uv.hrtime() - t0) / 1e6, n = result and #result.items or 0,
+                  params = params, result = result or vim.NIL }
 end, 0)
 """
 
 
-def run_nvim(url: str, n: int, n_predict: int | None, workdir: Path) -> dict[str, list[float]]:
+def run_nvim(url: str, n: int, n_predict: int | None, workdir: Path, shown: bool = False) -> dict[str, list[float]]:
     """The in-process server of Neovim's own client: request -> handler, timed in Neovim."""
     nvim_bin = H.nvim_binary()
     manifest = H.make_manifest(nvim_bin, workdir)
@@ -149,18 +162,22 @@ def run_nvim(url: str, n: int, n_predict: int | None, workdir: Path) -> dict[str
                                    " return c ~= nil and c.initialized"), what="the client")
     lines = SOURCE.read_text().split("\n")
 
-    def ask(row: int, kind: int = 3) -> float:
+    def ask(row: int, kind: int = 3, show_it: bool = False) -> float:
         nv.exec_lua(NVIM_REQUEST, row, len(lines[row].encode()), kind)
         got = H.wait_for(lambda: nv.exec_lua("return _G.bench_ms"), timeout=60, interval=0.001, what="items")
         if not got["n"]:
             H.log(f"no items at row {row}")
+        if show_it and got["n"]:
+            show("Neovim's client, lsp = true (client:request, as blink.cmp and cmp-nvim-lsp ask)",
+                 got["params"], got["result"])
         return float(got["ms"])
 
     times: dict[str, list[float]] = {"new place": [], "next line": [], "after ghost text": []}
     ask(0)  # the probe: not timed
     rows = code_lines(SOURCE.read_text(), 2 * n)
     for row in rows[:n]:
-        times["new place"].append(ask(row))
+        times["new place"].append(ask(row, show_it=shown))
+        shown = shown and not nv.exec_lua("return _G.bench_ms.n > 0")
     for row in range(rows[n], min(rows[n] + n, len(lines))):
         times["next line"].append(ask(row))
     for row in rows[n + 1:]:
@@ -189,6 +206,7 @@ def main() -> int:
     ap.add_argument("--real-shape", action="store_true", help="the real-size model instead of the tiny one")
     ap.add_argument("--n-predict", type=int, help="tokens a suggestion may have (default: the plugin's n_predict)")
     ap.add_argument("--nvim", action="store_true", help="Neovim's client of the in-process server (lsp = true)")
+    ap.add_argument("--show", action="store_true", help="print the first timed request and its answer (JSON)")
     args = ap.parse_args()
     binary = find_llama_server()
     if not binary:
@@ -203,9 +221,9 @@ def main() -> int:
         with LlamaServer.for_model(model, binary=binary, log_file=workdir / "llama-server.log",
                                    options=options) as server:
             if args.nvim:
-                times = run_nvim(server.url, args.n, args.n_predict, workdir)
+                times = run_nvim(server.url, args.n, args.n_predict, workdir, args.show)
             else:
-                times = asyncio.run(run(server.url, args.n, args.n_predict, workdir))
+                times = asyncio.run(run(server.url, args.n, args.n_predict, workdir, args.show))
     what = "Neovim's client, lsp = true" if args.nvim else "local-copilot lsp"
     print(f"{what}, {'real-shape (Qwen2.5-Coder-0.5B)' if args.real_shape else 'tiny phrase'} model, "
           f"request -> items (ms):")
