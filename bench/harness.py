@@ -47,8 +47,13 @@ def pct(values: list[float], p: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
+# one client for the bench's polls of the server: httpx.get() builds a client, and its TLS
+# context (~25 ms of CPU), per call, and settle() polls every few ms beside the editors measured
+HTTP = httpx.Client(timeout=5, trust_env=False)
+
+
 def server_idle(url: str) -> bool:
-    slots = httpx.get(url + "/slots", timeout=5, trust_env=False).json()
+    slots = HTTP.get(url + "/slots").json()
     return not any(s.get("is_processing") for s in slots)
 
 
@@ -94,7 +99,7 @@ _METRIC = re.compile(r"^(llamacpp:[a-z_]+)\s+([0-9.eE+-]+)$", re.M)
 
 def metrics(url: str) -> dict[str, float]:
     """llama-server --metrics (Prometheus text) as a dict: llamacpp:tokens_predicted_total, ..."""
-    text = httpx.get(url + "/metrics", timeout=5, trust_env=False).text
+    text = HTTP.get(url + "/metrics").text
     return {k: float(v) for k, v in _METRIC.findall(text)}
 
 

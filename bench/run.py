@@ -53,7 +53,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import httpx  # noqa: E402
 
 import floor  # noqa: E402
 import harness as H  # noqa: E402
@@ -165,7 +164,7 @@ class Burster:
         cpu1, m1 = H.proc_cpu_s(pid), H.metrics(self.url)
         res = nvim.exec_lua("return LCB.result()")
         nvim.exec_lua("LCB.stop()")
-        slots = httpx.get(self.url + "/slots", timeout=5, trust_env=False).json()
+        slots = H.HTTP.get(self.url + "/slots").json()
         keys = res["keys"]
         last = keys[-1]
         draws = [d for d in res["draws"] if d["tick"] == res["tick"] and d["t"] >= last]
