@@ -629,8 +629,24 @@ def test_the_next_line_written_again_at_another_indentation_ends_the_suggestion(
         assert process(raw, c, final=True).text == "sum(items)"
         assert_stream_consistent(raw, c)
     # a closer, a keyword or a short statement recurs at every depth as another statement
-    assert process("\n        c = 3", ctx("    a = 1", "", ["    c = 3"]), final=True).text == "\n        c = 3"
+    # where a line above it lets it be deeper: a block's header, an open bracket
+    assert process("\n        c = 3", ctx("    if a:", "", ["    c = 3"]), final=True).text == "\n        c = 3"
     assert process("\n    end", ctx("  if x then", "", ["  end"]), final=True).text == "\n    end"
+    assert process(" g(\n      end", ctx("  f(", "", ["  end"]), final=True).text == " g(\n      end"
+
+
+def test_a_short_next_line_again_deeper_where_nothing_opens_a_block_ends_the_suggestion() -> None:
+    # nothing on the cursor line or in the suggestion lets a line be deeper, so a short
+    # line deeper than where it is below (`end`, `try:`, `---`, `c = 3`) is that line again
+    cases = [
+        (ctx("    a = 1", "", ["    c = 3"]), "\n        c = 3", ""),
+        (ctx("  local t = { x }", "", ["  end"], ["  if y then"]), " -- t\n    end", " -- t"),
+        (ctx("    self.a = a", "", ["    try:"]), "\n    self.b = b\n        try:", "\n    self.b = b"),
+        (ctx("--- Returns the first item", "", ["---"]), ".\n    ---", "."),
+    ]
+    for c, raw, want in cases:
+        assert process(raw, c, final=True).text == want
+        assert_stream_consistent(raw, c)
 
 
 def test_a_closer_the_line_has_and_then_its_rest_again_are_both_left_out() -> None:
