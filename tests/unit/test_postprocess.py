@@ -452,7 +452,7 @@ def test_eval_smoke() -> None:
     ("prefix", "suffix", "raw", "want"),
     [
         # the cursor and the end of the middle both inside words: the tail is the whole rest
-        ("        wrapper = TextWrapper(brea", "ens=True,", "k_on_hyphens=True,\n    x", "k_on_hyph"),
+        ("        reader = Reader(stri", "ode=True,", "ct_mode=True,\n    x", "ct_m"),
         ("    margin = No", "ne", "ne", ""),
         ("   a possible po", "erefore not", "int and therefore not", "int and th"),
         # a closer already after the cursor, which the insertion would double: the cut leaves
@@ -460,7 +460,7 @@ def test_eval_smoke() -> None:
         ("    parser.append", ")", "(option_string)", "(option_string"),
         ("extern int ", " *__buf, size_t __buflen)", "f (int __errnum, char *__buf, size_t __buflen)",
          "f (int __errnum, char"),
-        ("XMLPARSEAPI", "XML_Parser)", "(XML_Parser)", "("),
+        ("EXPORT_API", "Handle)", "(Handle)", "("),
         # quotes: the cut balances the line where the whole insertion does not
         ("    return '\"' + ESCA", "\"'", "PE(s) + '\"", "PE(s) + '"),
         # a quote that closes the string the prefix opened, before a suffix that opens one
@@ -493,7 +493,7 @@ def test_a_tail_that_belongs_to_the_insertion_stays(prefix: str, suffix: str, li
 @pytest.mark.parametrize(
     ("prefix", "raw", "prev", "nxt"),
     [
-        ("weekheader = c.formatweekheader", "\nweekheader = c.formatweekheader", [], []),
+        ("total = c.computetotal", "\ntotal = c.computetotal", [], []),
         ("    x = 1", "\n    x = 1\n    x = 1\n", ["def f():"], []),
         ("    ", "x = 1", ["def f():", "    x = 1"], ["    return x"]),  # a fresh line, the one above again
         ("x = 1", "\n\n   \n", [], []),  # blank lines only
@@ -563,12 +563,12 @@ def test_a_line_left_of_a_docstring_the_completion_opened_ends_it() -> None:
 
 
 def test_a_line_left_of_a_string_the_completion_opened_ends_it() -> None:
-    # textwrap.py: the answer opens the pattern's string and runs on into a module-level
-    # line; its indented text stays, and the next request (the opener before the cursor)
-    # continues the string uncut
-    c = ctx("    whitespace = r'[%s", "", ["        | -*(?=\\w)"], ["class TextWrapper:"])
-    kept = "]' % re.escape(_whitespace)\n    wordsep_re = re.compile(r'''"
-    raw = kept + "\n_leading_whitespace_re = re.compile('(^[ \\t]*)(?:[^ \\t\\n])', re.MULTILINE)"
+    # the answer opens a pattern's string and runs on into a module-level line; its
+    # indented text stays, and the next request (the opener before the cursor) continues
+    # the string uncut
+    c = ctx("    blanks = r'[%s", "", ["        | -*(?=\\w)"], ["class Splitter:"])
+    kept = "]' % re.escape(_blanks)\n    token_re = re.compile(r'''"
+    raw = kept + "\n_indent_re = re.compile('(^[ \\t]*)(?:[^ \\t\\n])', re.MULTILINE)"
     assert process(raw, c, final=True).text == kept
     assert_stream_consistent(raw, c)
     raw = kept + "\n        ( # any whitespace\n          %(ws)s+"
@@ -590,12 +590,12 @@ def test_a_blank_the_suggestion_pads_a_typed_bracket_with_stays_before_its_close
 
 
 def test_the_rest_of_a_docstring_line_repeated_is_cut() -> None:
-    # calendar.py's module docstring: the line starts inside the string the lines above
+    # a module docstring's last line: the line starts inside the string the lines above
     # opened, so its `"""` closes it, and the cut leaves the line as balanced as before
-    above = ['"""Calendar printing functions', "", "Note when comparing these calendars"]
-    c = ctx("set the first day of the w", 'unday)."""', ["", "import sys"], above)
-    assert process('eek (0=Monday, 6=Sunday)."""', c, final=True).text == "eek (0=Monday, 6=S"
-    assert_stream_consistent('eek (0=Monday, 6=Sunday)."""', c)
+    above = ['"""Parsing helpers', "", "The parsers below read the format"]
+    c = ctx("pass the byte order of the d", 'ow)."""', ["", "import os"], above)
+    assert process('ata (0=little, 1=big endian, see below)."""', c, final=True).text == "ata (0=little, 1=big endian, see bel"
+    assert_stream_consistent('ata (0=little, 1=big endian, see below)."""', c)
     # outside a string the same line's quote opens one, and a tail with its own `(` stays
     c = ctx("    f(", ')', ["    g()"])
     assert process("a, b)", c, final=True).text == "a, b"
@@ -607,11 +607,11 @@ def test_the_rest_of_a_docstring_line_repeated_is_cut() -> None:
 
 
 def test_a_preprocessor_line_inside_a_block_comment_leaves_the_comment_text() -> None:
-    # expat.h: `#endif` at column 0 below a comment's indented text is no directive
-    above = ["/* This structure is filled in by the XML_UnknownEncodingHandler", "   to provide"]
-    c = ctx("   ", "", ["   function is", "*/"], above)
-    raw = "point to a sequence.\n   by this byte sequence or -1.\n#endif"
-    assert process(raw, c, final=True).text == "point to a sequence.\n   by this byte sequence or -1."
+    # `#endif` at column 0 below a comment's indented text is no directive
+    above = ["/* The table below is filled in by the caller", "   so that each entry"]
+    c = ctx("   ", "", ["   is unused", "*/"], above)
+    raw = "maps a code to its name.\n   Entries end with a null name.\n#endif"
+    assert process(raw, c, final=True).text == "maps a code to its name.\n   Entries end with a null name."
     assert_stream_consistent(raw, c)
     # outside a comment a conditional at column 0 stays inside the block
     c = ctx("    x = 1;", "", ["}"], ["int f(void) {"])
@@ -629,8 +629,24 @@ def test_the_next_line_written_again_at_another_indentation_ends_the_suggestion(
         assert process(raw, c, final=True).text == "sum(items)"
         assert_stream_consistent(raw, c)
     # a closer, a keyword or a short statement recurs at every depth as another statement
-    assert process("\n        c = 3", ctx("    a = 1", "", ["    c = 3"]), final=True).text == "\n        c = 3"
+    # where a line above it lets it be deeper: a block's header, an open bracket
+    assert process("\n        c = 3", ctx("    if a:", "", ["    c = 3"]), final=True).text == "\n        c = 3"
     assert process("\n    end", ctx("  if x then", "", ["  end"]), final=True).text == "\n    end"
+    assert process(" g(\n      end", ctx("  f(", "", ["  end"]), final=True).text == " g(\n      end"
+
+
+def test_a_short_next_line_again_deeper_where_nothing_opens_a_block_ends_the_suggestion() -> None:
+    # nothing on the cursor line or in the suggestion lets a line be deeper, so a short
+    # line deeper than where it is below (`end`, `try:`, `---`, `c = 3`) is that line again
+    cases = [
+        (ctx("    a = 1", "", ["    c = 3"]), "\n        c = 3", ""),
+        (ctx("  local t = { x }", "", ["  end"], ["  if y then"]), " -- t\n    end", " -- t"),
+        (ctx("    self.a = a", "", ["    try:"]), "\n    self.b = b\n        try:", "\n    self.b = b"),
+        (ctx("--- Returns the first item", "", ["---"]), ".\n    ---", "."),
+    ]
+    for c, raw, want in cases:
+        assert process(raw, c, final=True).text == want
+        assert_stream_consistent(raw, c)
 
 
 def test_a_closer_the_line_has_and_then_its_rest_again_are_both_left_out() -> None:

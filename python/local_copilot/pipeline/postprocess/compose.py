@@ -20,7 +20,7 @@ from .block import _leaves_string, block_indent, leaves_block
 from .context import PostContext, Result
 from .cursor_line import _mid_line_final, _mid_line_hold, keep_first_line
 from .lines import _WS, _first_nonblank, _is_blank, _norm, _rstrip, indent_width
-from .next_lines import closer_cut, reindented_repeat, statement_of_its_own
+from .next_lines import closer_cut, opens_deeper, reindented_repeat, statement_of_its_own
 from .repeats import _above_prefix, _cut_off_loop, _recent_prefix, only_repeats, repeat_cut, repeat_holdback
 from .scanner import _opens_block, _scan_cached, _scan_line
 from .stop_strings import cut_stop_strings
@@ -95,8 +95,9 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
     nxt = _first_nonblank(ctx.next_lines)
     nxt_norm = _norm(nxt, ts) if nxt is not None else None
     nxt_body = nxt_norm.lstrip(" \t") if nxt_norm is not None else None
+    short_body = None  # the next line, when too short to be the same line at any depth
     if nxt_body is not None and not statement_of_its_own(nxt_body):
-        nxt_body = None
+        short_body, nxt_body = nxt_body, None
     check0 = _is_blank(prefix) and not _is_blank(l0)
 
     block: int | None  # None: not taken yet (see below)
@@ -142,6 +143,19 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
                 if again:
                     done = True
                     break
+                # a short one (`end`, `try:`, `---`) is the same line again only where it is
+                # deeper than the existing one and nothing above it in the suggestion or on
+                # the cursor line lets a line be deeper (no block, bracket or continuation):
+                # a nested block's own `end` sits deeper after its header
+                if (short_body is not None and nxt_norm is not None
+                        and indent_width(w, ts) > indent_width(nxt_norm, ts) and not opens_deeper(fulls)):
+                    again = reindented_repeat(w, short_body, partial=partial)
+                    if again is None:
+                        held = True
+                        break
+                    if again:
+                        done = True
+                        break
         # stage 5: dedent out of the cursor's block
         if k > 0:
             if partial and _is_blank(line):

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from .context import PostContext
 from .lines import _first_nonblank, _is_blank, _norm, indent_width
-from .scanner import _OPEN_FOR
+from .scanner import _OPEN_FOR, _opens_block, _summary
 from .structure import _cursor_opener
 
 
@@ -44,6 +44,18 @@ def statement_of_its_own(body: str) -> bool:
     statement; ``self.items.append(item)`` written again one step deeper under the line
     that has it is the model writing the next line again."""
     return len(body) >= 16 or (len(body) >= 8 and len(_WORDS.findall(body)) >= 2)
+
+
+# what ends a line after which the next one may be deeper: a block header in Lua or the
+# shell (`then`, `do`, `else`, `repeat`, `function (...)`), a continued expression
+_HEADER_END = re.compile(r"(?:\b(?:then|do|else|repeat|in|and|or)|\bfunction\b.*\)|[\\,=+&|]|\s[-*/%<>])[ \t]*$")
+
+
+def opens_deeper(lines: Sequence[str]) -> bool:
+    """Whether any of `lines` (the cursor line and the suggestion's lines so far) lets a
+    later line be indented deeper: it opens a block, leaves a bracket open or continues
+    its expression. Without one, a deeper line is no statement of the same code."""
+    return any(_opens_block(s) or _summary(s)[1] or _HEADER_END.search(s) for s in lines)
 
 
 def reindented_repeat(line: str, next_body: str | None, *, partial: bool) -> bool | None:
