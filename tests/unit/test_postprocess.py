@@ -185,6 +185,25 @@ def test_drop_suffix_repeat_leaves_alone(prefix: str, suffix: str, line: str) ->
     assert drop_suffix_repeat(line, ctx(prefix, suffix)) is None
 
 
+@pytest.mark.parametrize(("prev", "prefix", "suffix", "line", "want", "filetype"), [
+    # a C comment's prose: the quotes of `x' do not pair, the rest of the line repeated is cut
+    (["/* Flags such as"], "   the `A_*' and `", "'. flags.  */", "B_*'. flags.  */", "B_*", "c"),
+    ([], "/* see `", "' and the rest */", "buf' and the rest */", "buf", "c"),
+    (["/**", " * Returns"], " * the `", "' pair.", "(y' pair.", "(y", "java"),
+])
+def test_drop_suffix_repeat_in_a_block_comment(prev: list[str], prefix: str, suffix: str, line: str, want: str,
+                                               filetype: str) -> None:
+    assert drop_suffix_repeat(line, ctx(prefix, suffix, prev_lines=prev, filetype=filetype)) == want
+
+
+def test_drop_suffix_repeat_outside_comments_still_weighs_brackets() -> None:
+    # closed comment above, and Python (where `/*` is text): the balance rule decides as before
+    c = ctx("foo(", ")", prev_lines=["/* done */"], filetype="c")
+    assert drop_suffix_repeat("bar(1)", c) is None
+    c = ctx("foo(", ")", prev_lines=["paths = '**/*.py'"], filetype="python")
+    assert drop_suffix_repeat("bar(1)", c) is None
+
+
 def test_existing_line_cut() -> None:
     c = ctx("    a = 1", "", ["", "    c = 3", "    d = 4"])
     assert existing_line_cut(["    a = 1", "    b = 2", "    c = 3", "    d = 4"], c) == 2

@@ -10,11 +10,30 @@ from collections.abc import Iterator
 from .context import PostContext
 from .lines import _WS, _is_word, _rstrip
 from .scanner import _OPEN_FOR, _end_state, _first_outer, _imbalance
-from .structure import _continues_below, _entry_stack
+from .structure import _continues_below, _entry_stack, _in_block_comment
 
 # languages with the C preprocessor, whose `#` lines are directives, not comments
 _PREPROCESSED = frozenset({"c", "cpp", "objc", "objcpp", "cuda", "arduino", "ch"})
 _DIRECTIVE = re.compile(r"[ \t]*#[ \t]*(?:if|ifdef|ifndef|elif|else|endif|define|undef|include|pragma|error|warning|line)\b")
+
+
+# languages whose comments run from `/*` to `*/` (elsewhere the pair is text: a glob, a path)
+_BLOCK_COMMENTED = _PREPROCESSED | frozenset({
+    "java", "javascript", "javascriptreact", "typescript", "typescriptreact", "go", "rust", "css", "scss", "less",
+    "kotlin", "swift", "php", "cs", "scala", "dart", "zig", "groovy", "proto"})
+
+
+def _in_prose(ctx: PostContext) -> bool:
+    """Whether the cursor is inside a `/* */` comment (opened before it on its line or on a
+    line above, not closed): its brackets and quotes are prose (a name quoted as `this'), which do
+    not pair, so the bracket scan says nothing of what a cut leaves open."""
+    if ctx.filetype not in _BLOCK_COMMENTED:
+        return False
+    pre = ctx.line_prefix
+    o, c = pre.rfind("/*"), pre.rfind("*/")
+    if o >= 0 or c >= 0:
+        return o > c
+    return _in_block_comment(ctx, ())
 
 
 def _code_prefix(ctx: PostContext) -> str:
@@ -82,10 +101,15 @@ def drop_suffix_repeat(line: str, ctx: PostContext) -> str | None:
     e0: tuple[tuple[str, ...], int] | None = None
     whole = 0
     entry: tuple[str, ...] = ()
+    prose: bool | None = None
     for p in _overlap_starts(lr, s_r, s_l):
         t = lr[p:]
         if not (t in (s_r, s_l) or len(t) >= 3 or not _is_word(t[0])):
             continue
+        if prose is None:
+            prose = _in_prose(ctx)
+        if prose:
+            return line[:p]  # (a comment's quotes and brackets do not pair: the repeat is the signal)
         if e0 is None:
             entry = _entry_stack(ctx)
             e0 = _end_state(pre + suf, entry)
