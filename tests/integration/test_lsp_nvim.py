@@ -423,8 +423,9 @@ def test_the_menu_where_ghost_text_has_its_first_part_gets_the_whole_from_one_co
     try:
         nv.api.win_set_cursor(0, [2, 0])
         nv.input("A")
-        first = wait_ghost(nv)
-        assert "run(a, b)".startswith(first) and first != "run(a, b)", first  # a first part
+        # ghost text shows its first part, and its continuation may already have followed (it
+        # runs once the user pauses: a race here; tests/unit/test_engine_staged.py forces each order)
+        wait_ghost(nv)
         # the menu at once: it is answered with the whole suggestion, not the first part ...
         got = ask(nv, TRIGGER_CHARACTER, 1, 1)
         assert [i["label"] for i in got["items"]] == ["run(a, b)"], got
