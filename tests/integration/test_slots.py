@@ -113,6 +113,17 @@ def test_a_superseded_request_leaves_the_buffers_slot_to_the_next(server: tuple[
         nv.close()
 
 
+def assert_named_after(seen: dict[int, dict[str, Any]], first: int, most_prompt: int) -> None:
+    """Every task after `first` (there is one) ran in its slot, named by the request ("by id"),
+    and evaluated at most `most_prompt` prompt tokens."""
+    after = [k for k in seen if k > first]
+    assert after, seen
+    for k in after:
+        assert seen[k]["slot"] == seen[first]["slot"], seen
+        assert seen[k].get("chosen") == "id", seen
+        assert seen[k].get("prompt", 0) <= most_prompt, seen
+
+
 @pytest.fixture
 def slow_server(models: dict[str, Path], llama_bin: str, tmp_path: Path) -> Iterator[tuple[LlamaServer, Path]]:
     """llama-server at its default slots, made to evaluate a prompt slowly (one token per
@@ -148,14 +159,9 @@ def test_a_buffers_first_request_superseded_during_its_prompt_leaves_its_slot_to
         seen = tasks(log)
         first = min((k for k, t in seen.items() if t.get("prompt", 0) > 1000), default=None)
         assert first is not None, f"no request evaluated the whole window: {seen}"
-        after = [k for k in seen if k > first]
-        assert after, seen
         # nothing else evaluated the window: every later request ran in the first one's slot,
         # named, and evaluated what was typed
-        for k in after:
-            assert seen[k]["slot"] == seen[first]["slot"], seen
-            assert seen[k].get("chosen") == "id", seen
-            assert seen[k].get("prompt", 0) <= 8, seen
+        assert_named_after(seen, first, most_prompt=8)
     finally:
         nv.close()
 
@@ -183,14 +189,9 @@ def test_a_key_typed_while_the_buffers_warm_up_runs_waits_for_its_slot(
         seen = tasks(log)
         warm = min((k for k, t in seen.items() if t.get("prompt", 0) > 1000), default=None)
         assert warm is not None, f"no request evaluated the whole window: {seen}"
-        later = [k for k in seen if k > warm]
-        assert later, seen
         # the typed request waited for the warm-up and ran in its slot, the window cached: it
         # evaluated what differs from the warm-up's prompt (the opened line, the typed "a", the
         # lines the window gained), not the window again
-        for k in later:
-            assert seen[k]["slot"] == seen[warm]["slot"], seen
-            assert seen[k].get("chosen") == "id", seen
-            assert seen[k].get("prompt", 0) <= 64, seen
+        assert_named_after(seen, warm, most_prompt=64)
     finally:
         nv.close()

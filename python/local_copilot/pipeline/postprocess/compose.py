@@ -137,25 +137,19 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
             # often gets its depth wrong (one step deeper under the line that has it)
             if k > 0:
                 again = reindented_repeat(w, nxt_body, partial=partial)
+                # a short one (`end`, `try:`, `---`) is the same line again only where it is
+                # deeper than the existing one and nothing above it in the suggestion or on
+                # the cursor line lets a line be deeper (no block, bracket or continuation):
+                # a nested block's own `end` sits deeper after its header
+                if (again is False and short_body is not None
+                        and indent_width(w, ts) > indent_width(nxt_norm, ts) and not opens_deeper(fulls)):
+                    again = reindented_repeat(w, short_body, partial=partial)
                 if again is None:
                     held = True
                     break
                 if again:
                     done = True
                     break
-                # a short one (`end`, `try:`, `---`) is the same line again only where it is
-                # deeper than the existing one and nothing above it in the suggestion or on
-                # the cursor line lets a line be deeper (no block, bracket or continuation):
-                # a nested block's own `end` sits deeper after its header
-                if (short_body is not None and nxt_norm is not None
-                        and indent_width(w, ts) > indent_width(nxt_norm, ts) and not opens_deeper(fulls)):
-                    again = reindented_repeat(w, short_body, partial=partial)
-                    if again is None:
-                        held = True
-                        break
-                    if again:
-                        done = True
-                        break
         # stage 5: dedent out of the cursor's block
         if k > 0:
             if partial and _is_blank(line):
