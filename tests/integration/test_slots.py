@@ -124,15 +124,54 @@ def assert_named_after(seen: dict[int, dict[str, Any]], first: int, most_prompt:
         assert seen[k].get("prompt", 0) <= most_prompt, seen
 
 
-@pytest.fixture
-def slow_server(models: dict[str, Path], llama_bin: str, tmp_path: Path) -> Iterator[tuple[LlamaServer, Path]]:
+def test_each_buffers_first_request_names_a_slot_nobody_has_used(models: dict[str, Path], llama_bin: str,
+                                                                 nvim_bin: str, manifest: Path,
+                                                                 nvim_env: dict[str, str], tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    port = free_port()
+    argv = [llama_bin, "-m", str(models["x"]), "--host", "127.0.0.1", "--port", str(port), "-c", "8192",
+            "--cache-reuse", "256", "--metrics", "--no-webui"]  # its defaults: 4 slots
+    with LlamaServer(argv, port=port, log_file=log) as srv:
+        nv = start_nvim(nvim_bin, manifest, nvim_env, setup={
+            "backends": {"llama.cpp": {"url": srv.url}}, "debounce_ms": 0})
+        try:
+            slots_of = []
+            for name in ("one.py", "two.py"):
+                before = set(tasks(log))
+                path = tmp_path / name
+                path.write_text("\n".join(TEXT) + "\n")
+                nv.input("<Esc>")
+                nv.command(f"edit {path}")
+                nv.command("normal! G")
+                nv.input("oa")  # at once: its first request (a warm-up or this key's) may still run
+                wait_for(lambda: nv.exec_lua(FINAL % "a"), timeout=60, what=f"the whole suggestion in {name}")
+                wait_for(lambda b=before: all("prompt" in t for k, t in tasks(log).items() if k not in b),
+                         what="the server's account of the requests")
+                seen = {k: t for k, t in tasks(log).items() if k not in before}
+                # every request named its slot, the buffer's first one too: none waited for the
+                # server to say where the first one ran, none evaluated the window elsewhere
+                assert seen and all(t.get("chosen") == "id" for t in seen.values()), seen
+                assert len({t["slot"] for t in seen.values()}) == 1, seen
+                slots_of.append(next(iter(seen.values()))["slot"])
+            # the second buffer's window did not take the first one's slot
+            assert slots_of[0] != slots_of[1], slots_of
+        finally:
+            nv.close()
+
+
+# llama-server at its defaults, and with /slots turned off (the server then chooses a
+# buffer's first slot itself, and the buffer's next request waits to hear it: placing.py)
+@pytest.fixture(params=["defaults", "no-slots-view"])
+def slow_server(request: pytest.FixtureRequest, models: dict[str, Path], llama_bin: str,
+                tmp_path: Path) -> Iterator[tuple[LlamaServer, Path]]:
     """llama-server at its default slots, made to evaluate a prompt slowly (one token per
     batch, one thread: about a second for the window below), as a real-size model does on a
     CPU, so that the next key comes while the first prompt is being evaluated."""
     log = tmp_path / "server.log"
     port = free_port()
     argv = [llama_bin, "-m", str(models["x"]), "--host", "127.0.0.1", "--port", str(port), "-c", "8192",
-            "--cache-reuse", "256", "--metrics", "--no-webui", "-ub", "1", "-t", "1"]
+            "--cache-reuse", "256", "--metrics", "--no-webui", "-ub", "1", "-t", "1",
+            *(["--no-slots"] if request.param == "no-slots-view" else [])]
     with LlamaServer(argv, port=port, log_file=log) as srv:
         yield srv, log
 

@@ -26,6 +26,7 @@ from .served import Served
 
 if TYPE_CHECKING:
     from ..config import BackendConfig
+    from ..prompt.slots import SlotState
 
 __all__ = ["Backend", "Chunk", "Exchange", "FimRequest", "HttpBackend", "MAX_RETRY_AFTER_S", "Wire", "auth_headers",
            "connect_errors", "raise_for_status", "retry_after"]
@@ -110,6 +111,11 @@ class Backend(Protocol):
 
     async def context_limit(self) -> int | None:
         """Tokens one request may use (per-slot context), or None when the server won't say."""
+        ...
+
+    async def slot_states(self) -> list[SlotState] | None:
+        """The server's slots as it shows them now (prompt/slots.py), None where it does not
+        show them or does not answer at once."""
         ...
 
     def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
@@ -287,6 +293,9 @@ class HttpBackend:
     def chunks(self, batch: list[bytes]) -> Iterable[Chunk]:
         """One network read's payloads as chunks."""
         return batched(self.decode, batch)
+
+    async def slot_states(self) -> list[SlotState] | None:
+        return None  # (a server of slots says: llama_cpp.py)
 
     def forget(self) -> None:
         """The server went away: what was probed may differ when it comes back."""

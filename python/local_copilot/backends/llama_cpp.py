@@ -27,6 +27,7 @@ import msgspec
 
 from ..errors import ConfigError, ModelLoading, ProtocolError, ServerError
 from ..log import log
+from ..prompt.slots import SlotState
 from ..prompt.styles import CHAT_TURN_TOKENS, CONTINUE, Decision, name_says, no_fim_family, template_markers
 from ..prompt.templates import FimTemplate, detect_family, get_template, names
 from ..transport.streaming import SSEParser
@@ -83,6 +84,13 @@ class _Props(msgspec.Struct):
     via: str = ""
 
 
+class _SlotView(msgspec.Struct):
+    id: int
+    is_processing: bool = False
+    # the last task it ran: absent on a slot that has run none
+    id_task: int | None = None
+
+
 class _Piece(msgspec.Struct):
     piece: Any = ""
 
@@ -96,6 +104,7 @@ _decoder = msgspec.json.Decoder(_InfillChunk)
 _batch_decoder = msgspec.json.Decoder(list[_InfillChunk])
 _props_decoder = msgspec.json.Decoder(_Props)
 _pieces_decoder = msgspec.json.Decoder(_Pieces)
+_slots_decoder = msgspec.json.Decoder(list[_SlotView])
 
 # Which template to try first when several fit a vocabulary: a StarCoder2 vocab also has
 # StarCoder's <fim_*> markers, and the PSM form of CodeLlama is the one it was mostly trained on.
@@ -190,11 +199,13 @@ class LlamaCppBackend(HttpBackend):
         self.props: _Props | None = None
         self.template: FimTemplate | None = None
         self._resolved = False  # template looked up (None after that = /infill, or the chat style)
+        self._slot_view = True  # /slots answers (--no-slots turns it off)
 
     def forget(self) -> None:
         self.props = None  # a restarted server may have other slots, or another model
         self.template = None
         self._resolved = False
+        self._slot_view = True
         self.style, self.style_reason = "fim", ""
 
     async def probe(self) -> _Props:
@@ -208,6 +219,30 @@ class LlamaCppBackend(HttpBackend):
     def places_in_slots(self) -> bool:  # type: ignore[override]
         # (known once probed: /props says how many slots the server runs)
         return self.props is not None and self.props.total_slots > 1
+
+    # /slots answers in a few ms even while a prompt is evaluated; longer, and the server
+    # chooses the slot instead (prompt/slots.py), which costs the next request a wait at most
+    SLOTS_TIMEOUT_S = 0.25
+
+    async def slot_states(self) -> list[SlotState] | None:
+        if not self._slot_view or self.props is None:
+            return None
+        url = self.base + self.props.via + "/slots" + model_query(self.cfg)
+        try:
+            resp = await self.client.get(url, headers=self.headers(), timeout=self.SLOTS_TIMEOUT_S)
+        except (httpx.TransportError, httpx.InvalidURL) as exc:
+            log.debug("%s: /slots: %s", self.name, exc)
+            return None
+        if resp.status_code != 200:
+            # started with --no-slots (501), or a proxy without it: not asked again
+            self._slot_view = resp.status_code not in (404, 501)
+            return None
+        try:
+            views = _slots_decoder.decode(resp.content)
+        except msgspec.DecodeError:
+            self._slot_view = False
+            return None
+        return [SlotState(v.id, v.is_processing, v.id_task is not None) for v in views]
 
     @property
     def continues(self) -> bool:

@@ -243,13 +243,20 @@ class Reader:
         return placing.chunks()
 
     async def placed(self, buf: int) -> None:
-        """Once the server has said where `buf`'s first request runs, or it was given up on
-        (placing.py): the next request can name the slot. A first request still being read
-        with text coming is not waited for (its reader is showing it)."""
+        """Once `buf`'s next request can name its slot: a slot is chosen for a buffer that has
+        none (prompt/slots.py), or the server has said where the buffer's first request runs,
+        or that one was given up on (placing.py). A first request still being read with text
+        coming is not waited for (its reader is showing it)."""
         placing = self._placing.get(buf)
         if placing is not None and placing.waits_for_slot:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(placing.done), Placing.MAX_S)
+        backend, slots = self.backend, self.prompts.slots
+        if placing is None and backend is not None and backend.places_in_slots and slots.of(buf) is None:
+            await asyncio.sleep(0)  # a turn of the loop first: httpx waits in a task (this may run eagerly, eager.py)
+            states = await backend.slot_states()
+            if states is not None:
+                slots.choose(buf, states)
 
     def _account(self, req: FimRequest, chunk: Chunk, buf: int,
                  timed: tuple[float, float] | None = None) -> float | None:

@@ -14,20 +14,36 @@ the new place to evaluate the window again in the buffer's slot, beside the warm
 Instruction edits and next edits name no slot: the server's own choice gives them an idle
 slot (the one holding their prompt, or the least recently used), never the one a buffer's
 requests wait for. A buffer's slot is the one that ran its last request, as the server says on
-its last chunk (partial chunks do not say); the first request of a buffer names none, and the
-next waits until the server has said where it runs (pipeline/placing.py). A request
-that fails forgets its buffer's slot (the server may have restarted with fewer slots). With
-more editors on one server than it has slots, two may name one slot and queue behind each
-other: such a team gives the server a slot per editor (bench/team.py).
+its last chunk (partial chunks do not say). A buffer's first request takes a slot nobody has
+used yet, as `/slots` shows them (`choose`): it is named at once, so a key typed while it
+runs names it too, as on a server of one slot. Where every slot has been used (by another
+editor, an instruction edit, an earlier session) and not all by this editor's buffers, the
+server chooses, as it does for a team: the first request names none, and the next waits until
+the server has said where it runs (pipeline/placing.py). Once all slots hold this editor's
+buffers, a new buffer takes the slot of the one used least recently. A request that fails
+forgets its buffer's slot (the server may have restarted with fewer slots). With more editors
+on one server than it has slots, two may name one slot and queue behind each other: such a
+team gives the server a slot per editor (bench/team.py).
 """
 
 from __future__ import annotations
 
-__all__ = ["Slots"]
+from typing import NamedTuple
+
+__all__ = ["SlotState", "Slots"]
+
+
+class SlotState(NamedTuple):
+    """One slot as `/slots` shows it."""
+
+    id: int
+    busy: bool  # running a request now
+    used: bool  # has run one (its cache may hold somebody's prompt)
 
 
 class Slots:
     def __init__(self) -> None:
+        # buffer -> its slot, the buffer whose request ran last at the end
         self._by_buf: dict[int, int] = {}
 
     def of(self, buf: int) -> int | None:
@@ -35,8 +51,32 @@ class Slots:
         return self._by_buf.get(buf)
 
     def learn(self, buf: int, slot: int) -> None:
-        """The server ran a request of `buf` in `slot`."""
+        """A request of `buf` runs in `slot`: the buffer that held it before no longer does (its
+        next request chooses again instead of taking the slot back from this one)."""
+        for other, held in list(self._by_buf.items()):
+            if held == slot and other != buf:
+                del self._by_buf[other]
+        self._by_buf.pop(buf, None)
         self._by_buf[buf] = slot
+
+    def choose(self, buf: int, states: list[SlotState]) -> int | None:
+        """The slot for `buf`'s first request, kept as its slot; None: the server's choice (see
+        the module's doc). `states`: the server's slots as `/slots` shows them now."""
+        if buf in self._by_buf:  # (a request of it placed meanwhile)
+            return self._by_buf[buf]
+        ours = set(self._by_buf.values())
+        fresh = [s.id for s in states if not s.used and not s.busy and s.id not in ours]
+        if fresh:
+            slot = fresh[0]
+        elif states and all(s.id in ours for s in states):
+            idle = {s.id for s in states if not s.busy}
+            slot = next((held for held in self._by_buf.values() if held in idle), -1)
+            if slot < 0:
+                return None
+        else:
+            return None
+        self.learn(buf, slot)
+        return slot
 
     def forget(self, buf: int) -> None:
         self._by_buf.pop(buf, None)

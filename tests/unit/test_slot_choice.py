@@ -1,0 +1,57 @@
+"""prompt/slots.py: which slot a buffer's first request takes, from the slots as llama-server's
+`/slots` shows them (a slot that has run a task shows its `id_task`; one running shows
+`is_processing`)."""
+
+from __future__ import annotations
+
+from local_copilot.prompt.slots import Slots, SlotState
+
+
+def _fresh(n: int) -> list[SlotState]:
+    return [SlotState(i, busy=False, used=False) for i in range(n)]
+
+
+def test_a_new_buffer_takes_a_slot_nobody_has_used_and_keeps_it() -> None:
+    slots = Slots()
+    states = _fresh(4)
+    assert slots.choose(1, states) == 0
+    assert slots.of(1) == 0
+    # the next buffer another one, though the server still shows slot 0 unused (it has not run
+    # buffer 1's request yet)
+    assert slots.choose(2, states) == 1
+    # a buffer with a slot keeps it
+    assert slots.choose(1, _fresh(4)) == 0
+
+
+def test_a_slot_another_editor_used_or_uses_is_left_to_the_servers_choice() -> None:
+    slots = Slots()
+    states = [SlotState(0, busy=True, used=True), SlotState(1, busy=False, used=True),
+              SlotState(2, busy=True, used=False), SlotState(3, busy=False, used=False)]
+    assert slots.choose(1, states) == 3  # the only idle slot nobody has used
+    # every slot used, not all by this editor: the server chooses (None), and its answer is learned
+    assert slots.choose(2, states) is None
+    assert slots.of(2) is None
+
+
+def test_once_all_slots_hold_this_editors_buffers_a_new_one_takes_the_least_recently_used() -> None:
+    slots = Slots()
+    for buf in (1, 2, 3):
+        slots.choose(buf, _fresh(3))
+    used = [SlotState(i, busy=False, used=True) for i in range(3)]
+    slots.learn(1, 0)  # buffer 1 ran a request since: buffer 2 is the least recently used
+    assert slots.choose(4, used) == 1
+    # buffer 2 no longer holds it: its next request chooses again instead of taking it back
+    assert slots.of(2) is None and slots.of(4) == 1
+    # a busy slot is not taken: buffer 3's (2) is running, so buffer 1's (0) is the idle one
+    busy = [SlotState(0, busy=False, used=True), SlotState(1, busy=False, used=True),
+            SlotState(2, busy=True, used=True)]
+    slots.learn(4, 1)
+    assert slots.choose(5, busy) == 0
+    assert slots.of(1) is None
+
+
+def test_a_slot_the_server_gave_another_buffer_is_no_longer_the_old_ones() -> None:
+    slots = Slots()
+    slots.learn(1, 2)
+    slots.learn(2, 2)  # the server placed buffer 2's first request in buffer 1's slot
+    assert slots.of(1) is None and slots.of(2) == 2
