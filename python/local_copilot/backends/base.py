@@ -430,11 +430,15 @@ class HttpBackend:
             return ServerUnavailable(f"{self.name}: no answer from {self.cfg.url} in time")
         return ServerUnavailable(f"{self.name}: cannot reach {self.cfg.url} ({exc.__class__.__name__})", unreachable=True)
 
-    async def fetch(self, method: str, path: str, decoder: msgspec.json.Decoder[T], *, json: Any = None) -> T:
-        """One small JSON request (a probe), decoded strictly."""
+    async def fetch(self, method: str, path: str, decoder: msgspec.json.Decoder[T], *, json: Any = None,
+                    timeout_s: float | None = None) -> T:
+        """One small JSON request (a probe), decoded strictly; `timeout_s`: shorter than the
+        client's own timeout."""
         self.check_held()
+        timeout = httpx.USE_CLIENT_DEFAULT if timeout_s is None else timeout_s
         try:
-            resp = await self.client.request(method, self.base + path, json=json, headers=self.headers())
+            resp = await self.client.request(method, self.base + path, json=json, headers=self.headers(),
+                                             timeout=timeout)
         except (httpx.TransportError, httpx.InvalidURL) as exc:  # every way a request fails below HTTP
             raise self.unreachable(exc) from exc
         await self.raise_for_status(resp)

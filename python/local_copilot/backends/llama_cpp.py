@@ -25,7 +25,7 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
-from ..errors import ConfigError, ModelLoading, ProtocolError, ServerError
+from ..errors import BackendError, ConfigError, ModelLoading, ProtocolError, ServerError
 from ..log import log
 from ..prompt.slots import SlotState
 from ..prompt.styles import CHAT_TURN_TOKENS, CONTINUE, Decision, name_says, no_fim_family, template_markers
@@ -227,20 +227,18 @@ class LlamaCppBackend(HttpBackend):
     async def slot_states(self) -> list[SlotState] | None:
         if not self._slot_view or self.props is None:
             return None
-        url = self.base + self.props.via + "/slots" + model_query(self.cfg)
+        path = self.props.via + "/slots" + model_query(self.cfg)
         try:
-            resp = await self.client.get(url, headers=self.headers(), timeout=self.SLOTS_TIMEOUT_S)
-        except (httpx.TransportError, httpx.InvalidURL) as exc:
-            log.debug("%s: /slots: %s", self.name, exc)
-            return None
-        if resp.status_code != 200:
+            views = await self.fetch("GET", path, _slots_decoder, timeout_s=self.SLOTS_TIMEOUT_S)
+        except ServerError as exc:
             # started with --no-slots (501), or a proxy without it: not asked again
-            self._slot_view = resp.status_code not in (404, 501)
+            self._slot_view = exc.status not in (404, 501)
             return None
-        try:
-            views = _slots_decoder.decode(resp.content)
-        except msgspec.DecodeError:
+        except ProtocolError:
             self._slot_view = False
+            return None
+        except BackendError as exc:  # unreachable, too slow, or held (Retry-After)
+            log.debug("%s: /slots: %s", self.name, exc)
             return None
         return [SlotState(v.id, v.is_processing, v.id_task is not None) for v in views]
 
