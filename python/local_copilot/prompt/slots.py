@@ -65,17 +65,12 @@ class Slots:
         if buf in self._by_buf:  # (a request of it placed meanwhile)
             return self._by_buf[buf]
         ours = set(self._by_buf.values())
-        fresh = [s.id for s in states if not s.used and not s.busy and s.id not in ours]
-        if fresh:
-            slot = fresh[0]
-        elif states and all(s.id in ours for s in states):
-            idle = {s.id for s in states if not s.busy}
-            slot = next((held for held in self._by_buf.values() if held in idle), -1)
-            if slot < 0:
-                return None
-        else:
-            return None
-        self.learn(buf, slot)
+        idle = {s.id for s in states if not s.busy}
+        slot = next((s.id for s in states if s.id in idle and not s.used and s.id not in ours), None)
+        if slot is None and states and all(s.id in ours for s in states):
+            slot = next((held for held in self._by_buf.values() if held in idle), None)  # (least recent first)
+        if slot is not None:
+            self.learn(buf, slot)
         return slot
 
     def forget(self, buf: int) -> None:
