@@ -239,3 +239,45 @@ def test_a_key_typed_while_the_buffers_warm_up_runs_waits_for_its_slot(
         assert_named_after(seen, warm, most_prompt=64)
     finally:
         nv.close()
+
+
+# at the defaults a request in another slot empties the idle ones (their prompts go to the
+# server's host-memory cache); with split caches, or one slot, they keep them
+@pytest.mark.parametrize("server", ["defaults", "np4-split", "np1"], indirect=True)
+def test_back_in_a_buffer_after_typing_in_another_its_window_is_not_evaluated_again(
+        server: tuple[LlamaServer, Path], nvim_bin: str, manifest: Path, nvim_env: dict[str, str],
+        tmp_path: Path) -> None:
+    srv, log = server
+    nv = start_nvim(nvim_bin, manifest, nvim_env, setup={
+        "backends": {"llama.cpp": {"url": srv.url}}, "debounce_ms": 0, "speculative": False,
+        "latency_target_ms": 60000})
+    try:
+        paths = [tmp_path / "one.py", tmp_path / "two.py"]
+        windows = []
+        for path, name in zip(paths, ("scale", "shift"), strict=True):
+            before = set(tasks(log))
+            path.write_text("\n".join(line.replace("scale", name) for line in TEXT) + "\n")
+            nv.input("<Esc>")
+            nv.command(f"edit {path}")
+            nv.command("normal! G")
+            nv.input("oa")
+            wait_for(lambda: nv.exec_lua(FINAL % "a"), timeout=60, what=f"the whole suggestion in {path.name}")
+            wait_for(lambda b=before: all("prompt" in t for k, t in tasks(log).items() if k not in b),
+                     what="the server's account of the requests")
+            windows.append(max(t["prompt"] for k, t in tasks(log).items() if k not in before))
+        # each buffer's window was evaluated once, whole
+        assert min(windows) > 200, windows
+        before = set(tasks(log))
+        nv.input("<Esc>")
+        nv.command(f"edit {paths[0]}")
+        nv.command("normal! G")
+        nv.input("Ab")  # where the first buffer's window was last asked for, one key more
+        wait_for(lambda: nv.exec_lua(FINAL % "ab"), timeout=60, what="the whole suggestion back in one.py")
+        wait_for(lambda: all("prompt" in t for k, t in tasks(log).items() if k not in before),
+                 what="the server's account of the requests")
+        back = {k: t for k, t in tasks(log).items() if k not in before}
+        # the server found the first buffer's window (in its slot, or in its host-memory cache)
+        # and evaluated what changed, not the whole window again
+        assert back and all(t["prompt"] <= 16 for t in back.values()), back
+    finally:
+        nv.close()

@@ -40,7 +40,7 @@ def test_once_all_slots_hold_this_editors_buffers_a_new_one_takes_the_least_rece
     used = [SlotState(i, busy=False, used=True) for i in range(3)]
     slots.learn(1, 0)  # buffer 1 ran a request since: buffer 2 is the least recently used
     assert slots.choose(4, used) == 1
-    # buffer 2 no longer holds it: its next request chooses again instead of taking it back
+    # buffer 2 no longer holds it: its next request names no slot (the server finds its prompt)
     assert slots.of(2) is None and slots.of(4) == 1
     # a busy slot is not taken: buffer 3's (2) is running, so buffer 1's (0) is the idle one
     busy = [SlotState(0, busy=False, used=True), SlotState(1, busy=False, used=True),
@@ -55,3 +55,33 @@ def test_a_slot_the_server_gave_another_buffer_is_no_longer_the_old_ones() -> No
     slots.learn(1, 2)
     slots.learn(2, 2)  # the server placed buffer 2's first request in buffer 1's slot
     assert slots.of(1) is None and slots.of(2) == 2
+
+
+def test_a_request_in_another_slot_leaves_the_idle_buffers_to_the_servers_choice() -> None:
+    slots = Slots()
+    slots.learn(1, 0)
+    slots.learn(2, 1)
+    # buffer 1's request starts in slot 0, buffer 2's idle: the server may empty slot 1, so
+    # buffer 2's next request names no slot (the server loads its prompt back where it chooses)
+    slots.sent(0)
+    assert slots.of(1) == 0 and slots.of(2) is None and slots.known(2)
+    # buffer 2's request starts while buffer 1's still runs: a busy slot is kept
+    slots.sent(None)
+    assert slots.of(1) == 0
+    slots.learn(2, 3)  # (the server said where it ran)
+    slots.ended(None)
+    assert slots.of(2) == 3
+    slots.ended(0)
+    # a request where the server chooses (a next edit) may empty any idle slot
+    slots.sent(None)
+    assert slots.of(1) is None and slots.of(2) is None
+    slots.ended(None)
+
+
+def test_a_forgotten_buffer_chooses_a_slot_again() -> None:
+    slots = Slots()
+    slots.learn(1, 0)
+    slots.sent(None)
+    slots.forget(1)
+    assert not slots.known(1) and slots.of(1) is None
+    assert slots.choose(1, _fresh(2)) == 1  # (slot 0 ran this editor's requests: not one nobody used)

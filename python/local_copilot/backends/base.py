@@ -17,6 +17,7 @@ import msgspec
 
 from ..errors import ProtocolError, ServerError, ServerHeld, ServerUnavailable
 from ..prompt.request import FimRequest
+from ..prompt.slots import Slots
 from ..transport.access import auth_headers, redact, tls_context, tls_failure, token_refused
 from ..transport.http_stream import StreamClient, StreamResponse
 from ..transport.limits import MAX_SERVER_MESSAGE_CHARS, clip_message, read_error_body
@@ -116,6 +117,12 @@ class Backend(Protocol):
     async def slot_states(self) -> list[SlotState] | None:
         """The server's slots as it shows them now (prompt/slots.py), None where it does not
         show them or does not answer at once."""
+        ...
+
+    @property
+    def slots(self) -> Slots:
+        """Which slot holds each buffer's prompt, as this editor's requests to the server left
+        them (prompt/slots.py; every request sent through an Exchange tells it)."""
         ...
 
     def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:
@@ -272,6 +279,8 @@ class HttpBackend:
         self.base = cfg.url.rstrip("/")
         # time.monotonic() before which nothing is sent: the server's Retry-After (hold())
         self._held_until = 0.0
+        # the server's slots as this editor's requests left them (named where places_in_slots)
+        self.slots = Slots()
 
     def close(self) -> None:
         self.streams.close()

@@ -24,6 +24,7 @@ from ..transport.http_stream import Sent, StreamResponse, TransportError
 from ..transport.limits import MAX_ANSWER_BYTES
 
 if TYPE_CHECKING:
+    from ..prompt.slots import Slots
     from .base import Chunk, FimRequest, HttpBackend
 
 __all__ = ["Exchange", "Wire"]
@@ -63,6 +64,8 @@ class Exchange:
         self._url = backend.base + wire.path
         self._inflight: Sent | StreamResponse | None = None  # sent by answer_now(), not read yet
         self.sent = False
+        # the server's slots, told when this request starts and ends (prompt/slots.py)
+        self._slots: Slots | None = None
 
     def answer_now(self) -> Chunk | None:
         """A quick request's whole answer, read without the event loop: its one chunk when the
@@ -81,7 +84,7 @@ class Exchange:
             raise b.unreachable(exc) from exc
         if got is None:
             return None
-        self.sent = True
+        self._sending()
         if not isinstance(got, bytes):
             self._inflight = got
             return None
@@ -93,6 +96,9 @@ class Exchange:
 
     def abort(self) -> None:
         """Drop a request left in flight: the server sees the connection close."""
+        slots, self._slots = self._slots, None
+        if slots is not None:
+            slots.ended(self.req.slot)
         inflight, self._inflight = self._inflight, None
         if isinstance(inflight, Sent):
             inflight.abort()
@@ -123,7 +129,7 @@ class Exchange:
         if isinstance(inflight, Sent):
             return await b.streams.finish(inflight)
         b.check_held()
-        self.sent = True
+        self._sending()
         wait_s = self.QUICK_ANSWER_S if self.unstreamed and self.req.quick else 0.0
         return await b.streams.post(self._url, self._body, b.headers(), wait_s=wait_s)
 
@@ -180,6 +186,11 @@ class Exchange:
             raise ProtocolError(f"{b.name}: {exc}") from None
         if final:
             yield final
+
+    def _sending(self) -> None:
+        self.sent = True
+        self._slots = self.backend.slots
+        self._slots.sent(self.req.slot)
 
     def _foreign(self, what: str) -> str:
         b = self.backend

@@ -105,7 +105,7 @@ class Pipeline:
         """`backend` (entry `name`) answers from now on: what was learnt of another starts over."""
         self.backend = backend
         self.reader.configure(backend, self.episodes.of(name))
-        self.prompts.new_server()  # bytes per token, speeds and slots differ between servers
+        self.prompts.new_server()  # bytes per token and speeds differ between servers (each backend keeps its slots)
         self.cache.clear()
         self.stats.set_backend(name)
 
@@ -322,10 +322,12 @@ class Pipeline:
 
     def _in_slot(self, req: FimRequest, buf: int) -> FimRequest:
         """`req` naming the server slot that holds `buf`'s prompt, once the server has placed
-        one of its requests (prompt/slots.py): every request of a buffer, warm-ups and
-        speculation included, goes to its slot, and one sent while a superseded one still runs
-        there waits for it instead of evaluating the whole window in another slot."""
-        slot = self.prompts.slots.of(buf)
+        one of its requests and while no request in another slot may have emptied it
+        (prompt/slots.py): every request of a buffer, warm-ups and speculation included, goes
+        to its slot, and one sent while a superseded one still runs there waits for it instead
+        of evaluating the whole window in another slot."""
+        assert self.backend is not None
+        slot = self.backend.slots.of(buf)
         return req if slot is None else msgspec.structs.replace(req, slot=slot)
 
     def _writes_within(self, n: int, seconds: float) -> bool:

@@ -1,21 +1,21 @@
-"""A buffer's first request on a server of several slots, read on when it is superseded
-before the server has said where it runs.
+"""A buffer's request that names no slot on a server of several slots, read on when it is
+superseded before the server has said where it runs.
 
-llama-server says which slot ran a request only on the answer's last chunk (prompt/slots.py),
-and a buffer's first request goes where the server chooses: the idle slot holding most of its
-prompt, else the least recently used one (on a server shared by a team, one nobody else is
-using). On a CPU the next key often comes while the server still evaluates that first prompt.
-Closed then, the request would never say its slot; the next one, unnamed, would go to another
-slot and evaluate the whole window again, beside the first evaluation (`make bench-real` at
-llama-server's default slots, typing at once in another buffer: two windows evaluated at once,
-p50 several times -np 1's).
+llama-server says which slot ran a request only on the answer's last chunk (prompt/slots.py).
+A buffer's first request where every slot has been used, and a buffer's request after its
+slot may have been emptied (a request of this editor started in another slot meanwhile), go
+where the server chooses: the idle slot holding most of its prompt, else the least recently
+used one, into which it loads the prompt back from its host-memory cache. On a CPU the next
+key often comes while the server still evaluates that request. Closed then, the request would
+never say its slot; the next one, unnamed, would go to another slot and evaluate the whole
+window again, beside the first evaluation (`make bench-real` at llama-server's default slots,
+typing at once in another buffer: two windows evaluated at once, p50 several times -np 1's).
 
-So a superseded first request is read on in the background, its text dropped, and the buffer's
-next request waits for it (Reader.placed) and names its slot: the server finds the window
-cached there. Once the first token has come, the prompt is cached in that slot and the server
-would choose it again by similarity: the request is then read only briefly more (GRACE_S, for
-its last chunk), and at most MAX_S in all, then closed as any superseded request.
-"""
+So such a request, superseded, is read on in the background, its text dropped, and the
+buffer's next request waits for it (Reader.placed) and names its slot: the server finds the
+window cached there. Once the first token has come, the prompt is cached in that slot and the
+server would choose it again by similarity: the request is then read only briefly more
+(GRACE_S, for its last chunk), and at most MAX_S in all, then closed as any superseded request."""
 
 from __future__ import annotations
 

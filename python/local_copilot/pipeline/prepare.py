@@ -15,7 +15,6 @@ from ..prompt.budget import MIN_PROMPT_BUDGET, PROMPT_OVERHEAD, TokenEstimator, 
 from ..prompt.context import FimContext
 from ..prompt.request import FimRequest
 from ..prompt.ring import ContextRing
-from ..prompt.slots import Slots
 from ..prompt.speed import MIN_CONTEXT_CHARS, ServerSpeed
 from ..prompt.templates import ExtraChunk
 from ..prompt.window import WindowFitter
@@ -41,7 +40,6 @@ class Preparer:
     def __init__(self) -> None:
         self.estimator = TokenEstimator()
         self.speed = ServerSpeed()  # the server's measured speeds size the window (prompt/speed.py)
-        self.slots = Slots()  # the server slot holding each buffer's prompt (prompt/slots.py)
         self.in_use: dict[str, int | None] = {}  # the last prompt's context, for stats and health
         self.ring = ContextRing()
         starts: dict[int, int] = {}  # where each buffer's prompt starts, shared (window.py)
@@ -54,13 +52,11 @@ class Preparer:
         """Another server (or model): bytes per token and the fitted windows start over."""
         self.estimator = TokenEstimator()
         self.speed = ServerSpeed()
-        self.slots = Slots()  # (a request of the last server that says its slot later says it to the old map)
         self.in_use = {}
         starts: dict[int, int] = {}
         self._window, self._spec_window = WindowFitter(starts), WindowFitter(starts)
 
     def forget_buffer(self, buf: int) -> None:
-        self.slots.forget(buf)
         self._window.forget_buffer(buf)
         self._spec_window.forget_buffer(buf)
 

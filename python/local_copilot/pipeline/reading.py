@@ -133,7 +133,7 @@ class Reader:
             whole = exchange.answer_now()
             stream = exchange.chunks() if whole is None else _one(whole)
             buf = prep.snap.buf
-            if whole is None and req.slot is None and backend.places_in_slots and self.prompts.slots.of(buf) is None:
+            if whole is None and req.slot is None and backend.places_in_slots and backend.slots.of(buf) is None:
                 stream, exchange = self._place(buf, stream, exchange), None  # (the placing closes the exchange)
             async for chunk in stream:
                 if not answered:
@@ -179,7 +179,7 @@ class Reader:
                 self.prompts.overflowed(req, exc.prompt_tokens)
                 log.info("prompt too long for the server (%s); fitting it again", exc)
                 raise PromptTooLong() from None
-            self.prompts.slots.forget(prep.snap.buf)  # the server may have restarted
+            backend.slots.forget(prep.snap.buf)  # the server may have restarted
             if quiet or not report_failure:
                 log.debug("request failed: %s", exc)
             else:
@@ -230,8 +230,10 @@ class Reader:
         return Completion(texts[0], raws[0], "end", prepared=prep, sent=req, texts=texts)
 
     def _place(self, buf: int, stream: AsyncGenerator[Chunk, None], exchange: Exchange) -> AsyncGenerator[Chunk, None]:
-        """`buf`'s first request, read through a Placing (placing.py) until the server says its slot."""
-        slots = self.prompts.slots  # (this server's: another one's starts empty)
+        """`buf`'s request that names no slot, read through a Placing (placing.py) until the
+        server says where it ran."""
+        assert self.backend is not None
+        slots = self.backend.slots  # (this server's: another one's starts empty)
         placing = Placing(stream, exchange, lambda slot: slots.learn(buf, slot))
         self._placing[buf] = placing
 
@@ -244,19 +246,19 @@ class Reader:
 
     async def placed(self, buf: int) -> None:
         """Once `buf`'s next request can name its slot: a slot is chosen for a buffer that has
-        none (prompt/slots.py), or the server has said where the buffer's first request runs,
-        or that one was given up on (placing.py). A first request still being read with text
-        coming is not waited for (its reader is showing it)."""
+        run no request here (prompt/slots.py), or the server has said where the buffer's
+        request that named none runs, or that one was given up on (placing.py). Such a request
+        still being read with text coming is not waited for (its reader is showing it)."""
         placing = self._placing.get(buf)
         if placing is not None and placing.waits_for_slot:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(placing.done), Placing.MAX_S)
-        backend, slots = self.backend, self.prompts.slots
-        if placing is None and backend is not None and backend.places_in_slots and slots.of(buf) is None:
+        backend = self.backend
+        if placing is None and backend is not None and backend.places_in_slots and not backend.slots.known(buf):
             await asyncio.sleep(0)  # a turn of the loop first: httpx waits in a task (this may run eagerly, eager.py)
             states = await backend.slot_states()
             if states is not None:
-                slots.choose(buf, states)
+                backend.slots.choose(buf, states)
 
     def _account(self, req: FimRequest, chunk: Chunk, buf: int,
                  timed: tuple[float, float] | None = None) -> float | None:
@@ -267,7 +269,7 @@ class Reader:
         assert self.backend is not None
         generated = None
         if chunk.slot is not None:
-            self.prompts.slots.learn(buf, chunk.slot)
+            self.backend.slots.learn(buf, chunk.slot)
         if chunk.timings and "prompt_ms" not in chunk.timings and timed is not None:
             sent, first = timed
             now = time.perf_counter()

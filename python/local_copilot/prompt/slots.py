@@ -1,4 +1,5 @@
-"""Which server slot holds each buffer's prompt in its cache (llama-server's slots).
+"""Which server slot holds each buffer's prompt in its cache (llama-server's slots), as this
+editor's own requests left them.
 
 A server with several slots (llama-server's default is 4) gives a request the idle slot whose
 cache holds the most of its prompt, else the least recently used one. While the user types, a
@@ -11,23 +12,35 @@ the server holds such a request until the slot's last one has stopped, then find
 cached and evaluates what changed. A warm-up that went elsewhere would leave the first key at
 the new place to evaluate the window again in the buffer's slot, beside the warm-up.
 
+A slot keeps a buffer's prompt only until a request starts in another slot while it is idle:
+llama-server at its defaults (a unified KV cache, a host-memory prompt cache) then saves every
+idle slot to host memory and clears it. The server's own choice loads a saved prompt back into
+the slot it picks; a request that names an emptied slot does not, and evaluates its whole
+window (`make bench-real`: every return to a buffer after typing in another). So every request
+this editor sends (`sent`, from backends/exchange.py: suggestions, next edits) marks the other
+buffers' idle slots as perhaps emptied, and such a buffer's next request names no slot: the
+server finds its prompt where it is (in the slot, by similarity, on a server that keeps idle
+slots; in host memory otherwise), and the request after waits to hear where it ran
+(pipeline/placing.py). The server says which slot ran a request on its last chunk only
+(partial chunks do not say).
+
 Instruction edits and next edits name no slot: the server's own choice gives them an idle
-slot (the one holding their prompt, or the least recently used), never the one a buffer's
-requests wait for. A buffer's slot is the one that ran its last request, as the server says on
-its last chunk (partial chunks do not say). A buffer's first request takes a slot nobody has
-used yet, as `/slots` shows them (`choose`): it is named at once, so a key typed while it
+slot, never the one a buffer's requests wait for. A buffer's first request takes a slot nobody
+has used yet, as `/slots` shows them (`choose`): it is named at once, so a key typed while it
 runs names it too, as on a server of one slot. Where every slot has been used (by another
 editor, an instruction edit, an earlier session) and not all by this editor's buffers, the
-server chooses, as it does for a team: the first request names none, and the next waits until
-the server has said where it runs (pipeline/placing.py). Once all slots hold this editor's
-buffers, a new buffer takes the slot of the one used least recently. A request that fails
-forgets its buffer's slot (the server may have restarted with fewer slots). With more editors
-on one server than it has slots, two may name one slot and queue behind each other: such a
-team gives the server a slot per editor (bench/team.py).
+server chooses, as it does for a team. Once all slots hold this editor's buffers, a new
+buffer takes the slot of the one used least recently. A request that fails forgets its
+buffer's slot (the server may have restarted with fewer slots). With more editors on one
+server than it has slots, two may name one slot and queue behind each other: such a team
+gives the server a slot per editor (bench/team.py). Another editor's request empties this
+editor's idle slots unseen: a team's server keeps them with `--no-cache-idle-slots` or
+`--no-kv-unified` (README).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import NamedTuple
 
 __all__ = ["SlotState", "Slots"]
@@ -43,35 +56,62 @@ class SlotState(NamedTuple):
 
 class Slots:
     def __init__(self) -> None:
-        # buffer -> its slot, the buffer whose request ran last at the end
+        # buffer -> the slot that ran its last request
         self._by_buf: dict[int, int] = {}
+        # the slots this editor's requests ran in, the one that ran the last at the end
+        self._recent: dict[int, None] = {}
+        # buffers whose slot may no longer hold their prompt (see the module's doc)
+        self._moved: set[int] = set()
+        # slot -> this editor's requests named into it and not ended (a busy slot is not emptied)
+        self._running: Counter[int] = Counter()
 
     def of(self, buf: int) -> int | None:
-        """The slot that ran `buf`'s last request, None until the server has placed one of them."""
-        return self._by_buf.get(buf)
+        """The slot `buf`'s next request names: the one that ran its last request while it
+        still holds its prompt; None: the server chooses."""
+        return None if buf in self._moved else self._by_buf.get(buf)
+
+    def known(self, buf: int) -> bool:
+        """Whether a request of `buf` has run on this server (its prompt may be there still)."""
+        return buf in self._by_buf
 
     def learn(self, buf: int, slot: int) -> None:
-        """A request of `buf` runs in `slot`: the buffer that held it before no longer does (its
-        next request chooses again instead of taking the slot back from this one)."""
-        for other, held in list(self._by_buf.items()):
+        """A request of `buf` runs in `slot`: the buffer whose prompt was there no longer has it
+        there (its next request names no slot)."""
+        for other, held in self._by_buf.items():
             if held == slot and other != buf:
-                del self._by_buf[other]
-        self._by_buf.pop(buf, None)
+                self._moved.add(other)
+        self._moved.discard(buf)
         self._by_buf[buf] = slot
+        self._recent.pop(slot, None)
+        self._recent[slot] = None
+
+    def sent(self, slot: int | None) -> None:
+        """A request of this editor goes to `slot` (None: where the server chooses): every other
+        idle slot may be emptied as it starts (see the module's doc)."""
+        if slot is not None:
+            self._running[slot] += 1
+        for buf, held in self._by_buf.items():
+            if held != slot and not self._running[held]:
+                self._moved.add(buf)
+
+    def ended(self, slot: int | None) -> None:
+        """A request `sent` to `slot` has ended, or was closed."""
+        if slot is not None and self._running[slot] > 0:
+            self._running[slot] -= 1
 
     def choose(self, buf: int, states: list[SlotState]) -> int | None:
         """The slot for `buf`'s first request, kept as its slot; None: the server's choice (see
         the module's doc). `states`: the server's slots as `/slots` shows them now."""
         if buf in self._by_buf:  # (a request of it placed meanwhile)
-            return self._by_buf[buf]
-        ours = set(self._by_buf.values())
+            return self.of(buf)
         idle = {s.id for s in states if not s.busy}
-        slot = next((s.id for s in states if s.id in idle and not s.used and s.id not in ours), None)
-        if slot is None and states and all(s.id in ours for s in states):
-            slot = next((held for held in self._by_buf.values() if held in idle), None)  # (least recent first)
+        slot = next((s.id for s in states if s.id in idle and not s.used and s.id not in self._recent), None)
+        if slot is None and states and all(s.id in self._recent for s in states):
+            slot = next((ran for ran in self._recent if ran in idle), None)  # (least recent first)
         if slot is not None:
             self.learn(buf, slot)
         return slot
 
     def forget(self, buf: int) -> None:
         self._by_buf.pop(buf, None)
+        self._moved.discard(buf)
