@@ -34,8 +34,7 @@ buffer takes the slot of the one used least recently. A request that fails forge
 buffer's slot (the server may have restarted with fewer slots). With more editors on one
 server than it has slots, two may name one slot and queue behind each other: such a team
 gives the server a slot per editor (bench/team.py). Another editor's request empties this
-editor's idle slots unseen: a team's server keeps them with `--no-cache-idle-slots` or
-`--no-kv-unified` (README).
+editor's idle slots unseen; a server started with `-np N` splits its KV cache and keeps them.
 """
 
 from __future__ import annotations
