@@ -1,6 +1,7 @@
-"""pipeline/placing.py: a buffer's first request, read on when it is superseded before the
-server has said its slot (the server's own stream is faked here by an async generator of the
-chunks llama-server sends: partial ones without a slot, the last with it)."""
+"""pipeline/placing.py: a buffer's request that names no slot, read on when it is superseded
+before the server has said its slot (the server's own stream is faked here by an async
+generator of the chunks llama-server sends: partial ones without a slot and the last with it,
+as older versions do, or every one with it, as current ones do)."""
 
 from __future__ import annotations
 
@@ -22,12 +23,13 @@ class _Exchange:
         self.aborted += 1
 
 
-def _answer(prompt_s: float, tokens: int, token_s: float, slot: int, log: list[str]) -> AsyncGenerator[Chunk, None]:
+def _answer(prompt_s: float, tokens: int, token_s: float, slot: int, log: list[str], *,
+            slot_on_every: bool = False) -> AsyncGenerator[Chunk, None]:
     async def gen() -> AsyncGenerator[Chunk, None]:
         try:
             await asyncio.sleep(prompt_s)  # the prompt's evaluation
             for i in range(tokens):
-                yield Chunk(text="x")
+                yield Chunk(text="x", slot=slot if slot_on_every else None)
                 log.append(f"token {i}")
                 await asyncio.sleep(token_s)
             yield Chunk(text="", done=True, slot=slot)
@@ -84,6 +86,27 @@ async def test_superseded_after_its_first_token_it_is_closed_after_a_short_grace
     await asyncio.wait_for(placing.done, 2)
     assert loop.time() - t0 <= Placing.GRACE_S + 0.2
     assert learned == [] and "closed" in log and ex.aborted == 1
+
+
+async def test_a_slot_said_on_the_first_chunk_ends_the_wait_and_a_superseded_request_is_closed_at_once() -> None:
+    log: list[str] = []
+    learned: list[int] = []
+    placing, ex = _placing(_answer(0.05, 1000, 0.01, 2, log, slot_on_every=True), learned)
+    chunks = placing.chunks()
+    reader = asyncio.ensure_future(chunks.__anext__())
+    await asyncio.sleep(0.01)
+    assert placing.waits_for_slot  # its prompt is being evaluated
+    reader.cancel()  # the next key supersedes it
+    with pytest.raises(asyncio.CancelledError):
+        await reader
+    await chunks.aclose()
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    # the first chunk says the slot: nothing more is read (no grace, not its 1000 tokens)
+    await asyncio.wait_for(placing.done, 2)
+    assert loop.time() - t0 <= 0.2
+    assert learned == [2] and not placing.waits_for_slot and ex.aborted == 1
+    assert "token 1" not in log and "closed" in log
 
 
 async def test_a_failure_reaches_the_reader_unless_superseded() -> None:

@@ -1,21 +1,23 @@
 """A buffer's request that names no slot on a server of several slots, read on when it is
 superseded before the server has said where it runs.
 
-llama-server says which slot ran a request only on the answer's last chunk (prompt/slots.py).
-A buffer's first request where every slot has been used, and a buffer's request after its
-slot may have been emptied (a request of this editor started in another slot meanwhile), go
-where the server chooses: the idle slot holding most of its prompt, else the least recently
-used one, into which it loads the prompt back from its host-memory cache. On a CPU the next
+llama-server says which slot runs a request on the answer's chunks (the last one at least;
+current versions on every one, from the first token). A buffer's first request where every
+slot has been used, and a buffer's request after its slot may have been emptied (a request of
+this editor started in another slot meanwhile), go where the server chooses: the idle slot
+holding most of its prompt, else the least recently used one, into which it loads the prompt
+back from its host-memory cache. On a CPU the next
 key often comes while the server still evaluates that request. Closed then, the request would
 never say its slot; the next one, unnamed, would go to another slot and evaluate the whole
 window again, beside the first evaluation (`make bench-real` at llama-server's default slots,
 typing at once in another buffer: two windows evaluated at once, p50 several times -np 1's).
 
 So such a request, superseded, is read on in the background, its text dropped, and the
-buffer's next request waits for it (Reader.placed) and names its slot: the server finds the
-window cached there. Once the first token has come, the prompt is cached in that slot and the
-server would choose it again by similarity: the request is then read only briefly more
-(GRACE_S, for its last chunk), and at most MAX_S in all, then closed as any superseded request."""
+buffer's next request waits until a chunk says the slot (Reader.placed) and names it: the
+server finds the window cached there. Once the slot is said, the request is closed as any
+superseded one. Once the first token has come without it, the prompt is cached in that slot
+and the server would choose it again by similarity: the request is then read only briefly more
+(GRACE_S, for its last chunk), and at most MAX_S in all."""
 
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ class Placing:
         self._stream, self._exchange, self._learn = stream, exchange, learn
         self._queue: asyncio.Queue[Chunk | Exception | None] = asyncio.Queue()
         self._texted = False  # a token came: the prompt is cached in its slot
+        self._placed = False  # a chunk said the slot
         self._superseded = False
         self._ended = False  # the answer's last chunk (or its failure) was read
         loop = asyncio.get_running_loop()
@@ -61,17 +64,19 @@ class Placing:
 
     @property
     def waits_for_slot(self) -> bool:
-        """Whether the buffer's next request should wait for this one's end to name its slot:
-        it is read on in the background (superseded), or its prompt is still being
-        evaluated (a warm-up, or a first part the next key came during)."""
-        return not self.done.done() and (self._superseded or not self._texted)
+        """Whether the buffer's next request should wait for this one to say its slot: it is
+        read on in the background (superseded), or its prompt is still being evaluated (a
+        warm-up, or a first part the next key came during)."""
+        return not self.done.done() and not self._placed and (self._superseded or not self._texted)
 
     def _supersede(self) -> None:
         if self._ended:
             return
         self._superseded = True
         loop = asyncio.get_running_loop()
-        if self._texted:
+        if self._placed:
+            self._task.cancel()
+        elif self._texted:
             loop.call_later(self.GRACE_S, self._task.cancel)
         else:
             loop.call_later(self.MAX_S, self._task.cancel)
@@ -79,8 +84,11 @@ class Placing:
     async def _pull(self) -> None:
         try:
             async for chunk in self._stream:
-                if chunk.slot is not None:
+                if chunk.slot is not None and not self._placed:
                     self._learn(chunk.slot)
+                    self._placed = True
+                    if self._superseded:
+                        break  # nobody reads it, and the next request can name the slot
                 if chunk.text and not self._texted:
                     self._texted = True
                     if self._superseded:

@@ -76,6 +76,8 @@ class Slots:
     def learn(self, buf: int, slot: int) -> None:
         """A request of `buf` runs in `slot`: the buffer whose prompt was there no longer has it
         there (its next request names no slot)."""
+        if self._by_buf.get(buf) == slot and buf not in self._moved and next(reversed(self._recent)) == slot:
+            return  # (said again: current servers say the slot on every chunk)
         for other, held in self._by_buf.items():
             if held == slot and other != buf:
                 self._moved.add(other)
