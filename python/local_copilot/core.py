@@ -69,7 +69,7 @@ class Core:
         self.pipeline.configure(cfg, backend, fallbacks)
         self.privacy.configure(cfg)
         self.next_edits.configure(cfg, backend, self._client)
-        self.edits.configure(cfg)
+        self.edits.configure(cfg, backend.slots)
 
     def unconfigure(self) -> None:
         """The options were refused: nothing runs or starts until they are good again."""

@@ -281,3 +281,40 @@ def test_back_in_a_buffer_after_typing_in_another_its_window_is_not_evaluated_ag
         assert back and all(t["prompt"] <= 16 for t in back.values()), back
     finally:
         nv.close()
+
+
+@pytest.mark.parametrize("server", ["defaults"], indirect=True)
+def test_after_an_instruction_edit_on_the_same_server_the_window_is_not_evaluated_again(
+        server: tuple[LlamaServer, Path], nvim_bin: str, manifest: Path, nvim_env: dict[str, str],
+        tmp_path: Path) -> None:
+    srv, log = server
+    nv = start_nvim(nvim_bin, manifest, nvim_env, setup={
+        "backends": {"llama.cpp": {"url": srv.url}}, "debounce_ms": 0, "speculative": False,
+        "latency_target_ms": 60000, "edit": {"n_predict": 12}})
+    try:
+        path = tmp_path / "scale.py"
+        path.write_text("\n".join(TEXT) + "\n")
+        nv.command(f"edit {path}")
+        nv.command("normal! G")
+        nv.input("oa")
+        wait_for(lambda: nv.exec_lua(FINAL % "a"), timeout=60, what="the whole suggestion")
+        nv.input("<Esc>")
+        # an instruction edit of the first line: its chat request runs in another slot
+        edit_id = nv.exec_lua("return require('local_copilot').edit(...)",
+                              {"line1": 1, "line2": 1, "instruction": "rename it"})
+        wait_for(lambda: nv.exec_lua("local e = require('local_copilot.edit').edits[...]; return e and e.state",
+                                     edit_id) in ("done", "error"), timeout=60, what="the edit's answer")
+        wait_for(lambda: all("prompt" in t for t in tasks(log).values()), what="the server's account of the requests")
+        window = max(t["prompt"] for t in tasks(log).values())
+        assert window > 200, tasks(log)
+        before = set(tasks(log))
+        nv.command("normal! G")
+        nv.input("Ab")
+        wait_for(lambda: nv.exec_lua(FINAL % "ab"), timeout=60, what="the whole suggestion after the edit")
+        wait_for(lambda: all("prompt" in t for k, t in tasks(log).items() if k not in before),
+                 what="the server's account of the requests")
+        after = {k: t for k, t in tasks(log).items() if k not in before}
+        # the server loaded the window back from its host-memory cache: what changed was evaluated
+        assert after and all(t["prompt"] <= 16 for t in after.values()), after
+    finally:
+        nv.close()

@@ -27,7 +27,7 @@ import msgspec
 
 from ..errors import BackendError, ConfigError, ModelLoading, ProtocolError, ServerError
 from ..log import log
-from ..prompt.slots import Slots, SlotState
+from ..prompt.slots import SlotState
 from ..prompt.styles import CHAT_TURN_TOKENS, CONTINUE, Decision, name_says, no_fim_family, template_markers
 from ..prompt.templates import FimTemplate, detect_family, get_template, names
 from ..transport.streaming import SSEParser
@@ -206,7 +206,7 @@ class LlamaCppBackend(HttpBackend):
         self.template = None
         self._resolved = False
         self._slot_view = True
-        self.slots = Slots()  # (an exchange still open tells the map it started in)
+        self.slots.clear()
         self.style, self.style_reason = "fim", ""
 
     async def probe(self) -> _Props:

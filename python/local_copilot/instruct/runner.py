@@ -19,6 +19,7 @@ from ..config import Config
 from ..errors import BackendError, ConfigError, ModelLoading, ServerError, ServerUnavailable, TooLarge
 from ..log import log
 from ..privacy.policy import Gate
+from ..prompt.slots import Slots
 from ..stats import Stats
 from ..transport.access import async_client
 from ..updates import Editor, EditProgress, EditUpdate
@@ -50,9 +51,14 @@ class EditRunner:
         self._config = config
         self._client: httpx.AsyncClient | None = None
         self._chats: dict[str, ChatBackend] = {}
+        self._slots: Slots | None = None  # the active entry's (configure)
 
-    def configure(self, cfg: Config) -> None:
-        """New options: edits in flight stop (their previews say so), backends are made anew."""
+    def configure(self, cfg: Config, slots: Slots | None = None) -> None:
+        """New options: edits in flight stop (their previews say so), backends are made anew.
+        `slots`: the active entry's (its ghost text's) map of the server's slots, which an edit
+        sent to that entry tells too (an edit starting in one slot may empty the idle ones:
+        prompt/slots.py)."""
+        self._slots = slots
         for buf, state in self._buffers.items():
             for edit_id, task in list(state.edits.items()):
                 if not task.done():
@@ -74,6 +80,8 @@ class EditRunner:
                 self._client = async_client(cfg.backends.values(), timeout=httpx.Timeout(10.0, connect=2.0))
             chat = self._chats[name] = chat_backend(name, cfg.backends[name], self._client,
                                                     timeout_s=cfg.edit.timeout_ms / 1000)
+            if name == cfg.backend and self._slots is not None:
+                chat.slots = self._slots  # (the same server as ghost text)
         return chat
 
     def _show(self, update: EditUpdate) -> None:

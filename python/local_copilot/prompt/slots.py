@@ -113,6 +113,13 @@ class Slots:
             self.learn(buf, slot)
         return slot
 
+    def clear(self) -> None:
+        """The server went away: it may come back with other slots, all empty (the requests in
+        flight still end here)."""
+        self._by_buf.clear()
+        self._moved.clear()
+        self._recent.clear()
+
     def forget(self, buf: int) -> None:
         self._by_buf.pop(buf, None)
         self._moved.discard(buf)
