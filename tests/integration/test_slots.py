@@ -13,12 +13,15 @@ task and how many prompt tokens it evaluated; that is what the test reads.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from local_copilot.prompt.slots import Slots
 from local_copilot.servers.llama_cpp import LlamaServer, free_port
 
 from ..helpers import wait_for
@@ -135,8 +138,10 @@ def test_each_buffers_first_request_names_a_slot_nobody_has_used(models: dict[st
     argv = [llama_bin, "-m", str(models["x"]), "--host", "127.0.0.1", "--port", str(port), "-c", "8192",
             "--cache-reuse", "256", "--metrics", "--no-webui"]  # its defaults: 4 slots
     with LlamaServer(argv, port=port, log_file=log) as srv:
+        # no speculation: a speculative request of the first buffer, sent once its suggestion
+        # is whole, may start after the switch and read as the second buffer's
         nv = start_nvim(nvim_bin, manifest, nvim_env, setup={
-            "backends": {"llama.cpp": {"url": srv.url}}, "debounce_ms": 0})
+            "backends": {"llama.cpp": {"url": srv.url}}, "debounce_ms": 0, "speculative": False})
         try:
             slots_of = []
             for name in ("one.py", "two.py"):
@@ -311,6 +316,43 @@ def test_after_an_instruction_edit_on_the_same_server_the_window_is_not_evaluate
         nv.command("normal! G")
         nv.input("Ab")
         wait_for(lambda: nv.exec_lua(FINAL % "ab"), timeout=60, what="the whole suggestion after the edit")
+        wait_for(lambda: all("prompt" in t for k, t in tasks(log).items() if k not in before),
+                 what="the server's account of the requests")
+        after = {k: t for k, t in tasks(log).items() if k not in before}
+        # the server loaded the window back from its host-memory cache: what changed was evaluated
+        assert after and all(t["prompt"] <= 16 for t in after.values()), after
+    finally:
+        nv.close()
+
+
+@pytest.mark.parametrize("server", ["defaults"], indirect=True)
+def test_after_another_editors_request_on_the_server_the_window_is_not_evaluated_again(
+        server: tuple[LlamaServer, Path], nvim_bin: str, manifest: Path, nvim_env: dict[str, str],
+        tmp_path: Path) -> None:
+    srv, log = server
+    nv = start_nvim(nvim_bin, manifest, nvim_env, setup={
+        "backends": {"llama.cpp": {"url": srv.url}}, "debounce_ms": 0, "speculative": False,
+        "latency_target_ms": 60000})
+    try:
+        path = tmp_path / "scale.py"
+        path.write_text("\n".join(TEXT) + "\n")
+        nv.command(f"edit {path}")
+        nv.command("normal! G")
+        nv.input("oa")
+        wait_for(lambda: nv.exec_lua(FINAL % "a"), timeout=60, what="the whole suggestion")
+        wait_for(lambda: all("prompt" in t for t in tasks(log).values()), what="the server's account of the requests")
+        done = time.monotonic()
+        assert max(t["prompt"] for t in tasks(log).values()) > 200, tasks(log)
+        # another editor's request: the server gives it another slot, and saves and empties
+        # this editor's idle one as it starts
+        other = "\n".join(line.replace("scale", "shift") for line in TEXT)
+        httpx.post(srv.url + "/completion", json={"prompt": other, "n_predict": 4}, timeout=60).raise_for_status()
+        wait_for(lambda: time.monotonic() - done >= Slots.CHECK_AFTER_S + 0.1, what="a pause")
+        before = set(tasks(log))
+        nv.input("<Esc>")
+        nv.command("normal! G")
+        nv.input("Ab")
+        wait_for(lambda: nv.exec_lua(FINAL % "ab"), timeout=60, what="the whole suggestion after the pause")
         wait_for(lambda: all("prompt" in t for k, t in tasks(log).items() if k not in before),
                  what="the server's account of the requests")
         after = {k: t for k, t in tasks(log).items() if k not in before}

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import time
+
 from local_copilot.prompt.slots import Slots, SlotState
 
 
@@ -85,3 +87,32 @@ def test_a_forgotten_buffer_chooses_a_slot_again() -> None:
     slots.forget(1)
     assert not slots.known(1) and slots.of(1) is None
     assert slots.choose(1, _fresh(2)) == 1  # (slot 0 ran this editor's requests: not one nobody used)
+
+
+def test_after_a_pause_a_task_another_editor_started_elsewhere_leaves_the_buffer_to_the_servers_choice() -> None:
+    slots = Slots()
+    slots.learn(1, 0)
+    slots.sent(0)
+    slots.ended(0)
+    now = time.monotonic()
+    assert slots.to_check(1, now + Slots.CHECK_AFTER_S)  # a pause: /slots is read first
+    assert not slots.to_check(1, now - 1)  # the next key: it is not
+    # the slot's last task is the newest: nobody started one since
+    slots.check(1, [SlotState(0, False, True, 10), SlotState(1, False, True, 7)])
+    assert slots.of(1) == 0
+    assert not slots.to_check(1, now + 10)  # once per pause
+    # another editor's task started in slot 1 after this editor's last one in slot 0
+    slots.sent(0)
+    slots.ended(0)
+    slots.check(1, [SlotState(0, False, True, 12), SlotState(1, False, True, 15)])
+    assert slots.of(1) is None and slots.known(1)
+    # a task running in the buffer's slot that is not this editor's
+    slots.learn(1, 0)
+    slots.sent(0)
+    slots.ended(0)
+    slots.check(1, [SlotState(0, True, True, 20), SlotState(1, False, True, 15)])
+    assert slots.of(1) is None
+    # while a request of this editor runs there, nothing is read
+    slots.learn(1, 0)
+    slots.sent(0)
+    assert not slots.to_check(1, now + 10)

@@ -248,17 +248,25 @@ class Reader:
         """Once `buf`'s next request can name its slot: a slot is chosen for a buffer that has
         run no request here (prompt/slots.py), or the server has said where the buffer's
         request that named none runs, or that one was given up on (placing.py). Such a request
-        still being read with text coming is not waited for (its reader is showing it)."""
+        still being read with text coming is not waited for (its reader is showing it). After a
+        pause, the buffer's slot is checked against `/slots` (another editor may have emptied it)."""
         placing = self._placing.get(buf)
         if placing is not None and placing.waits_for_slot:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(placing.done), Placing.MAX_S)
         backend = self.backend
-        if placing is None and backend is not None and backend.places_in_slots and not backend.slots.known(buf):
+        if placing is not None or backend is None or not backend.places_in_slots:
+            return
+        slots = backend.slots
+        choose = not slots.known(buf)
+        if choose or slots.to_check(buf, time.monotonic()):
             await asyncio.sleep(0)  # a turn of the loop first: httpx waits in a task (this may run eagerly, eager.py)
             states = await backend.slot_states()
             if states is not None:
-                backend.slots.choose(buf, states)
+                if choose:
+                    slots.choose(buf, states)
+                else:
+                    slots.check(buf, states)
 
     def _account(self, req: FimRequest, chunk: Chunk, buf: int,
                  timed: tuple[float, float] | None = None) -> float | None:

@@ -34,11 +34,15 @@ buffer takes the slot of the one used least recently. A request that fails forge
 buffer's slot (the server may have restarted with fewer slots). With more editors on one
 server than it has slots, two may name one slot and queue behind each other: such a team
 gives the server a slot per editor (bench/team.py). Another editor's request empties this
-editor's idle slots unseen; a server started with `-np N` splits its KV cache and keeps them.
+editor's idle slots too, unseen by `sent`: after a pause (a buffer's slot idle CHECK_AFTER_S),
+its next request reads `/slots` first (`to_check`, `check`), and a task that started in another
+slot since the slot's last one leaves that request to the server's choice. A server started
+with `-np N` splits its KV cache and keeps idle slots as they are.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import NamedTuple
 
@@ -51,9 +55,13 @@ class SlotState(NamedTuple):
     id: int
     busy: bool  # running a request now
     used: bool  # has run one (its cache may hold somebody's prompt)
+    task: int = -1  # the id of the last task it ran (the server numbers them in order)
 
 
 class Slots:
+    # a slot idle this long is checked against `/slots` before it is named again (to_check)
+    CHECK_AFTER_S = 0.5
+
     def __init__(self) -> None:
         # buffer -> the slot that ran its last request
         self._by_buf: dict[int, int] = {}
@@ -63,6 +71,8 @@ class Slots:
         self._moved: set[int] = set()
         # slot -> this editor's requests named into it and not ended (a busy slot is not emptied)
         self._running: Counter[int] = Counter()
+        # slot -> when its last request of this editor ended (time.monotonic()), until checked
+        self._quiet_since: dict[int, float] = {}
 
     def of(self, buf: int) -> int | None:
         """The slot `buf`'s next request names: the one that ran its last request while it
@@ -99,6 +109,31 @@ class Slots:
         """A request `sent` to `slot` has ended, or was closed."""
         if slot is not None and self._running[slot] > 0:
             self._running[slot] -= 1
+            if not self._running[slot]:
+                self._quiet_since[slot] = time.monotonic()
+
+    def to_check(self, buf: int, now: float) -> bool:
+        """Whether `buf`'s slot has been idle long enough (CHECK_AFTER_S: a pause, not the
+        next key) for another editor's request to have emptied it unseen: `check` it against
+        `/slots` before naming it. Once per pause."""
+        slot = self.of(buf)
+        if slot is None or self._running[slot]:
+            return False
+        since = self._quiet_since.get(slot)
+        return since is not None and now - since >= self.CHECK_AFTER_S
+
+    def check(self, buf: int, states: list[SlotState]) -> None:
+        """`states` (`/slots` now): a task that started after the last one in `buf`'s slot, in
+        another slot, may have emptied it while it was idle (one of this editor's would have
+        said so to `sent`: another editor's), and a task running in it now is not this
+        editor's. Either way its next request names no slot (the server finds its prompt)."""
+        slot = self.of(buf)
+        if slot is None:
+            return
+        self._quiet_since.pop(slot, None)
+        mine = next((s for s in states if s.id == slot), None)
+        if mine is None or mine.busy or any(s.task > mine.task for s in states if s.id != slot):
+            self._moved.add(buf)
 
     def choose(self, buf: int, states: list[SlotState]) -> int | None:
         """The slot for `buf`'s first request, kept as its slot; None: the server's choice (see
@@ -119,6 +154,7 @@ class Slots:
         self._by_buf.clear()
         self._moved.clear()
         self._recent.clear()
+        self._quiet_since.clear()
 
     def forget(self, buf: int) -> None:
         self._by_buf.pop(buf, None)
