@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -246,6 +246,36 @@ def test_a_key_typed_while_the_buffers_warm_up_runs_waits_for_its_slot(
         nv.close()
 
 
+# what the tests below set: every request is a typed key's, and the window is all of the file
+RETURN_SETUP = {"debounce_ms": 0, "speculative": False, "latency_target_ms": 60000}
+
+
+def suggestion_at_end(nv: Any, log: Path, path: Path, keys: str, line: str) -> dict[int, dict[str, Any]]:
+    """`keys` typed at the end of `path` (opened in the window unless it is there), to the
+    whole suggestion with `line` as the line typed: the server's tasks for it."""
+    before = set(tasks(log))
+    nv.input("<Esc>")
+    nv.command(f"if expand('%:p') !=# '{path}' | edit {path} | endif")
+    nv.command("normal! G")
+    nv.input(keys)
+    wait_for(lambda: nv.exec_lua(FINAL % line), timeout=60, what=f"the whole suggestion in {path.name}")
+    wait_for(lambda: all("prompt" in t for k, t in tasks(log).items() if k not in before),
+             what="the server's account of the requests")
+    return {k: t for k, t in tasks(log).items() if k not in before}
+
+
+def assert_window_comes_back(nv: Any, log: Path, path: Path, between: Callable[[], None]) -> None:
+    """`oa` typed at the end of `path` (its window evaluated whole), then `between()`, then `Ab`
+    at the same place: the server evaluates what changed, not the window again (it finds the
+    window in the buffer's slot, or loads it back from its host-memory cache)."""
+    path.write_text("\n".join(TEXT) + "\n")
+    first = suggestion_at_end(nv, log, path, "oa", "a")
+    assert max(t["prompt"] for t in first.values()) > 200, first
+    between()
+    back = suggestion_at_end(nv, log, path, "Ab", "ab")
+    assert back and all(t["prompt"] <= 16 for t in back.values()), back
+
+
 # at the defaults a request in another slot empties the idle ones (their prompts go to the
 # server's host-memory cache); with split caches, or one slot, they keep them
 @pytest.mark.parametrize("server", ["defaults", "np4-split", "np1"], indirect=True)
@@ -253,110 +283,47 @@ def test_back_in_a_buffer_after_typing_in_another_its_window_is_not_evaluated_ag
         server: tuple[LlamaServer, Path], nvim_bin: str, manifest: Path, nvim_env: dict[str, str],
         tmp_path: Path) -> None:
     srv, log = server
-    nv = start_nvim(nvim_bin, manifest, nvim_env, setup={
-        "backends": {"llama.cpp": {"url": srv.url}}, "debounce_ms": 0, "speculative": False,
-        "latency_target_ms": 60000})
+    nv = start_nvim(nvim_bin, manifest, nvim_env, setup={"backends": {"llama.cpp": {"url": srv.url}}, **RETURN_SETUP})
+    other = tmp_path / "shift.py"
+    other.write_text("\n".join(line.replace("scale", "shift") for line in TEXT) + "\n")
+
+    def type_in_another_buffer() -> None:
+        seen = suggestion_at_end(nv, log, other, "oa", "a")
+        assert max(t["prompt"] for t in seen.values()) > 200, seen  # its own window, whole
+
     try:
-        paths = [tmp_path / "one.py", tmp_path / "two.py"]
-        windows = []
-        for path, name in zip(paths, ("scale", "shift"), strict=True):
-            before = set(tasks(log))
-            path.write_text("\n".join(line.replace("scale", name) for line in TEXT) + "\n")
-            nv.input("<Esc>")
-            nv.command(f"edit {path}")
-            nv.command("normal! G")
-            nv.input("oa")
-            wait_for(lambda: nv.exec_lua(FINAL % "a"), timeout=60, what=f"the whole suggestion in {path.name}")
-            wait_for(lambda b=before: all("prompt" in t for k, t in tasks(log).items() if k not in b),
-                     what="the server's account of the requests")
-            windows.append(max(t["prompt"] for k, t in tasks(log).items() if k not in before))
-        # each buffer's window was evaluated once, whole
-        assert min(windows) > 200, windows
-        before = set(tasks(log))
-        nv.input("<Esc>")
-        nv.command(f"edit {paths[0]}")
-        nv.command("normal! G")
-        nv.input("Ab")  # where the first buffer's window was last asked for, one key more
-        wait_for(lambda: nv.exec_lua(FINAL % "ab"), timeout=60, what="the whole suggestion back in one.py")
-        wait_for(lambda: all("prompt" in t for k, t in tasks(log).items() if k not in before),
-                 what="the server's account of the requests")
-        back = {k: t for k, t in tasks(log).items() if k not in before}
-        # the server found the first buffer's window (in its slot, or in its host-memory cache)
-        # and evaluated what changed, not the whole window again
-        assert back and all(t["prompt"] <= 16 for t in back.values()), back
+        assert_window_comes_back(nv, log, tmp_path / "scale.py", type_in_another_buffer)
     finally:
         nv.close()
 
 
-@pytest.mark.parametrize("server", ["defaults"], indirect=True)
-def test_after_an_instruction_edit_on_the_same_server_the_window_is_not_evaluated_again(
-        server: tuple[LlamaServer, Path], nvim_bin: str, manifest: Path, nvim_env: dict[str, str],
-        tmp_path: Path) -> None:
-    srv, log = server
-    nv = start_nvim(nvim_bin, manifest, nvim_env, setup={
-        "backends": {"llama.cpp": {"url": srv.url}}, "debounce_ms": 0, "speculative": False,
-        "latency_target_ms": 60000, "edit": {"n_predict": 12}})
-    try:
-        path = tmp_path / "scale.py"
-        path.write_text("\n".join(TEXT) + "\n")
-        nv.command(f"edit {path}")
-        nv.command("normal! G")
-        nv.input("oa")
-        wait_for(lambda: nv.exec_lua(FINAL % "a"), timeout=60, what="the whole suggestion")
-        nv.input("<Esc>")
-        # an instruction edit of the first line: its chat request runs in another slot
-        edit_id = nv.exec_lua("return require('local_copilot').edit(...)",
-                              {"line1": 1, "line2": 1, "instruction": "rename it"})
-        wait_for(lambda: nv.exec_lua("local e = require('local_copilot.edit').edits[...]; return e and e.state",
-                                     edit_id) in ("done", "error"), timeout=60, what="the edit's answer")
-        wait_for(lambda: all("prompt" in t for t in tasks(log).values()), what="the server's account of the requests")
-        window = max(t["prompt"] for t in tasks(log).values())
-        assert window > 200, tasks(log)
-        before = set(tasks(log))
-        nv.command("normal! G")
-        nv.input("Ab")
-        wait_for(lambda: nv.exec_lua(FINAL % "ab"), timeout=60, what="the whole suggestion after the edit")
-        wait_for(lambda: all("prompt" in t for k, t in tasks(log).items() if k not in before),
-                 what="the server's account of the requests")
-        after = {k: t for k, t in tasks(log).items() if k not in before}
-        # the server loaded the window back from its host-memory cache: what changed was evaluated
-        assert after and all(t["prompt"] <= 16 for t in after.values()), after
-    finally:
-        nv.close()
+def an_instruction_edit(nv: Any, srv: LlamaServer) -> None:
+    """Of the first line: its chat request runs in another slot."""
+    nv.input("<Esc>")
+    edit_id = nv.exec_lua("return require('local_copilot').edit(...)",
+                          {"line1": 1, "line2": 1, "instruction": "rename it"})
+    wait_for(lambda: nv.exec_lua("local e = require('local_copilot.edit').edits[...]; return e and e.state",
+                                 edit_id) in ("done", "error"), timeout=60, what="the edit's answer")
+
+
+def another_editors_request(nv: Any, srv: LlamaServer) -> None:
+    """The server gives it another slot, and saves and empties this editor's idle one as it
+    starts; this editor's next key comes after a pause."""
+    done = time.monotonic()
+    other = "\n".join(line.replace("scale", "shift") for line in TEXT)
+    httpx.post(srv.url + "/completion", json={"prompt": other, "n_predict": 4}, timeout=60).raise_for_status()
+    wait_for(lambda: time.monotonic() - done >= Slots.CHECK_AFTER_S + 0.1, what="a pause")
 
 
 @pytest.mark.parametrize("server", ["defaults"], indirect=True)
-def test_after_another_editors_request_on_the_server_the_window_is_not_evaluated_again(
-        server: tuple[LlamaServer, Path], nvim_bin: str, manifest: Path, nvim_env: dict[str, str],
-        tmp_path: Path) -> None:
+@pytest.mark.parametrize("between", [an_instruction_edit, another_editors_request], ids=lambda f: f.__name__)
+def test_after_another_request_on_the_same_server_the_window_is_not_evaluated_again(
+        server: tuple[LlamaServer, Path], between: Callable[[Any, LlamaServer], None], nvim_bin: str,
+        manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
     srv, log = server
     nv = start_nvim(nvim_bin, manifest, nvim_env, setup={
-        "backends": {"llama.cpp": {"url": srv.url}}, "debounce_ms": 0, "speculative": False,
-        "latency_target_ms": 60000})
+        "backends": {"llama.cpp": {"url": srv.url}}, **RETURN_SETUP, "edit": {"n_predict": 12}})
     try:
-        path = tmp_path / "scale.py"
-        path.write_text("\n".join(TEXT) + "\n")
-        nv.command(f"edit {path}")
-        nv.command("normal! G")
-        nv.input("oa")
-        wait_for(lambda: nv.exec_lua(FINAL % "a"), timeout=60, what="the whole suggestion")
-        wait_for(lambda: all("prompt" in t for t in tasks(log).values()), what="the server's account of the requests")
-        done = time.monotonic()
-        assert max(t["prompt"] for t in tasks(log).values()) > 200, tasks(log)
-        # another editor's request: the server gives it another slot, and saves and empties
-        # this editor's idle one as it starts
-        other = "\n".join(line.replace("scale", "shift") for line in TEXT)
-        httpx.post(srv.url + "/completion", json={"prompt": other, "n_predict": 4}, timeout=60).raise_for_status()
-        wait_for(lambda: time.monotonic() - done >= Slots.CHECK_AFTER_S + 0.1, what="a pause")
-        before = set(tasks(log))
-        nv.input("<Esc>")
-        nv.command("normal! G")
-        nv.input("Ab")
-        wait_for(lambda: nv.exec_lua(FINAL % "ab"), timeout=60, what="the whole suggestion after the pause")
-        wait_for(lambda: all("prompt" in t for k, t in tasks(log).items() if k not in before),
-                 what="the server's account of the requests")
-        after = {k: t for k, t in tasks(log).items() if k not in before}
-        # the server loaded the window back from its host-memory cache: what changed was evaluated
-        assert after and all(t["prompt"] <= 16 for t in after.values()), after
+        assert_window_comes_back(nv, log, tmp_path / "scale.py", lambda: between(nv, srv))
     finally:
         nv.close()

@@ -44,6 +44,18 @@ def _placing(stream: AsyncGenerator[Chunk, None], learned: list[int]) -> tuple[P
     return Placing(stream, ex, learned.append), ex  # type: ignore[arg-type]
 
 
+async def _superseded_during_its_prompt(placing: Placing) -> None:
+    """The next key comes while the server evaluates the request's prompt."""
+    chunks = placing.chunks()
+    reader = asyncio.ensure_future(chunks.__anext__())
+    await asyncio.sleep(0.01)
+    assert placing.waits_for_slot  # its prompt is being evaluated
+    reader.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reader
+    await chunks.aclose()
+
+
 async def test_read_to_its_end_the_reader_gets_every_chunk_and_the_slot_is_learned() -> None:
     log: list[str] = []
     learned: list[int] = []
@@ -58,14 +70,7 @@ async def test_superseded_during_its_prompt_it_is_read_on_and_the_next_request_w
     log: list[str] = []
     learned: list[int] = []
     placing, _ = _placing(_answer(0.05, 3, 0.001, 1, log), learned)
-    chunks = placing.chunks()
-    reader = asyncio.ensure_future(chunks.__anext__())
-    await asyncio.sleep(0.01)
-    assert placing.waits_for_slot  # its prompt is being evaluated
-    reader.cancel()  # the next key supersedes it
-    with pytest.raises(asyncio.CancelledError):
-        await reader
-    await chunks.aclose()
+    await _superseded_during_its_prompt(placing)
     assert placing.waits_for_slot and learned == []
     await asyncio.wait_for(placing.done, 2)
     assert learned == [1] and log[-2:] == ["token 2", "closed"]  # read to its last chunk, then closed
@@ -92,14 +97,7 @@ async def test_a_slot_said_on_the_first_chunk_ends_the_wait_and_a_superseded_req
     log: list[str] = []
     learned: list[int] = []
     placing, ex = _placing(_answer(0.05, 1000, 0.01, 2, log, slot_on_every=True), learned)
-    chunks = placing.chunks()
-    reader = asyncio.ensure_future(chunks.__anext__())
-    await asyncio.sleep(0.01)
-    assert placing.waits_for_slot  # its prompt is being evaluated
-    reader.cancel()  # the next key supersedes it
-    with pytest.raises(asyncio.CancelledError):
-        await reader
-    await chunks.aclose()
+    await _superseded_during_its_prompt(placing)
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     # the first chunk says the slot: nothing more is read (no grace, not its 1000 tokens)
