@@ -118,6 +118,7 @@ class Core:
 
     async def close(self) -> None:
         running = [t for state in self.buffers.values() for t in state.running()]
+        running += self.pipeline.reader.stop_placing()
         self.cancel_all()
         self.next_edits.close()
         for state in self.buffers.values():

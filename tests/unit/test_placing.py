@@ -118,3 +118,13 @@ async def test_a_failure_reaches_the_reader_unless_superseded() -> None:
         async for _ in placing.chunks():
             pass
     await placing.done
+
+
+async def test_stopped_it_closes_its_stream_at_once() -> None:
+    log: list[str] = []
+    placing, ex = _placing(_answer(0.05, 1000, 0.01, 2, log), [])
+    await _superseded_during_its_prompt(placing)
+    task = placing.stop()  # the host stops
+    await asyncio.wait([task], timeout=1)
+    assert task.done() and placing.done.done() and "closed" in log and ex.aborted == 1
+    assert "token 0" not in log

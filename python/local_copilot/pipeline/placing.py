@@ -69,6 +69,12 @@ class Placing:
         warm-up, or a first part the next key came during)."""
         return not self.done.done() and not self._placed and (self._superseded or not self._texted)
 
+    def stop(self) -> asyncio.Task[None]:
+        """Stop reading now (the host stops): the task that closes the stream, to wait for."""
+        self._superseded = True
+        self._task.cancel()
+        return self._task
+
     def _supersede(self) -> None:
         if self._ended:
             return

@@ -229,6 +229,13 @@ class Reader:
         texts = [process(raw, prep.pctx, final=True).text for raw in raws]
         return Completion(texts[0], raws[0], "end", prepared=prep, sent=req, texts=texts)
 
+    def stop_placing(self) -> list[asyncio.Task[None]]:
+        """Stop the requests still read for their slot (the host stops): their tasks, which
+        close their streams once they run again."""
+        tasks = [placing.stop() for placing in self._placing.values()]
+        self._placing = {}
+        return tasks
+
     def _place(self, buf: int, stream: AsyncGenerator[Chunk, None], exchange: Exchange) -> AsyncGenerator[Chunk, None]:
         """`buf`'s request that names no slot, read through a Placing (placing.py) until the
         server says where it ran."""
