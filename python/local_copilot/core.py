@@ -98,8 +98,8 @@ class Core:
         if state is not None:
             state.cancel()
         self.prompts.forget_buffer(buf)
-        if self.pipeline.backend is not None:
-            self.pipeline.backend.slots.forget(buf)
+        if self.backend is not None:
+            self.backend.slots.forget(buf)
         self.privacy.forget(buf)
 
     def cancel_all(self) -> None:

@@ -10,7 +10,7 @@ from local_copilot.prompt.slots import Slots, SlotState
 
 
 def _fresh(n: int) -> list[SlotState]:
-    return [SlotState(i, busy=False, used=False) for i in range(n)]
+    return [SlotState(i, busy=False) for i in range(n)]
 
 
 def test_a_new_buffer_takes_a_slot_nobody_has_used_and_keeps_it() -> None:
@@ -27,8 +27,8 @@ def test_a_new_buffer_takes_a_slot_nobody_has_used_and_keeps_it() -> None:
 
 def test_a_slot_another_editor_used_or_uses_is_left_to_the_servers_choice() -> None:
     slots = Slots()
-    states = [SlotState(0, busy=True, used=True), SlotState(1, busy=False, used=True),
-              SlotState(2, busy=True, used=False), SlotState(3, busy=False, used=False)]
+    states = [SlotState(0, busy=True, task=4), SlotState(1, busy=False, task=2),
+              SlotState(2, busy=True), SlotState(3, busy=False)]
     assert slots.choose(1, states) == 3  # the only idle slot nobody has used
     # every slot used, not all by this editor: the server chooses (None), and its answer is learned
     assert slots.choose(2, states) is None
@@ -39,14 +39,14 @@ def test_once_all_slots_hold_this_editors_buffers_a_new_one_takes_the_least_rece
     slots = Slots()
     for buf in (1, 2, 3):
         slots.choose(buf, _fresh(3))
-    used = [SlotState(i, busy=False, used=True) for i in range(3)]
+    used = [SlotState(i, busy=False, task=i) for i in range(3)]
     slots.learn(1, 0)  # buffer 1 ran a request since: buffer 2 is the least recently used
     assert slots.choose(4, used) == 1
     # buffer 2 no longer holds it: its next request names no slot (the server finds its prompt)
     assert slots.of(2) is None and slots.of(4) == 1
     # a busy slot is not taken: buffer 3's (2) is running, so buffer 1's (0) is the idle one
-    busy = [SlotState(0, busy=False, used=True), SlotState(1, busy=False, used=True),
-            SlotState(2, busy=True, used=True)]
+    busy = [SlotState(0, busy=False, task=0), SlotState(1, busy=False, task=1),
+            SlotState(2, busy=True, task=2)]
     slots.learn(4, 1)
     assert slots.choose(5, busy) == 0
     assert slots.of(1) is None
@@ -98,19 +98,19 @@ def test_after_a_pause_a_task_another_editor_started_elsewhere_leaves_the_buffer
     assert slots.to_check(1, now + Slots.CHECK_AFTER_S)  # a pause: /slots is read first
     assert not slots.to_check(1, now - 1)  # the next key: it is not
     # the slot's last task is the newest: nobody started one since
-    slots.check(1, [SlotState(0, False, True, 10), SlotState(1, False, True, 7)])
+    slots.check(1, [SlotState(0, False, 10), SlotState(1, False, 7)])
     assert slots.of(1) == 0
     assert not slots.to_check(1, now + 10)  # once per pause
     # another editor's task started in slot 1 after this editor's last one in slot 0
     slots.sent(0)
     slots.ended(0)
-    slots.check(1, [SlotState(0, False, True, 12), SlotState(1, False, True, 15)])
+    slots.check(1, [SlotState(0, False, 12), SlotState(1, False, 15)])
     assert slots.of(1) is None and slots.known(1)
     # a task running in the buffer's slot that is not this editor's
     slots.learn(1, 0)
     slots.sent(0)
     slots.ended(0)
-    slots.check(1, [SlotState(0, True, True, 20), SlotState(1, False, True, 15)])
+    slots.check(1, [SlotState(0, True, 20), SlotState(1, False, 15)])
     assert slots.of(1) is None
     # while a request of this editor runs there, nothing is read
     slots.learn(1, 0)

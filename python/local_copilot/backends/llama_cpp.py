@@ -241,8 +241,7 @@ class LlamaCppBackend(HttpBackend):
         except BackendError as exc:  # unreachable, too slow, or held (Retry-After)
             log.debug("%s: /slots: %s", self.name, exc)
             return None
-        return [SlotState(v.id, v.is_processing, v.id_task is not None, -1 if v.id_task is None else v.id_task)
-                for v in views]
+        return [SlotState(v.id, v.is_processing, -1 if v.id_task is None else v.id_task) for v in views]
 
     @property
     def continues(self) -> bool:

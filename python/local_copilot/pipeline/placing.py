@@ -6,11 +6,11 @@ current versions on every one, from the first token). A buffer's first request w
 slot has been used, and a buffer's request after its slot may have been emptied (a request of
 this editor started in another slot meanwhile), go where the server chooses: the idle slot
 holding most of its prompt, else the least recently used one, into which it loads the prompt
-back from its host-memory cache. On a CPU the next
-key often comes while the server still evaluates that request. Closed then, the request would
-never say its slot; the next one, unnamed, would go to another slot and evaluate the whole
-window again, beside the first evaluation (`make bench-real` at llama-server's default slots,
-typing at once in another buffer: two windows evaluated at once, p50 several times -np 1's).
+back from its host-memory cache. On a CPU the next key often comes while the server still
+evaluates that request. Closed then, the request would never say its slot; the next one,
+unnamed, would go to another slot and evaluate the whole window again, beside the first
+evaluation (`make bench-real` at llama-server's default slots, typing at once in another
+buffer: two windows evaluated at once, p50 several times -np 1's).
 
 So such a request, superseded, is read on in the background, its text dropped, and the
 buffer's next request waits until a chunk says the slot (Reader.placed) and names it: the

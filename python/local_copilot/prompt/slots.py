@@ -20,9 +20,8 @@ window (`make bench-real`: every return to a buffer after typing in another). So
 this editor sends (`sent`, from backends/exchange.py: suggestions, next edits) marks the other
 buffers' idle slots as perhaps emptied, and such a buffer's next request names no slot: the
 server finds its prompt where it is (in the slot, by similarity, on a server that keeps idle
-slots; in host memory otherwise), and the request after waits to hear where it ran
-(pipeline/placing.py). The server says which slot ran a request on its last chunk only
-(partial chunks do not say).
+slots; in host memory otherwise), and the request after waits to hear where it runs
+(pipeline/placing.py: current servers say it on every chunk, older ones on the last).
 
 Instruction edits and next edits name no slot: the server's own choice gives them an idle
 slot, never the one a buffer's requests wait for. A buffer's first request takes a slot nobody
@@ -54,8 +53,12 @@ class SlotState(NamedTuple):
 
     id: int
     busy: bool  # running a request now
-    used: bool  # has run one (its cache may hold somebody's prompt)
-    task: int = -1  # the id of the last task it ran (the server numbers them in order)
+    task: int = -1  # the id of the last task it ran (the server numbers them in order); -1: none
+
+    @property
+    def used(self) -> bool:
+        """Whether it has run a task (its cache may hold somebody's prompt)."""
+        return self.task >= 0
 
 
 class Slots:
