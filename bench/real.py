@@ -10,8 +10,10 @@ server's prompt evaluation is the cost, started as `--launch` says (bench/server
 at its own defaults as users start it by hand, with -np 1, with the plugin's recipe; vLLM with
 prefix caching on and off). The plugin types in a real headless Neovim, in two standard-library
 modules, bursts of 8 keys at 90 ms/key at positions that move as a user's do: the next line, a
-few lines down, another function, back to an earlier place, another buffer. Before each burst
-the cursor rests at the new place in Normal mode for each `--rest` (0: the user types at once;
+few lines down, another function, back to an earlier place, another buffer, and back where
+the user was in the other buffer (at llama-server's defaults the server empties an idle slot
+when another starts: the return finds its prompt only if the plugin lets the server place it;
+its rows are also reported apart). Before each burst the cursor rests at the new place in Normal mode for each `--rest` (0: the user types at once;
 0.6 s: time a warm-up may use), then `o` opens a line and 7 characters follow.
 
 Per burst: last key -> first ghost text for that text, the characters it shows, last key -> the
@@ -65,12 +67,16 @@ MODULES = ("argparse.py", "textwrap.py")
 
 log, pct = H.log, H.pct
 
+# the move back to the line last typed at in the other buffer
+RETURN = "back in the other buffer"
+
 
 def moves(n: int, seed: int, sizes: dict[int, int]) -> list[tuple[str, int, int]]:
     """(kind, buffer index, row) for `n` bursts: rows in lines of the files as they are (rows
     shift as typed lines are added; the runner adds them)."""
     rng = random.Random(seed)
-    kinds = ["next line", "a few lines down", "another function", "back to an earlier place", "another buffer"]
+    kinds = ["next line", "a few lines down", "another function", "back to an earlier place", "another buffer",
+             RETURN]
     out: list[tuple[str, int, int]] = []
     buf, row = 0, sizes[0] // 3
     history: list[tuple[int, int]] = []
@@ -84,9 +90,10 @@ def moves(n: int, seed: int, sizes: dict[int, int]) -> list[tuple[str, int, int]
             row += rng.choice([-1, 1]) * rng.randint(80, 200)
         elif kind == "back to an earlier place" and len(history) >= 2:
             buf, row = history[-rng.randint(2, min(4, len(history)))]
-        elif kind == "another buffer":
+        elif kind == "another buffer" or kind == RETURN:
             buf = 1 - buf
-            row = rng.randint(sizes[buf] // 5, sizes[buf] * 4 // 5)
+            there = [r for b, r in history if b == buf]
+            row = there[-1] if kind == RETURN and there else rng.randint(sizes[buf] // 5, sizes[buf] * 4 // 5)
         row = max(20, min(sizes[buf] - 20, row))
         history.append((buf, row))
         out.append((kind, buf, row))
@@ -317,6 +324,7 @@ class PeerVariant(Variant):
 
 def summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
     lat = [s["latency_ms"] for s in samples if s["latency_ms"] is not None]
+    back = [s for s in samples if s["move"] == RETURN]
     whole = [s["whole_line_ms"] for s in samples if s.get("whole_line_ms") is not None]
     med = lambda key: statistics.median([s[key] for s in samples if s.get(key) is not None] or [float("nan")])  # noqa: E731
 
@@ -329,6 +337,9 @@ def summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
         "p50_ms": pct(lat, 50), "p90_ms": pct(lat, 90),
         "chars_first_p50": med("chars_first"), "whole_line_p50_ms": pct(whole, 50),
         "prompt_tokens_per_burst": statistics.fmean(s["prompt_tokens"] for s in samples),
+        "returns": len(back),
+        "return_p50_ms": pct([s["latency_ms"] for s in back if s["latency_ms"] is not None], 50),
+        "return_prompt_tokens": statistics.fmean(s["prompt_tokens"] for s in back) if back else float("nan"),
         "tokens_generated_per_burst": statistics.fmean(s["tokens_generated"] for s in samples),
         "requests_per_burst": statistics.fmean(s["requests"] for s in samples),
         "warmups_per_burst": statistics.fmean(s["warmups"] for s in samples),
@@ -343,6 +354,9 @@ ROWS = [
     ("characters shown at the first ghost text (p50)", lambda v: f"{v['chars_first_p50']:.0f}"),
     ("last key -> first whole line p50", lambda v: f"{v['whole_line_p50_ms']:.0f} ms"),
     ("prompt tokens evaluated / burst", lambda v: f"{v['prompt_tokens_per_burst']:.0f}"),
+    ("back in the other buffer: first ghost text p50", lambda v: f"{v.get('return_p50_ms', float('nan')):.0f} ms"),
+    ("back in the other buffer: prompt tokens / burst",
+     lambda v: f"{v.get('return_prompt_tokens', float('nan')):.0f} ({v.get('returns', 0)} bursts)"),
     ("tokens generated / burst", lambda v: f"{v['tokens_generated_per_burst']:.0f}"),
     ("requests / burst", lambda v: f"{v['requests_per_burst']:.1f}"),
     ("warm-ups / burst", lambda v: f"{v['warmups_per_burst']:.1f}"),
