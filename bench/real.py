@@ -13,8 +13,9 @@ modules, bursts of 8 keys at 90 ms/key at positions that move as a user's do: th
 few lines down, another function, back to an earlier place, another buffer, and back where
 the user was in the other buffer (at llama-server's defaults the server empties an idle slot
 when another starts: the return finds its prompt only if the plugin lets the server place it;
-its rows are also reported apart). Before each burst the cursor rests at the new place in Normal mode for each `--rest` (0: the user types at once;
-0.6 s: time a warm-up may use), then `o` opens a line and 7 characters follow.
+its rows are also reported apart). Before each burst the cursor rests at the new place in
+Normal mode for each `--rest` (0: the user types at once; 0.6 s: time a warm-up may use), then
+`o` opens a line and 7 characters follow.
 
 Per burst: last key -> first ghost text for that text, the characters it shows, last key -> the
 first whole line on screen (the suggestion reaches past the cursor's line, or nothing more is
