@@ -338,6 +338,9 @@ def summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
         "p50_ms": pct(lat, 50), "p90_ms": pct(lat, 90),
         "chars_first_p50": med("chars_first"), "whole_line_p50_ms": pct(whole, 50),
         "prompt_tokens_per_burst": statistics.fmean(s["prompt_tokens"] for s in samples),
+        # the moves of the plan before the returns came in: read against tables made without them
+        "p50_without_returns_ms": pct([s["latency_ms"] for s in samples
+                                       if s["latency_ms"] is not None and s["move"] != RETURN], 50),
         "returns": len(back),
         "return_p50_ms": pct([s["latency_ms"] for s in back if s["latency_ms"] is not None], 50),
         "return_prompt_tokens": statistics.fmean(s["prompt_tokens"] for s in back) if back else float("nan"),
@@ -352,6 +355,7 @@ def summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
 ROWS = [
     ("last key -> first ghost text p50", lambda v: f"{v['p50_ms']:.0f} ms"),
     ("p90", lambda v: f"{v['p90_ms']:.0f} ms"),
+    ("p50 without the returns to the other buffer", lambda v: f"{v.get('p50_without_returns_ms', float('nan')):.0f} ms"),
     ("characters shown at the first ghost text (p50)", lambda v: f"{v['chars_first_p50']:.0f}"),
     ("last key -> first whole line p50", lambda v: f"{v['whole_line_p50_ms']:.0f} ms"),
     ("prompt tokens evaluated / burst", lambda v: f"{v['prompt_tokens_per_burst']:.0f}"),
