@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from .qwen2_gguf import Qwen2Params, qwen2_writer
 from .tiny_model import QWEN2_SPLIT, SPECIALS
 
 __all__ = ["Shape", "SHAPES", "QWEN_SPECIAL_IDS", "cache_dir", "model_path", "train_vocab", "write_real_gguf",
@@ -164,69 +165,37 @@ def write_real_gguf(path: Path, shape: Shape, bpe: list[str], merges: list[str],
     q8 = gguf.GGMLQuantizationType.Q8_0
     rng = np.random.default_rng(seed)
     toks, types = full_vocab(bpe, shape.n_vocab)
-    eos = QWEN_SPECIAL_IDS["<|endoftext|>"]
     head_dim = shape.n_embd // shape.n_head
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    w = gguf.GGUFWriter(tmp, "qwen2")
-    w.add_name(f"{shape.name}-shape-random")
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
-    w.add_context_length(shape.n_ctx)
-    w.add_embedding_length(shape.n_embd)
-    w.add_block_count(shape.n_layer)
-    w.add_feed_forward_length(shape.n_ff)
-    w.add_head_count(shape.n_head)
-    w.add_head_count_kv(shape.n_head_kv)
-    w.add_rope_dimension_count(head_dim)
-    w.add_rope_freq_base(shape.rope_theta)
-    w.add_layer_norm_rms_eps(1e-6)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
-    w.add_token_list(toks)
-    w.add_token_types(types)
-    w.add_token_merges(merges)
-    w.add_bos_token_id(eos)
-    w.add_eos_token_id(eos)
-    w.add_pad_token_id(eos)
-    w.add_add_bos_token(False)
-    for attr, tok in {"FIM_PRE_ID": "<|fim_prefix|>", "FIM_SUF_ID": "<|fim_suffix|>",
-                      "FIM_MID_ID": "<|fim_middle|>", "FIM_PAD_ID": "<|fim_pad|>",
-                      "FIM_REP_ID": "<|repo_name|>", "FIM_SEP_ID": "<|file_sep|>"}.items():
-        key = getattr(gguf.Keys.Tokenizer, attr, None)
-        if key is not None:
-            w.add_uint32(key, QWEN_SPECIAL_IDS[tok])
+    hp = Qwen2Params(f"{shape.name}-shape-random", gguf.LlamaFileType.MOSTLY_Q8_0, shape.n_ctx, shape.n_embd,
+                     shape.n_layer, shape.n_ff, shape.n_head, shape.n_head_kv, shape.rope_theta, 1e-6)
+    with qwen2_writer(path, hp, toks, types, merges, QWEN_SPECIAL_IDS) as w:
+        def q8_tensor(name: str, rows: int, cols: int) -> None:
+            w.add_tensor(name, random_q8_0(rng, rows, cols, WEIGHT_STD), raw_dtype=q8)
 
-    def q8_tensor(name: str, rows: int, cols: int) -> None:
-        w.add_tensor(name, random_q8_0(rng, rows, cols, WEIGHT_STD), raw_dtype=q8)
-
-    # tied: the output matrix is token_embd. Unused rows are zero (their logit 0 never beats
-    # a real token's); specials get the real tokens' spread, so answers end now and then.
-    emb = random_q8_0(rng, shape.n_vocab, shape.n_embd, WEIGHT_STD)
-    unused = np.array([t == int(gguf.TokenType.UNUSED) for t in types])
-    emb[unused] = 0
-    w.add_tensor("token_embd.weight", emb, raw_dtype=q8)
-    # logit = rmsnorm(h) * norm_weight . embedding row: std = norm_weight * WEIGHT_STD * sqrt(n_embd)
-    out_norm = LOGIT_STD / (WEIGHT_STD * np.sqrt(shape.n_embd))
-    w.add_tensor("output_norm.weight", np.full(shape.n_embd, out_norm, np.float32))
-    q_out, kv_out = shape.n_head * head_dim, shape.n_head_kv * head_dim
-    for i in range(shape.n_layer):
-        p = f"blk.{i}."
-        w.add_tensor(p + "attn_norm.weight", np.ones(shape.n_embd, np.float32))
-        w.add_tensor(p + "ffn_norm.weight", np.ones(shape.n_embd, np.float32))
-        q8_tensor(p + "attn_q.weight", q_out, shape.n_embd)
-        q8_tensor(p + "attn_k.weight", kv_out, shape.n_embd)
-        q8_tensor(p + "attn_v.weight", kv_out, shape.n_embd)
-        for b, n in (("attn_q.bias", q_out), ("attn_k.bias", kv_out), ("attn_v.bias", kv_out)):
-            w.add_tensor(p + b, rng.normal(0.0, WEIGHT_STD, n).astype(np.float32))
-        q8_tensor(p + "attn_output.weight", shape.n_embd, q_out)
-        q8_tensor(p + "ffn_gate.weight", shape.n_ff, shape.n_embd)
-        q8_tensor(p + "ffn_up.weight", shape.n_ff, shape.n_embd)
-        q8_tensor(p + "ffn_down.weight", shape.n_embd, shape.n_ff)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    os.replace(tmp, path)
+        # tied: the output matrix is token_embd. Unused rows are zero (their logit 0 never beats
+        # a real token's); specials get the real tokens' spread, so answers end now and then.
+        emb = random_q8_0(rng, shape.n_vocab, shape.n_embd, WEIGHT_STD)
+        unused = np.array([t == int(gguf.TokenType.UNUSED) for t in types])
+        emb[unused] = 0
+        w.add_tensor("token_embd.weight", emb, raw_dtype=q8)
+        # logit = rmsnorm(h) * norm_weight . embedding row: std = norm_weight * WEIGHT_STD * sqrt(n_embd)
+        out_norm = LOGIT_STD / (WEIGHT_STD * np.sqrt(shape.n_embd))
+        w.add_tensor("output_norm.weight", np.full(shape.n_embd, out_norm, np.float32))
+        q_out, kv_out = shape.n_head * head_dim, shape.n_head_kv * head_dim
+        for i in range(shape.n_layer):
+            p = f"blk.{i}."
+            w.add_tensor(p + "attn_norm.weight", np.ones(shape.n_embd, np.float32))
+            w.add_tensor(p + "ffn_norm.weight", np.ones(shape.n_embd, np.float32))
+            q8_tensor(p + "attn_q.weight", q_out, shape.n_embd)
+            q8_tensor(p + "attn_k.weight", kv_out, shape.n_embd)
+            q8_tensor(p + "attn_v.weight", kv_out, shape.n_embd)
+            for b, n in (("attn_q.bias", q_out), ("attn_k.bias", kv_out), ("attn_v.bias", kv_out)):
+                w.add_tensor(p + b, rng.normal(0.0, WEIGHT_STD, n).astype(np.float32))
+            q8_tensor(p + "attn_output.weight", shape.n_embd, q_out)
+            q8_tensor(p + "ffn_gate.weight", shape.n_ff, shape.n_embd)
+            q8_tensor(p + "ffn_up.weight", shape.n_ff, shape.n_embd)
+            q8_tensor(p + "ffn_down.weight", shape.n_embd, shape.n_ff)
     return path
 
 

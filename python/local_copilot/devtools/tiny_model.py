@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .qwen2_gguf import Qwen2Params, qwen2_writer
+
 NAME = "tiny-qwen2-fim"
 
 # Model shape: as small as llama.cpp/vLLM accept while still exercising GQA.
@@ -259,62 +261,19 @@ def write_gguf(path: str | os.PathLike[str], favor: str | None = "x", seed: int 
     path = Path(path)
     toks = vocab()
     ids = {t: i for i, t in enumerate(toks)}
-    tmp = path.with_name(path.name + ".tmp")
-
-    w = gguf.GGUFWriter(tmp, "qwen2")
-    w.add_name(NAME if favor is not None or phrase else NAME + "-random")
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_context_length(N_CTX)
-    w.add_embedding_length(N_EMBD)
-    w.add_block_count(N_LAYER)
-    w.add_feed_forward_length(N_FF)
-    w.add_head_count(N_HEAD)
-    w.add_head_count_kv(N_HEAD_KV)
-    w.add_rope_dimension_count(HEAD_DIM)  # qwen2 requires it == head dim
-    w.add_rope_freq_base(ROPE_THETA)
-    w.add_layer_norm_rms_eps(RMS_EPS)
-
-    w.add_tokenizer_model("gpt2")  # byte-level BPE; merges are mandatory
-    w.add_tokenizer_pre("qwen2")  # unknown/empty names error or warn
-    w.add_token_list(toks)
-    w.add_token_types(
-        [gguf.TokenType.CONTROL if t in SPECIALS else gguf.TokenType.NORMAL for t in toks]
-    )
-    w.add_token_merges(MERGES)
-    # llama.cpp's BPE default bos/eos is id 11 — always set them explicitly.
-    w.add_bos_token_id(ids[EOS])
-    w.add_eos_token_id(ids[EOS])
-    w.add_pad_token_id(ids[EOS])
-    w.add_add_bos_token(False)
-    w.add_chat_template(CHAT_TEMPLATE)
-    fim_keys = {
-        "FIM_PRE_ID": "<|fim_prefix|>",
-        "FIM_SUF_ID": "<|fim_suffix|>",
-        "FIM_MID_ID": "<|fim_middle|>",
-        "FIM_PAD_ID": "<|fim_pad|>",
-        "FIM_REP_ID": "<|repo_name|>",
-        "FIM_SEP_ID": "<|file_sep|>",
-    }
-    for attr, tok in fim_keys.items():
-        key = getattr(gguf.Keys.Tokenizer, attr, None)
-        if key is not None:  # older gguf-py lacks these; llama.cpp then matches by text
-            w.add_uint32(key, ids[tok])
-
-    weights = phrase_params(phrase, seed, alt) if phrase else params(favor, seed)
-    for name, arr in weights.items():
-        w.add_tensor(_gguf_name(name), arr)
-    # output.bias is optional for qwen2; a one-hot bias on the favor token makes
-    # the deterministic choice independent of hidden-state numerics.
-    bias = _readable_bias(toks) if readable and favor is None else np.zeros(len(toks), np.float32)
-    if favor is not None and not phrase:
-        bias[token_id(favor)] = 10.0
-    w.add_tensor("output.bias", bias)
-
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    os.replace(tmp, path)
+    hp = Qwen2Params(NAME if favor is not None or phrase else NAME + "-random", gguf.LlamaFileType.ALL_F32,
+                     N_CTX, N_EMBD, N_LAYER, N_FF, N_HEAD, N_HEAD_KV, ROPE_THETA, RMS_EPS)
+    types = [gguf.TokenType.CONTROL if t in SPECIALS else gguf.TokenType.NORMAL for t in toks]
+    with qwen2_writer(path, hp, toks, types, MERGES, ids, chat_template=CHAT_TEMPLATE) as w:
+        weights = phrase_params(phrase, seed, alt) if phrase else params(favor, seed)
+        for name, arr in weights.items():
+            w.add_tensor(_gguf_name(name), arr)
+        # output.bias is optional for qwen2; a one-hot bias on the favor token makes
+        # the deterministic choice independent of hidden-state numerics.
+        bias = _readable_bias(toks) if readable and favor is None else np.zeros(len(toks), np.float32)
+        if favor is not None and not phrase:
+            bias[token_id(favor)] = 10.0
+        w.add_tensor("output.bias", bias)
     return path
 
 

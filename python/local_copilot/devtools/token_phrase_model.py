@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from . import tiny_model as tm
+from .qwen2_gguf import Qwen2Params, qwen2_writer
 
 __all__ = ["token_vocab", "write_token_phrase_gguf"]
 
@@ -71,42 +72,12 @@ def write_token_phrase_gguf(path: str | os.PathLike[str], pieces: list[str], see
     path = Path(path)
     toks, ids = token_vocab(pieces)
     index = {t: i for i, t in enumerate(toks)}
-    tmp = path.with_name(path.name + ".tmp")
-
-    w = gguf.GGUFWriter(tmp, "qwen2")
-    w.add_name(tm.NAME + "-token-phrase")
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_context_length(tm.N_CTX)
-    w.add_embedding_length(tm.N_EMBD)
-    w.add_block_count(tm.N_LAYER)
-    w.add_feed_forward_length(tm.N_FF)
-    w.add_head_count(tm.N_HEAD)
-    w.add_head_count_kv(tm.N_HEAD_KV)
-    w.add_rope_dimension_count(tm.HEAD_DIM)
-    w.add_rope_freq_base(tm.ROPE_THETA)
-    w.add_layer_norm_rms_eps(tm.RMS_EPS)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
-    w.add_token_list(toks)
-    w.add_token_types([gguf.TokenType.CONTROL if t in tm.SPECIALS else gguf.TokenType.NORMAL for t in toks])
-    w.add_token_merges(tm.MERGES)  # prompts tokenize as in the tiny model; the added pieces are output only
-    w.add_bos_token_id(index[tm.EOS])
-    w.add_eos_token_id(index[tm.EOS])
-    w.add_pad_token_id(index[tm.EOS])
-    w.add_add_bos_token(False)
-    w.add_chat_template(tm.CHAT_TEMPLATE)
-    for attr, tok in {"FIM_PRE_ID": "<|fim_prefix|>", "FIM_SUF_ID": "<|fim_suffix|>", "FIM_MID_ID": "<|fim_middle|>",
-                      "FIM_PAD_ID": "<|fim_pad|>", "FIM_REP_ID": "<|repo_name|>",
-                      "FIM_SEP_ID": "<|file_sep|>"}.items():
-        key = getattr(gguf.Keys.Tokenizer, attr, None)
-        if key is not None:
-            w.add_uint32(key, index[tok])
-    for name, arr in _weights(len(toks), ids, toks, seed).items():
-        w.add_tensor(tm._gguf_name(name), arr)
-    w.add_tensor("output.bias", np.zeros(len(toks), np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    os.replace(tmp, path)
+    hp = Qwen2Params(tm.NAME + "-token-phrase", gguf.LlamaFileType.ALL_F32, tm.N_CTX, tm.N_EMBD, tm.N_LAYER,
+                     tm.N_FF, tm.N_HEAD, tm.N_HEAD_KV, tm.ROPE_THETA, tm.RMS_EPS)
+    types = [gguf.TokenType.CONTROL if t in tm.SPECIALS else gguf.TokenType.NORMAL for t in toks]
+    # prompts tokenize as in the tiny model (its merges); the added pieces are output only
+    with qwen2_writer(path, hp, toks, types, tm.MERGES, index, chat_template=tm.CHAT_TEMPLATE) as w:
+        for name, arr in _weights(len(toks), ids, toks, seed).items():
+            w.add_tensor(tm._gguf_name(name), arr)
+        w.add_tensor("output.bias", np.zeros(len(toks), np.float32))
     return path
