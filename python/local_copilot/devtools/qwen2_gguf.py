@@ -46,7 +46,7 @@ class Qwen2Params(NamedTuple):
 def qwen2_writer(path: Path, hp: Qwen2Params, tokens: Sequence[str], types: Sequence[int],
                  merges: Sequence[str], ids: Mapping[str, int], *,
                  chat_template: str | None = None) -> Iterator[Any]:
-    """A GGUFWriter with the header and tokenizer written into it; the tensors added in the
+    """A GGUFWriter with the header's and the tokenizer's keys added; the tensors added in the
     block are written with them to `path` when it ends. `ids`: the ids of the end token and the
     FIM markers, by their text."""
     import gguf  # test/dev dependency only
