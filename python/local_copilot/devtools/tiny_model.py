@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .qwen2_gguf import Qwen2Params, qwen2_writer
+from .qwen2_gguf import EOS, Qwen2Params, qwen2_writer
 
 NAME = "tiny-qwen2-fim"
 
@@ -57,7 +57,6 @@ SPECIALS = [
     "<|repo_name|>",
     "<|file_sep|>",
 ]
-EOS = "<|endoftext|>"
 
 # ChatML, as Qwen2.5's instruct models write it: llama-server's and vLLM's chat endpoints
 # render messages with it (instruction edits ask those endpoints)

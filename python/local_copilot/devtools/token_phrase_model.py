@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from . import tiny_model as tm
-from .qwen2_gguf import Qwen2Params, qwen2_writer
+from .qwen2_gguf import EOS, Qwen2Params, qwen2_writer
 
 __all__ = ["token_vocab", "write_token_phrase_gguf"]
 
@@ -58,7 +58,7 @@ def _weights(n_vocab: int, ids: list[int], toks: list[str], seed: int) -> dict[s
     emb = rng.normal(0.0, 1.0, (n_vocab, tm.N_EMBD)).astype(np.float32)
     head = np.zeros((n_vocab, tm.N_EMBD), np.float32)
     chain = [toks.index("<|fim_middle|>"), *ids]
-    for cur, nxt in zip(chain, [*ids, toks.index(tm.EOS)]):
+    for cur, nxt in zip(chain, [*ids, toks.index(EOS)]):
         head[nxt] = 10.0 * emb[cur] / np.linalg.norm(emb[cur])
     out["model.embed_tokens.weight"] = emb
     out["lm_head.weight"] = head
