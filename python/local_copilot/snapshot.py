@@ -17,7 +17,8 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     nlines: int = 0  # lines in the whole buffer
     ft: str = ""
     path: str = ""
-    et: bool = True  # expandtab
+    # 'expandtab'; None: not known (a language client, the CLI), the buffer's lines tell
+    et: bool | None = None
     sw: int = 4  # shiftwidth (0 = tabstop)
     ts: int = 8  # tabstop
     # a monotonically increasing id from Lua; the render plan echoes it back

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from lsprotocol import types
 
+from ..indentation import IndentStyle, columns, fill
+
 __all__ = ["TRIGGER_CHARACTERS", "completion_list", "inline_list", "label", "relative_indent", "snippet_text"]
 
 DETAIL = "local-copilot"
@@ -44,13 +46,27 @@ def label(text: str) -> str:
     return f"\u21b5 {rest}" if rest else "\u21b5"
 
 
-def relative_indent(text: str, base: str) -> str:
-    """`text` with `base` (the cursor line's indentation) taken off each later line that
-    starts with it: the client puts it back."""
+def relative_indent(text: str, base: str, tabstop: int = 8) -> str:
+    """`text` with `base` (the cursor line's indentation) taken off each later line indented
+    as far or further: the client puts it back. Widths are compared, tabs at `tabstop` (a line
+    of `\t\t` under a base of four spaces keeps the columns past the base, not its own
+    whitespace); what remains past the base is written in the line's own style (tabs where the
+    line has them)."""
     if not base or "\n" not in text:
         return text
+    ts = tabstop if tabstop > 0 else 8
+    b = columns(base, 0, ts)
     first, *later = text.split("\n")
-    return "\n".join([first, *(ln[len(base):] if ln.startswith(base) else ln for ln in later)])
+    out = [first]
+    for ln in later:
+        body = ln.lstrip(" \t")
+        lead = ln[:len(ln) - len(body)]
+        if ln.startswith(base):
+            out.append(ln[len(base):])
+            continue
+        w = columns(lead, 0, ts)
+        out.append(ln if w < b else fill(b, w, IndentStyle("\t" not in lead, ts, ts)) + body)
+    return "\n".join(out)
 
 
 def snippet_text(text: str) -> str:
@@ -68,16 +84,17 @@ def _fence(text: str, language: str) -> str:
 
 
 def completion_list(texts: list[str], position: types.Position, *, indent: str, language: str,
-                    snippets: bool, adjusts: bool) -> types.CompletionList:
+                    snippets: bool, adjusts: bool, tabstop: int = 8) -> types.CompletionList:
     """One item per suggestion in `texts` (the first preselected), each inserting its text at
     `position`, whose line starts with `indent`: as a snippet where the client takes them,
-    relative to `indent` where the client adds it to later lines (`adjusts`, or a snippet)."""
+    relative to `indent` where the client adds it to later lines (`adjusts`, or a snippet;
+    widths compared with tabs at `tabstop`)."""
     at = types.Range(start=position, end=position)
     adjusted = snippets or adjusts
     mode = types.InsertTextMode.AdjustIndentation if adjusted else types.InsertTextMode.AsIs
     items = []
     for i, text in enumerate(texts):
-        insert = relative_indent(text, indent) if adjusted else text
+        insert = relative_indent(text, indent, tabstop) if adjusted else text
         items.append(types.CompletionItem(
             label=label(text),
             kind=types.CompletionItemKind.Text,

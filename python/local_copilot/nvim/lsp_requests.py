@@ -85,9 +85,9 @@ class LspRequests:
         if req.method == "inline":
             return _CONVERTER.unstructure(inline_list(texts, position))
         # Neovim's client takes snippets and puts the cursor line's indentation before later
-        # lines of one (vim.snippet): the text goes relative to it
+        # lines of one (vim.snippet): the text goes relative to it, measured at the buffer's tabstop
         return _CONVERTER.unstructure(completion_list(texts, position, indent=req.indent, language=snap.ft,
-                                                      snippets=True, adjusts=True))
+                                                      snippets=True, adjusts=True, tabstop=snap.ts))
 
     def _ended(self, req_id: int, buf: int, task: asyncio.Task[Any]) -> None:
         """Every request is answered once its task ends, however it ends: the client waits on

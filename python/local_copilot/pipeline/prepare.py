@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..config import Config
 from ..errors import ConfigError
+from ..indentation import NEAR_AFTER, NEAR_BEFORE, buffer_style
 from ..prompt.budget import MIN_PROMPT_BUDGET, PROMPT_OVERHEAD, TokenEstimator, utf8_len
 from ..prompt.context import FimContext
 from ..prompt.request import FimRequest
@@ -155,7 +156,8 @@ def post_context(snap: Snapshot, ctx: FimContext, cfg: Config, stop_strings: tup
                  chat: bool = False, heal: str = "") -> PostContext:
     """What the post-processor needs to know of the buffer around the cursor (`chat`: the
     answer is a chat model's, wrapped as chat models wrap code; `heal`: the spaces typed at
-    the cursor that the prompt left out, which the answer starts with)."""
+    the cursor that the prompt left out, which the answer starts with). The buffer's indentation
+    options and the lines around the cursor say how the suggestion's indentation is written."""
     return PostContext(
         line_prefix=ctx.middle,
         line_suffix=ctx.line_suffix,
@@ -167,6 +169,9 @@ def post_context(snap: Snapshot, ctx: FimContext, cfg: Config, stop_strings: tup
         filetype=ctx.filetype,
         chat=chat,
         heal=heal,
+        indent=buffer_style(
+            (*ctx.prev_lines[-NEAR_BEFORE:], ctx.middle + ctx.line_suffix, *ctx.next_lines[:NEAR_AFTER]),
+            expandtab=snap.et, shiftwidth=snap.sw, tabstop=snap.ts),
     )
 
 

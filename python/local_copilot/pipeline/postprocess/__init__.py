@@ -28,6 +28,9 @@ Stages (one module per kind of rule, composed by :func:`process`):
    text after the cursor (:func:`drop_suffix_repeat` cuts all of it): nothing to show.
 9. a suggestion holding an invisible or format character that the text around the
    cursor does not use is not shown (invisible_chars.py).
+10. the suggestion's indentation is written the buffer's way (``PostContext.indent``,
+    local_copilot/indentation.py): spaces or tabs as 'expandtab' and the lines around say,
+    at the width the model meant.
 
 The rules read the text through lines.py (whitespace, blank lines, indentation), scanner.py
 (the brackets, quotes and comment of one line) and structure.py (the statement, bracket,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from ...indentation import columns, restyle
 from ...transport.limits import MAX_SUGGESTION_CHARS, unsafe_char
 from ..chat_answer import chat_code
 from ..foreign_tokens import cut_foreign_tokens
@@ -255,7 +256,22 @@ def process(raw: str, ctx: PostContext, *, final: bool) -> Result:
     # stage 9: what Tab would insert is what the user reads
     if res.text and hidden_char(res.text, around=_around(ctx), before=ctx.line_prefix, after=ctx.line_suffix):
         return Result("", True)
+    # stage 10: the indentation written the buffer's way
+    if res.text and ctx.indent is not None:
+        text = restyle(res.text, ctx.indent, first_at=_first_at(ctx))
+        if text != res.text:
+            return Result(text, res.done)
     return res
+
+
+def _first_at(ctx: PostContext) -> int | None:
+    """The column the suggestion's first line starts at, where that line starts in the cursor
+    line's indentation (nothing but whitespace before the cursor, nothing after it); None:
+    its leading whitespace follows other text and is left as it is."""
+    if ctx.line_prefix.strip(_WS) or ctx.line_suffix.strip(_WS):
+        return None
+    assert ctx.indent is not None
+    return columns(ctx.line_prefix, 0, ctx.indent.tabstop)
 
 
 def _process(raw: str, ctx: PostContext, final: bool) -> Result:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import msgspec
 
+from ...indentation import IndentStyle
+
 
 class PostContext(msgspec.Struct, frozen=True):
     line_prefix: str  # current line text before the cursor
@@ -20,6 +22,9 @@ class PostContext(msgspec.Struct, frozen=True):
     # spaces typed at the cursor that the prompt left out (pipeline/prepare.py, the continue
     # style): the answer starts with them, and they are in the buffer already
     heal: str = ""
+    # the buffer's indentation, which the suggestion's leading whitespace is written in
+    # (indentation.py); None: as the model wrote it
+    indent: IndentStyle | None = None
 
 
 class Result(msgspec.Struct, frozen=True):
