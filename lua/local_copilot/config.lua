@@ -183,8 +183,24 @@ function M.host_has_options() return sent_version >= 0 end
 -- A host started anew has no options: the next event takes them along.
 function M.host_lacks_options() sent_version = -1 end
 
+-- The options that narrow what is sent: setup() again without one keeps it (the rest of the
+-- table replaces the earlier one), so a later call that leaves it out, e.g. to change
+-- n_predict, never sends what an earlier one kept back; given again, it replaces the earlier
+-- value (`exclude = {}` sends those files again). `privacy` keeps the fields left out.
+M.kept = { 'exclude', 'privacy' }
+
 function M.set(opts)
-  M.user = opts or {}
+  local user = {}
+  for key, value in pairs(opts or {}) do user[key] = value end
+  for _, key in ipairs(M.kept) do
+    local old, new = M.user[key], user[key]
+    if new == nil then
+      user[key] = old
+    elseif type(new) == 'table' and type(old) == 'table' and not vim.islist(old) then
+      user[key] = vim.tbl_extend('keep', new, old)
+    end
+  end
+  M.user = user
   M.version = M.version + 1
   merged = {}
 end

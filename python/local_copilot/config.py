@@ -21,7 +21,7 @@ from .server_options import ServerOptions
 from .transport.access import ca_file_problem
 
 __all__ = ["BackendConfig", "Config", "ContextConfig", "EditConfig", "NextEditConfig", "PrivacyConfig", "BUILTIN_BACKENDS",
-           "builtin_backends", "load_config", "url_problem"]
+           "NARROWING", "builtin_backends", "load_config", "merge_options", "url_problem"]
 
 PositiveInt = Annotated[int, Meta(gt=0)]
 NonNegInt = Annotated[int, Meta(ge=0)]
@@ -214,6 +214,46 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# the lists of options that narrow what is sent: where options come from several sources (the
+# CLI's options file, a language client's initializationOptions and settings), the entries of
+# each source add up, so a source that names none never widens what another kept back
+NARROWING = ("exclude",)
+
+
+def merge_options(base: dict[str, Any], over: dict[str, Any], *, same_source: bool = False) -> dict[str, Any]:
+    """The options table `over` merged over `base` (the options in force): tables field by
+    field, other values replaced; an empty table (`[]` from Lua or a JSON encoder of Lua's
+    tables) changes nothing. A list in NARROWING adds its entries to those of `base`, unless
+    `over` comes from the same source as `base` (a client's later settings replace its own).
+
+    >>> merge_options({"exclude": ["*.env"], "backends": {"a": {"url": "u", "model": "m"}}},
+    ...               {"exclude": ["*.key"], "backends": {"a": {"model": "n"}}, "n_predict": 8})
+    {'exclude': ['*.env', '*.key'], 'backends': {'a': {'url': 'u', 'model': 'n'}}, 'n_predict': 8}
+    """
+    out = _over(base, {k: v for k, v in over.items() if k not in NARROWING})
+    for key in NARROWING:
+        if key not in over:
+            continue
+        new = [] if over[key] == {} else over[key]
+        old = out.get(key)
+        if same_source or not isinstance(old, list) or not isinstance(new, list):
+            out[key] = copy.deepcopy(new)
+        else:
+            out[key] = old + [v for i, v in enumerate(new) if v not in old and v not in new[:i]]
+    return out
+
+
+def _over(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        old = out.get(key)
+        if isinstance(old, dict) and (isinstance(value, dict) or value == []):
+            out[key] = _over(old, value or {})
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
 def _convert(value: Any, typ: type[Any], path: str) -> Any:
     if value == []:
         value = {}
@@ -327,6 +367,9 @@ def load_config(raw: Any = None) -> Config:
     for key in ("filetypes", "keymaps", "context", "privacy", "next_edit", "edit"):
         if merged.get(key) == []:
             merged[key] = {}
+    for key in ("exclude", "fallback"):  # and an empty list may arrive as a table
+        if merged.get(key) == {}:
+            merged[key] = []
     cfg: Config = _convert(merged, Config, "$")
     if cfg.backend not in cfg.backends:
         names = ", ".join(sorted(cfg.backends))

@@ -52,6 +52,21 @@ def test_prints_the_suggestion_for_a_spot_and_sends_the_file_around_it(
     assert body["input_suffix"] == "\n\treturn 0"
 
 
+def test_a_column_inside_a_character_of_several_bytes_is_the_characters_start(
+        tmp_path: Path, proxy: RecordingProxy, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """COL counts bytes, as Neovim's col('.'): one inside a character ('\u20ac' is 3 bytes) is
+    that character's start, never a place after the characters that follow it."""
+    monkeypatch.setenv("LOCAL_COPILOT_LOG_DIR", str(tmp_path / "log"))
+    src = tmp_path / "price.py"
+    src.write_text("def f():\n\tname = '\u20acuro'\n")  # the euro sign: bytes 10 to 12 of line 2
+    for col in (10, 11, 12):
+        assert cli.main(["complete", f"{src}:2:{col}", "--config", _config(tmp_path, proxy.url)]) == 0
+        capsys.readouterr()
+        body = proxy.bodies("/infill")[-1]
+        assert (body["prompt"], body["input_suffix"]) == ("\tname = '", "\u20acuro'"), col
+
+
 def test_the_window_is_sized_from_the_speed_the_server_shows(
         tmp_path: Path, proxy: RecordingProxy, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:

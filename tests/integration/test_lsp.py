@@ -325,6 +325,57 @@ def test_vscode_client_bad_options_are_one_message_and_new_settings_fix_them(
     client.close()
 
 
+def options_file(tmp_path: Path, text: str) -> Path:
+    """The options file the server reads by itself (config.toml in its user config dir)."""
+    path = tmp_path / "config" / "local-copilot" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+INTERNAL = "def internal():\n\t\n\treturn 'internal-only'\n"
+
+
+def test_vscode_client_partial_settings_go_over_the_options_in_force(
+        node_client: Any, proxy: RecordingProxy, tmp_path: Path) -> None:
+    """Settings that name some options (Neovim's client and eglot send theirs at connect) change
+    those: the backend of the initializationOptions stays, and so does every exclusion, from
+    the options file, the initializationOptions and earlier settings alike."""
+    options_file(tmp_path, 'exclude = ["*.filed.py"]\n')
+    client = node_client()
+    client.initialize(options(proxy.url, exclude=["*.internal.py"]), tmp_path)
+    private = [client.open(tmp_path / name, INTERNAL) for name in ("keys.internal.py", "keys.filed.py",
+                                                                   "keys.draft.py")]
+    job = client.open(tmp_path / "job.py", SOURCE)
+    for settings in ({"local_copilot": {"n_predict": 64, "backends": {"llama.cpp": {"timeout_ms": 20000}}}},
+                     {"local_copilot": {"n_predict": 32}},  # as the finding's client sent them
+                     {"n_predict": 48, "exclude": ["*.draft.py"]}):  # exclusions add up
+        client.notify("workspace/didChangeConfiguration", {"settings": settings})
+        asked = len(fills(proxy))
+        assert client.complete(job, CURSOR, INVOKED)["items"][0]["label"] == "run(a, b)"
+        assert len(fills(proxy)) > asked  # still the initializationOptions' server
+        for uri in private[:2]:
+            assert client.complete(uri, {"line": 1, "character": 1}, INVOKED)["items"] == []
+    assert client.complete(private[2], {"line": 1, "character": 1}, INVOKED)["items"] == []
+    assert fills(proxy) and not any("internal-only" in json.dumps(body) for _, body in proxy.requests)
+    assert client.notifications("window/showMessage") == []
+    client.close()
+
+
+def test_vscode_client_a_malformed_options_file_is_one_message_and_the_clients_options_answer(
+        node_client: Any, proxy: RecordingProxy, tmp_path: Path) -> None:
+    path = options_file(tmp_path, "[backends\n")
+    client = node_client()
+    caps = client.initialize(options(proxy.url), tmp_path)["capabilities"]
+    assert caps["completionProvider"] is not None
+    uri = client.open(tmp_path / "job.py", SOURCE)
+    assert client.complete(uri, CURSOR)["items"][0]["label"] == "run(a, b)"
+    [shown] = client.notifications("window/showMessage")
+    assert shown["type"] == 1 and shown["message"].startswith(f"local-copilot: config file {path} is not valid TOML")
+    assert "line 1" in shown["message"] and "using the client's options" in shown["message"], shown
+    client.close()
+
+
 def test_vscode_client_a_server_that_is_down_is_one_message_and_no_items(node_client: Any, tmp_path: Path) -> None:
     client = node_client()
     client.initialize({"backends": {"llama.cpp": {"url": f"http://127.0.0.1:{free_port()}"}}}, tmp_path)

@@ -451,3 +451,41 @@ def test_a_server_on_this_machine_of_another_user_gets_nothing(open_nvim: Any, t
     text = wait_for(lambda: "belongs to another user" in messages(nvim) and messages(nvim), what="the notification")
     ours = [ln for ln in text.splitlines() if "local-copilot" in ln]
     assert len(ours) == 1 and f"127.0.0.1:{foreign_port} belongs to another user (uid 65534)" in ours[0], text
+
+
+def test_setup_again_without_exclude_keeps_the_exclusions_in_force(open_nvim: Any, tmp_path: Path) -> None:
+    """setup() again to change another option (n_predict) keeps what the one before excluded:
+    a file it names stays unsent; only `exclude` given again (here empty) replaces it."""
+    fake = FakeServer(llama(infill_stream(["ok"])))
+    try:
+        setup = {"backends": {"llama.cpp": {"url": fake.url}}, "debounce_ms": 0, "adaptive_debounce": False}
+        nvim = open_nvim({**setup, "exclude": ["*.internal.py"]})
+        nvim.exec_lua("require('local_copilot').setup(...)", {**setup, "n_predict": 64})
+        nvim.command(f"edit {tmp_path / 'keys.internal.py'}")
+        nvim.current.buffer[:] = ["def f():", "    "]
+        nvim.command("call cursor(2, 1)")
+        nvim.input("Ainternalmarker")
+        wait_for(lambda: nvim.current.buffer[1] == "    internalmarker", what="the typing")
+        nvim.input("<Plug>(local-copilot-trigger)")
+        expected = "disabled: excluded by your `exclude` glob '*.internal.py'"
+        wait_for(lambda: lua(nvim, "require('local_copilot').status()") == expected, what=f"status() = {expected!r}")
+        nvim.input("<Esc>")
+        nvim.command(f"edit {tmp_path / 'main.py'}")
+        nvim.current.buffer[:] = ["def main():", "    "]
+        nvim.command("call cursor(2, 1)")
+        nvim.input("Avalue = ")
+        wait_ghost(nvim)  # the host answered here: the other buffer had its chance to go
+        assert fake.requests and "internalmarker" not in json.dumps(fake.requests)
+        assert all(body.get("n_predict", 0) <= 64 for _, body in fake.requests)
+        # given again, `exclude` is what it says: the file may be sent
+        nvim.input("<Esc>")
+        nvim.exec_lua("require('local_copilot').setup(...)", {**setup, "exclude": []})
+        n = len(fake.requests)
+        nvim.input("A1")  # the options go to the host with the next request, its rules come back
+        wait_for(lambda: len(fake.requests) > n, what="a request with the new options")
+        nvim.input("<Esc>")
+        nvim.command(f"edit {tmp_path / 'keys.internal.py'}")
+        nvim.input("A x")
+        wait_for(lambda: "internalmarker" in json.dumps(fake.requests), what="the file sent once exclude is empty")
+    finally:
+        fake.close()

@@ -112,3 +112,31 @@ async def test_the_model_command_on_a_server_that_does_not_answer_says_so_and_ch
     manager.set_model(cfg, "")
     await manager._task
     assert notes == [("local-copilot: llama.cpp uses model a; :LocalCopilotBackend model NAME sets another", "info")]
+
+
+async def test_a_switch_takes_effect_over_the_options_in_force(monkeypatch: Any, tmp_path: Any) -> None:
+    """:LocalCopilotBackend nes waits on nes's server (minutes when it starts): options setup()
+    gives meanwhile (an exclusion) stay in force once the switch takes effect."""
+    from tests.fakes.fake_server import FakeServer
+
+    monkeypatch.setenv("LOCAL_COPILOT_RUNTIME_DIR", str(tmp_path))
+    server = FakeServer(lambda path, body: (200, [b'{"status": "ok"}']))
+    entries = {"backends": {"nes": {"kind": "llama.cpp", "url": server.url, "server": {"recipe": "none"}}}}
+    in_force = [load_config(entries)]
+
+    def apply(change: Any) -> None:
+        cfg = change(in_force[-1])
+        if cfg is not None:
+            in_force.append(cfg)
+
+    manager = BackendManager(lambda m, level: None, apply, lambda name: None)
+    try:
+        manager.switch(in_force[-1], "nes")
+        in_force.append(load_config({**entries, "exclude": ["*.internal.py"]}))  # setup() while it waits
+        assert manager._task is not None
+        await manager._task
+        manager.set_model(in_force[-1], "")  # (names the model: changes nothing)
+        await manager._task
+    finally:
+        server.close()
+    assert len(in_force) == 3 and in_force[-1].backend == "nes" and in_force[-1].exclude == ["*.internal.py"]

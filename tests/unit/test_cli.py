@@ -83,3 +83,25 @@ def test_complete_reads_file_line_and_column(tmp_path: Path) -> None:
     odd.write_text("")
     assert cli._position(str(odd)) == (str(odd), None, None)
     assert cli._position(f"{odd}:4") == (str(odd), 4, None)
+
+
+def test_an_options_file_error_names_the_format_it_was_read_as_and_the_line(tmp_path: Path) -> None:
+    yaml = tmp_path / "x.yaml"
+    yaml.write_text("backend: vllm\n")
+    with pytest.raises(ConfigError, match=r"x\.yaml is not valid JSON \(a file not named \.toml is read as JSON\): "
+                                          r"Expecting value: line 1 column 1"):
+        cli.read_config_file(yaml)
+    toml = tmp_path / "config.toml"
+    toml.write_text("n_predict = 8\n[backends\n")
+    with pytest.raises(ConfigError, match=r"config\.toml is not valid TOML: .*line 2"):
+        cli.read_config_file(toml)
+
+
+def test_a_column_inside_a_character_of_several_bytes_is_its_start() -> None:
+    from local_copilot.cli.oneshot import cursor_at
+
+    line = "s = '\u00e9\u20ac\U0001f600x'"  # é: 2 bytes, €: 3, 😀: 4, from byte 5 on
+    starts = {6: 5, 7: 5, 8: 7, 9: 7, 10: 7, 11: 10, 12: 10, 13: 10, 14: 10, 15: 14}  # COL -> byte
+    for col, byte in starts.items():
+        assert cursor_at([line], 1, col) == (0, byte), col
+    assert cursor_at(["\u00e9"], 1, 2) == (0, 0) and cursor_at(["\u00e9"], 1, 3) == (0, 2)

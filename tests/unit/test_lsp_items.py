@@ -11,7 +11,7 @@ from local_copilot.config import load_config
 from local_copilot.errors import ConfigError
 from local_copilot.lsp.documents import Documents, column, split_lines
 from local_copilot.lsp.items import completion_list, inline_list, label, relative_indent, snippet_text
-from local_copilot.lsp.options import read_options
+from local_copilot.lsp.options import ClientOptions, read_options
 from local_copilot.lsp.typed import Shown
 
 AT = types.Position(line=3, character=4)
@@ -125,6 +125,31 @@ def test_options_from_a_client() -> None:
         read_options({"start": "yes"}, {})
     with pytest.raises(ConfigError, match="must be a table"):
         read_options("llama.cpp", {})
+
+
+def test_each_source_goes_over_the_options_in_force_and_exclusions_add_up() -> None:
+    opts = ClientOptions({"exclude": ["*.filed"], "n_predict": 16})
+    first = opts.offer({"backend": "team", "backends": {"team": {"url": "http://gpu:8000"}}, "exclude": ["*.init"],
+                        "start": True}, initial=True)
+    assert first is not None and first.start
+    opts.take()
+    assert opts.offer({}) is None and opts.offer({"local_copilot": []}) is None  # eglot's at connect
+    partial = opts.offer({"local_copilot": {"n_predict": 32, "backends": {"team": {"model": "m"}}}})
+    assert partial is not None and partial.start  # (the initializationOptions' `start` stays)
+    assert partial.raw == {"exclude": ["*.filed", "*.init"], "n_predict": 32, "backend": "team",
+                           "backends": {"team": {"url": "http://gpu:8000", "model": "m"}}}
+    opts.take()
+    more = opts.offer({"exclude": ["*.set"]})
+    assert more is not None and more.raw["exclude"] == ["*.filed", "*.init", "*.set"]
+    opts.take()
+    # settings replace the exclusions settings gave; never those of the file or initializationOptions
+    fewer = opts.offer({"exclude": []})
+    assert fewer is not None and fewer.raw["exclude"] == ["*.filed", "*.init"] and fewer.raw["n_predict"] == 32
+    # refused options put nothing in force, except what they exclude
+    opts.refuse({"n_predict": 0, "exclude": ["*.bad"], "backend": "nope"})
+    after = opts.offer({"max_lines": 4})
+    assert after is not None and after.raw["exclude"] == ["*.filed", "*.init", "*.set", "*.bad"]
+    assert after.raw["n_predict"] == 32 and after.raw["backend"] == "team"
 
 
 def test_the_lsp_subcommand_takes_an_options_file_and_the_stdio_flag_clients_pass() -> None:

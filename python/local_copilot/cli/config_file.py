@@ -28,14 +28,20 @@ def config_file(path: str | None) -> Path | None:
 
 
 def read_config_file(path: Path | None) -> dict[str, Any]:
+    """The table in the file at `path`: TOML when its name ends in .toml, else JSON (whatever
+    its name says: an error names the format it was read as). Raises ConfigError naming the
+    file, and the line where it is not valid."""
     if path is None:
         return {}
+    toml = path.suffix == ".toml"
     try:
-        data = tomllib.loads(path.read_text()) if path.suffix == ".toml" else json.loads(path.read_text())
+        text = path.read_text()
+        data = tomllib.loads(text) if toml else json.loads(text)
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
-    except (ValueError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"config file {path} is not valid {path.suffix.lstrip('.') or 'JSON'}: {exc}") from None
+    except ValueError as exc:  # TOMLDecodeError, JSONDecodeError, UnicodeDecodeError
+        form = "TOML" if toml else "JSON" if path.suffix == ".json" else "JSON (a file not named .toml is read as JSON)"
+        raise ConfigError(f"config file {path} is not valid {form}: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path}: expected a table at the top")
     return data

@@ -287,7 +287,13 @@ def _cmd_complete(args: argparse.Namespace) -> int:
 def _cmd_lsp(args: argparse.Namespace) -> int:
     from ..lsp.server import CompletionServer
 
-    server = CompletionServer(read_config_file(config_file(args.config)))
+    # an options file that cannot be read does not keep the editor from a working server: the
+    # client's options are complete, and the server says what is wrong with the file
+    try:
+        base, problem = read_config_file(config_file(args.config)), ""
+    except ConfigError as exc:
+        base, problem = {}, str(exc)
+    server = CompletionServer(base, file_problem=problem)
     # stdout carries the protocol alone: whatever else would write there (a library's print,
     # a child's output) goes to stderr, which clients keep as the server's log
     protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")

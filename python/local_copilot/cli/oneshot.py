@@ -36,7 +36,9 @@ class Answer:
 
 def cursor_at(lines: list[str], line: int | None, col: int | None) -> tuple[int, int]:
     """0-based row and byte column for a 1-based LINE and COL (COL as Neovim counts it: bytes,
-    and one past the last byte is the end of the line); by default the end of the last line."""
+    and one past the last byte is the end of the line); by default the end of the last line.
+    A COL inside a character of several bytes is that character's start, as Neovim puts the
+    cursor there (the engine takes a byte column on a character's boundary)."""
     row = len(lines) - 1 if line is None else line - 1
     if not 0 <= row < len(lines):
         raise ConfigError(f"line {line} is not in the file (it has {len(lines)} lines)")
@@ -44,7 +46,20 @@ def cursor_at(lines: list[str], line: int | None, col: int | None) -> tuple[int,
     byte = size if col is None else col - 1
     if not 0 <= byte <= size:
         raise ConfigError(f"column {col} is not on line {row + 1} (it has {size} bytes; {size + 1} is its end)")
-    return row, byte
+    return row, _char_start(lines[row], byte)
+
+
+def _char_start(line: str, byte: int) -> int:
+    """The byte column of the start of the character holding byte `byte` of `line`."""
+    if line.isascii():
+        return byte
+    start = 0
+    for ch in line:
+        end = start + utf8_len(ch)
+        if end > byte:
+            return start
+        start = end
+    return start
 
 
 class _Quiet:

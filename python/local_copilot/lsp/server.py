@@ -7,10 +7,11 @@ the prompt is sized to the server, the answer is post-processed, exactly as for 
 pygls (with lsprotocol's types) speaks the protocol and keeps the documents in sync.
 
 - Options: `initializationOptions` shaped as `setup()`'s (over the CLI's options file),
-  changed by `workspace/didChangeConfiguration` (options.py); bad options are one
-  `window/showMessage` error and no items until good ones come. `start = true` starts and
-  supervises the active backend's server as `:LocalCopilotBackend` does (BackendManager),
-  released when the language server exits.
+  changed by `workspace/didChangeConfiguration`, each over the options in force (options.py);
+  bad options are one `window/showMessage` error and no items until good ones come. An
+  options file that cannot be read is one error too, and the client's options are used.
+  `start = true` starts and supervises the active backend's server as `:LocalCopilotBackend`
+  does (BackendManager), released when the language server exits.
 - A request runs as a task per document: a newer one, `$/cancelRequest` (pygls cancels the
   task) or closing the document cancels it, and a cancelled completion closes its HTTP stream,
   so the model server stops generating.
@@ -37,11 +38,11 @@ from ..config import Config, load_config
 from ..core import Core
 from ..errors import ConfigError
 from ..log import log, setup_logging
-from ..servers.backend_manager import BackendManager
+from ..servers.backend_manager import BackendManager, Change
 from ..updates import Notice, PrivacyVerdict, Update
 from .documents import Documents, Spot, split_lines
 from .items import TRIGGER_CHARACTERS, completion_list, inline_list
-from .options import read_options
+from .options import ClientOptions
 from .suggest import MAX_ITEMS, suggestions
 from .typed import Shown
 
@@ -113,8 +114,9 @@ class CompletionServer:
     # sampled alternatives, as ghost text's next() asks for them
     MAX_ITEMS = MAX_ITEMS
 
-    def __init__(self, base: dict[str, Any] | None = None) -> None:
-        self.base = base or {}  # the options file's table
+    def __init__(self, base: dict[str, Any] | None = None, *, file_problem: str = "") -> None:
+        self.options = ClientOptions(base or {})  # over the options file's table
+        self.file_problem = file_problem  # why the options file gave nothing, said at initialize
         self.ls = LanguageServer("local-copilot", __version__,
                                  text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.client = _Client(self.ls)
@@ -139,6 +141,9 @@ class CompletionServer:
 
     def initialize(self, params: types.InitializeParams) -> None:
         self.client.loop = asyncio.get_running_loop()
+        if self.file_problem:
+            log.warning("options file: %s", self.file_problem)
+            self.client.notify(f"local-copilot: {self.file_problem}; using the client's options alone", "error")
         self._configure(params.initialization_options, initial=True)
 
     def change_configuration(self, params: types.DidChangeConfigurationParams) -> None:
@@ -146,16 +151,18 @@ class CompletionServer:
 
     def _configure(self, value: Any, *, initial: bool = False) -> None:
         try:
-            opts = read_options(value, self.base, initial=initial)
+            opts = self.options.offer(value, initial=initial)
             if opts is None:
                 return
             cfg = load_config(opts.raw)
         except ConfigError as exc:
+            self.options.refuse(value, initial=initial)
             log.warning("bad config: %s", exc)
             self._cancel_all()
             self.core.unconfigure()
             self.client.notify(f"local-copilot: bad option: {exc}", "error")
             return
+        self.options.take()
         setup_logging(cfg.log_level)
         self._cancel_all()
         self.shown = Shown()
@@ -169,9 +176,15 @@ class CompletionServer:
         if cfg.backend in self._started:
             return
         if self.manager is None:
-            self.manager = BackendManager(self.client.notify, self.core.configure, lambda name: None)
+            self.manager = BackendManager(self.client.notify, self._change, lambda name: None)
         self._started.add(cfg.backend)
         self.manager.start(cfg, cfg.backend)
+
+    def _change(self, change: Change) -> None:
+        """What the backend's supervisor changed, over the options in force."""
+        cfg = change(self.core.config) if self.core.config is not None else None
+        if cfg is not None:
+            self.core.configure(cfg)
 
     # -- documents ---------------------------------------------------------------------------
 

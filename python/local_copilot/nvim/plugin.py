@@ -22,7 +22,7 @@ from ..errors import ConfigError
 from ..health.checks import Item
 from ..log import log, log_path, setup_logging
 from ..privacy.policy import Policy
-from ..servers.backend_manager import BackendManager
+from ..servers.backend_manager import BackendManager, Change
 from ..snapshot import Snapshot
 from . import protocol
 from .bridge import NvimEditor
@@ -57,7 +57,7 @@ class _Running:
     """What runs once the host is used: the worker loop, the editor port, the core and the
     backend switcher (built together, so none is there without the others)."""
 
-    def __init__(self, nvim: pynvim.Nvim, use_config: Callable[[Config], None]) -> None:
+    def __init__(self, nvim: pynvim.Nvim, use_config: Callable[[Change], None]) -> None:
         self.editor = NvimEditor(nvim)
         self.worker = Worker()
         self.editor.worker_thread = self.worker.thread
@@ -141,8 +141,12 @@ class LocalCopilotPlugin:
         self._channel_events += 1
         self._dispatch(name, payload, _call_now)
 
-    def _use_config(self, cfg: Config) -> None:
-        """A backend switch took effect (runs on the worker loop)."""
+    def _use_config(self, change: Change) -> None:
+        """A backend switch took effect (runs on the worker loop): over the options in force,
+        so options setup() gave while the server started stay."""
+        cfg = change(self.config) if self.config is not None else None
+        if cfg is None:
+            return
         self.config = cfg
         self._start().core.configure(cfg)
 

@@ -23,16 +23,21 @@ from ..transport.access import async_client, auth_headers
 from .auto import detect_backend
 from .supervisor import ServerEvent, Supervisor
 
-__all__ = ["BackendManager"]
+__all__ = ["BackendManager", "Change"]
 
 Notify = Callable[[str, str], None]
+# what a command changes, applied to the options in force when it takes effect (a server may
+# take minutes to start, and setup() or a language client's settings may change the options
+# meanwhile: the command's own copy of them would undo that); None when it no longer applies
+Change = Callable[[Config], Config | None]
 PROGRESS_EVERY_S = 3.0
 
 
 class BackendManager:
-    """Runs on the worker loop. `apply(cfg)` puts a config with another active backend in force."""
+    """Runs on the worker loop. `apply(change)` applies `change` (another active backend,
+    another model) to the options in force."""
 
-    def __init__(self, notify: Notify, apply: Callable[[Config], None], ready: Callable[[str], None]) -> None:
+    def __init__(self, notify: Notify, apply: Callable[[Change], None], ready: Callable[[str], None]) -> None:
         self._notify = notify
         self._apply = apply
         self._ready = ready
@@ -123,7 +128,7 @@ class BackendManager:
             self._notify(f"local-copilot: {name} is up at {cfg.backends[name].url} ({how})", "info")
             self._ready(name)
             return
-        self._apply(cfg)
+        self._apply(lambda now: msgspec.structs.replace(now, backend=name) if name in now.backends else None)
         self._notify(f"local-copilot: using {name} at {cfg.backends[name].url} ({how})", "info")
         self._ready(name)
 
@@ -153,8 +158,13 @@ class BackendManager:
             self._notify(f"local-copilot: {problem}", "error")
             return
         state = next((m.state for m in models if m.id == model), "")
-        entries = {**cfg.backends, name: msgspec.structs.replace(entry, model=model)}
-        self._apply(msgspec.structs.replace(cfg, backends=entries))
+        def use_model(now: Config) -> Config | None:
+            if name not in now.backends:
+                return None
+            entries = {**now.backends, name: msgspec.structs.replace(now.backends[name], model=model)}
+            return msgspec.structs.replace(now, backends=entries)
+
+        self._apply(use_model)
         self._notify(f"local-copilot: {name} uses model {model}" + (f" ({state})" if state else ""), "info")
 
     def stop(self, name: str) -> None:
