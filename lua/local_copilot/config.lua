@@ -3,7 +3,7 @@
 local M = {}
 
 ---@class local_copilot.BackendOptions one model server (:help local-copilot-backends)
----@field kind? 'llama.cpp'|'ollama'|'openai'|'vllm'|'sglang'|'lmstudio'|string
+---@field kind? 'llama.cpp'|'openai'|'ollama'|'sglang'|'lmstudio' the wire dialect (vLLM speaks 'openai')
 ---@field url? string
 ---@field model? string
 ---@field fim_template? string
@@ -49,11 +49,25 @@ local M = {}
 ---@field accept_key? string|false
 ---@field cancel_key? string|false
 
+---@class local_copilot.Keymaps keys the plugin maps (:help local-copilot-keymaps); false = none
+---@field accept? string|false
+---@field accept_word? string|false
+---@field accept_line? string|false
+---@field next? string|false
+---@field prev? string|false
+---@field dismiss? string|false
+---@field trigger? string|false
+---@field next_edit_accept? string|false Normal mode
+---@field next_edit_dismiss? string|false Normal mode
+
 ---@class local_copilot.Options what setup() takes (:help local-copilot-config); Python checks ranges
 ---@field backend? string the active entry of `backends`
 ---@field backends? table<string, local_copilot.BackendOptions>
+---@field fallback? string[] entries tried in order when the active one cannot answer
+---@field fallback_after_ms? integer
 ---@field filetypes? table<string, boolean> `['*']` for the rest
----@field keymaps? table<string, string|false>
+---@field keymaps? local_copilot.Keymaps
+---@field lsp? boolean an in-process language server for completion menus
 ---@field auto_trigger? boolean
 ---@field adaptive_debounce? boolean
 ---@field hide_during_completion? boolean
@@ -153,6 +167,56 @@ function M.wrong_field(value, shape, prefix)
   return nil
 end
 
+-- The choice `name` most likely misspells (an edit distance of a third of its length at most,
+-- or a choice it begins), or nil.
+---@param name string
+---@param choices string[]
+---@return string?
+function M.nearest(name, choices)
+  local function distance(a, b)
+    local prev = {}
+    for j = 0, #b do prev[j] = j end
+    for i = 1, #a do
+      local cur = { [0] = i }
+      for j = 1, #b do
+        cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a:sub(i, i) == b:sub(j, j) and 0 or 1))
+      end
+      prev = cur
+    end
+    return prev[#b]
+  end
+  local best, best_d = nil, math.max(1, math.floor(#name / 3))
+  for _, choice in ipairs(choices) do
+    local d = distance(name:lower(), choice)
+    if d <= best_d and (best == nil or d < best_d) then best, best_d = choice, d end
+  end
+  if best then return best end
+  for _, choice in ipairs(choices) do
+    if #name >= 3 and vim.startswith(choice, name) then return choice end
+  end
+  return nil
+end
+
+-- nil when every name in `keymaps` is an action; else one line naming the first that is not,
+-- with the action it most likely means (an unknown name would map nothing without a word).
+---@param keymaps any
+---@return string?
+function M.unknown_keymap(keymaps)
+  if type(keymaps) ~= 'table' then return nil end
+  local km = require('local_copilot.keymaps')
+  local names = vim.list_extend(vim.tbl_keys(km.actions), vim.tbl_keys(km.normal_actions))
+  table.sort(names)
+  local unknown = {}
+  for name in pairs(keymaps) do
+    if not (km.actions[name] or km.normal_actions[name]) then unknown[#unknown + 1] = tostring(name) end
+  end
+  if #unknown == 0 then return nil end
+  table.sort(unknown)
+  local near = M.nearest(unknown[1], names)
+  return ('keymaps.%s is no action%s; the actions are %s'):format(unknown[1],
+    near and ('; did you mean %s?'):format(near) or '', table.concat(names, ', '))
+end
+
 -- nil when `opts` can be given to setup(); else one line naming the option and what it takes.
 ---@param opts any
 ---@return string?
@@ -161,7 +225,7 @@ function M.check(opts)
   if type(opts) ~= 'table' then
     return ("setup() takes a table of options, e.g. setup({ backend = 'llama.cpp' }); not %s"):format(vim.inspect(opts))
   end
-  return M.wrong_field(opts, types)
+  return M.wrong_field(opts, types) or M.unknown_keymap(opts.keymaps)
 end
 
 local merged = {} -- key -> value with the defaults filled in; rebuilt by set()

@@ -275,21 +275,20 @@ def test_a_first_request_before_the_host_has_the_options_is_answered(nvim_bin: s
         nv.close()
 
 
-def readme_tab_mapping() -> str:
-    """The README's `<Tab>` for the built-in menu, exactly as written there."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    block = readme.split("`<Tab>` when both the menu and ghost text may be visible", 1)[1]
-    block = block.split("```lua\n", 1)[1].split("```", 1)[0]
-    return block.split("-- blink.cmp", 1)[0]
+def help_tab_mapping() -> str:
+    """The help's `<Tab>` for the built-in menu (|local-copilot-menus|), exactly as written there."""
+    help_text = (Path(__file__).resolve().parents[2] / "doc" / "local_copilot.txt").read_text()
+    block = help_text.split("a selected menu item wins, else the ghost text, else a Tab: >lua\n", 1)[1]
+    return block.split("\n<", 1)[0]
 
 
 @pytest.fixture()
 def tabbed(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], proxy: RecordingProxy, tmp_path: Path
            ) -> Iterator[Any]:
-    """The README's <Tab> mapping loaded as written, ghost text kept during completion."""
+    """The help's <Tab> mapping loaded as written, ghost text kept during completion."""
     nv = start(nvim_bin, manifest, nvim_env, proxy.url, tmp_path / "job.py", "def main():\n\t\n\treturn 0\n",
                hide_during_completion=False)
-    nv.exec_lua(readme_tab_mapping())
+    nv.exec_lua(help_tab_mapping())
     # which menu item was accepted, if any
     nv.exec_lua("vim.api.nvim_create_autocmd('CompleteDone', { callback = function()"
                 " _G.done = { item = vim.v.completed_item, reason = vim.v.event.reason } end })")
@@ -307,7 +306,7 @@ def insert_at_end(nv: Any, row: int) -> None:
 ACCEPTED_Z = ["def main():", "\trun(a, b)", "\tokz", "\treturn 0"]
 
 
-def test_readme_tab_accepts_a_selected_menu_item_over_the_ghost_text(tabbed: Any) -> None:
+def test_help_tab_accepts_a_selected_menu_item_over_the_ghost_text(tabbed: Any) -> None:
     nv = tabbed
     cid = nv.exec_lua("return require('local_copilot.lsp').client_id()")
     nv.exec_lua("vim.lsp.completion.enable(true, ..., 0, { autotrigger = false })", cid)
@@ -324,7 +323,7 @@ def test_readme_tab_accepts_a_selected_menu_item_over_the_ghost_text(tabbed: Any
     assert done["reason"] == "accept" and done["item"]["abbr"] == "run(a, b)", done  # by the menu
 
 
-def test_readme_tab_accepts_the_ghost_text_without_a_menu(tabbed: Any) -> None:
+def test_help_tab_accepts_the_ghost_text_without_a_menu(tabbed: Any) -> None:
     nv = tabbed
     insert_at_end(nv, 2)
     wait_ghost(nv, lambda t: t.startswith("run(a, b)"))
@@ -334,7 +333,7 @@ def test_readme_tab_accepts_the_ghost_text_without_a_menu(tabbed: Any) -> None:
     assert nv.exec_lua("return _G.done") is None  # no menu took part
 
 
-def test_readme_tab_inserts_a_tab_with_neither(tabbed: Any) -> None:
+def test_help_tab_inserts_a_tab_with_neither(tabbed: Any) -> None:
     nv = tabbed
     nv.exec_lua("require('local_copilot').disable()")  # no ghost text
     nv.command("setlocal noexpandtab softtabstop=0")  # a Tab key inserts a tab character

@@ -15,7 +15,7 @@ A token is text too, though, so three rules keep the places where it is meant as
 * it is written in brackets (``[PREFIX]``) right after a name, ``)`` or ``]``: a subscript
   (``config[PREFIX]``), not Mistral's control token.
 
-Documented in the README ("Hostile answers") and :help local-copilot-foreign-tokens.
+Documented in :help local-copilot-foreign-tokens.
 """
 
 from __future__ import annotations

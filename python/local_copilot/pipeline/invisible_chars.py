@@ -22,7 +22,7 @@ an emoji sequence and between the letters of a script that joins (Arabic, Persia
 scripts). The control characters and the bidirectional embeddings, overrides and isolates that
 limits.py blocks are never shown, whatever the buffer holds.
 
-Documented in the README ("Hostile answers") and :help local-copilot-foreign-tokens.
+Documented in :help local-copilot-foreign-tokens.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 A hostile or broken server (any local user can listen on a loopback port; a remote one can
 be compromised) must not exhaust the host's memory, flood Neovim's message area, or write
-terminal escapes or bidirectional overrides into a buffer. Documented in the README
-("Hostile answers") and :help local-copilot-limits.
+terminal escapes or bidirectional overrides into a buffer. Documented in :help
+local-copilot-limits.
 """
 
 from __future__ import annotations
@@ -65,6 +65,18 @@ def clip_message(message: str, limit: int = MAX_NOTIFY_CHARS) -> str:
     if len(message) > limit:
         message = message[: limit - 1] + "…"
     return message
+
+
+def server_words(error: Any) -> str:
+    """A server's own error text fit to show, from the `error` value of its answer or stream:
+    the object's `message` ({"code": 500, "message": "...", "type": ...}), else the text.
+
+    >>> server_words({"code": 500, "message": "slot unavailable", "type": "server_error"})
+    'slot unavailable'
+    """
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        error = error["message"]
+    return clip_message(error if isinstance(error, str) else str(error), MAX_SERVER_MESSAGE_CHARS)
 
 
 async def read_error_body(response: Any) -> bytes:
