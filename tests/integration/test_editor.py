@@ -137,7 +137,10 @@ def test_tab_falls_back_to_the_users_mapping_and_the_completion_menu(open_nvim: 
     })
     nvim.command("set completeopt=menu,menuone,noinsert,noselect")
     at_end_of(nvim, 3)
-    assert wait_ghost(nvim, lambda t: t == "run(a, b)\n\tok")
+    # a Python buffer ('expandtab', 'shiftwidth' 4: its ftplugin) with no indented line: the
+    # model's tab is one indentation level, written in spaces (indentation.py)
+    assert nvim.exec_lua("return { vim.bo.expandtab, vim.bo.shiftwidth }") == [True, 4]
+    assert wait_ghost(nvim, lambda t: t == "run(a, b)\n    ok")
     # the built-in menu opens: the suggestion hides under it, <Tab> goes to the user's mapping
     nvim.input("<C-r>=complete(5, ['alpha', 'alphabet']) ? '' : ''<CR>")
     wait_for(lambda: nvim.call("pumvisible") == 1, what="completion menu")
@@ -149,13 +152,13 @@ def test_tab_falls_back_to_the_users_mapping_and_the_completion_menu(open_nvim: 
     wait_for(lambda: nvim.current.buffer[2] == "x = ")
     # nothing is shown for the new text yet or the request gives it back; either way <Tab>
     # accepts when shown and otherwise types the user's fallback
-    text = wait_ghost(nvim, lambda t: t == "run(a, b)\n\tok")
+    text = wait_ghost(nvim, lambda t: t == "run(a, b)\n    ok")
     assert text
     nvim.input("<Tab>")
-    wait_for(lambda: nvim.current.buffer[2:] == ["x = run(a, b)", "\tok"], what="<Tab> accepted")
+    wait_for(lambda: nvim.current.buffer[2:] == ["x = run(a, b)", "    ok"], what="<Tab> accepted")
     lua(nvim, "require('local_copilot').disable()")
     nvim.input("<Tab>")
-    wait_for(lambda: nvim.current.buffer[3] == "\tokTAB!", what="fallback with nothing shown")
+    wait_for(lambda: nvim.current.buffer[3] == "    okTAB!", what="fallback with nothing shown")
     assert nvim.call("maparg", "<Tab>", "i") != ""  # a mapping remains; none was removed
 
 

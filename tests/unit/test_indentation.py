@@ -156,3 +156,12 @@ def test_a_menu_item_of_a_spaces_buffer_gets_the_columns_past_the_cursor_lines_i
                           snippets=True, adjusts=True, tabstop=4)
     assert got.items[0].text_edit is not None
     assert got.items[0].text_edit.new_text == "if x:\n    return 1"  # the client adds the four spaces
+
+
+def test_the_rules_compare_the_lines_as_the_buffer_will_hold_them() -> None:
+    # Python's ftplugin (et sw=4 ts=8), the cursor in an `if` body at 8 spaces: the model's tab
+    # is one level, 4 spaces, which leaves the cursor's block, so the suggestion ends there (as
+    # a tab stop of 8 it would have stayed in the block and been inserted at 4)
+    ctx = post(["def f(a):", "    if a:", "        "], 2, et=True, sw=4, ts=8)
+    assert process("x = 1\n\ty = 2", ctx, final=True).text == "x = 1"
+    assert process("x = 1\n\t\ty = 2", ctx, final=True).text == "x = 1\n        y = 2"

@@ -9,7 +9,10 @@ Stages (one module per kind of rule, composed by :func:`process`):
 1. :func:`cut_stop_strings` (stop_strings.py) - cut at the first stop string (the served
    model's FIM special tokens), and at another family's special token (foreign_tokens.py).
 2. :func:`keep_first_line` (cursor_line.py) - mid-line completions (text after the cursor)
-   stay on one line.
+   stay on one line. Other completions get their indentation written the buffer's way
+   (``PostContext.indent``, local_copilot/indentation.py: spaces or tabs as 'expandtab' and
+   the lines around say, at the width the model meant) before the rules below compare their
+   lines with the buffer's.
 3. :func:`drop_suffix_repeat` (cursor_line.py) / :func:`existing_line_cut` (next_lines.py) -
    drop the part that repeats the text after the cursor, and stop where the output starts
    repeating the following existing lines.
@@ -28,9 +31,6 @@ Stages (one module per kind of rule, composed by :func:`process`):
    text after the cursor (:func:`drop_suffix_repeat` cuts all of it): nothing to show.
 9. a suggestion holding an invisible or format character that the text around the
    cursor does not use is not shown (invisible_chars.py).
-10. the suggestion's indentation is written the buffer's way (``PostContext.indent``,
-    local_copilot/indentation.py): spaces or tabs as 'expandtab' and the lines around say,
-    at the width the model meant.
 
 The rules read the text through lines.py (whitespace, blank lines, indentation), scanner.py
 (the brackets, quotes and comment of one line) and structure.py (the statement, bracket,

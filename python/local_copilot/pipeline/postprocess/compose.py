@@ -256,19 +256,14 @@ def process(raw: str, ctx: PostContext, *, final: bool) -> Result:
     # stage 9: what Tab would insert is what the user reads
     if res.text and hidden_char(res.text, around=_around(ctx), before=ctx.line_prefix, after=ctx.line_suffix):
         return Result("", True)
-    # stage 10: the indentation written the buffer's way
-    if res.text and ctx.indent is not None:
-        text = restyle(res.text, ctx.indent, first_at=_first_at(ctx))
-        if text != res.text:
-            return Result(text, res.done)
     return res
 
 
 def _first_at(ctx: PostContext) -> int | None:
     """The column the suggestion's first line starts at, where that line starts in the cursor
-    line's indentation (nothing but whitespace before the cursor, nothing after it); None:
-    its leading whitespace follows other text and is left as it is."""
-    if ctx.line_prefix.strip(_WS) or ctx.line_suffix.strip(_WS):
+    line's indentation (nothing but whitespace before the cursor); None: its leading
+    whitespace follows other text and is left as it is."""
+    if ctx.line_prefix.strip(_WS):
         return None
     assert ctx.indent is not None
     return columns(ctx.line_prefix, 0, ctx.indent.tabstop)
@@ -296,6 +291,11 @@ def _process(raw: str, ctx: PostContext, final: bool) -> Result:
             return Result(_mid_line_final(line, ctx), complete or stopped)
         shown = _rstrip(line[: _mid_line_hold(line, ctx)])
         return Result(shown if shown.strip() else "", False)
+    if ctx.indent is not None:
+        # the indentation written the buffer's way first: the rules below compare the lines
+        # as they will stand in the buffer (a tab that is one level of four spaces is no
+        # tab stop of eight to them)
+        text = restyle(text, ctx.indent, first_at=_first_at(ctx))
     res = _multi_line(text, ctx, final)
     if stopped and not res.done:
         res = Result(res.text, True)
