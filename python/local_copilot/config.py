@@ -16,6 +16,7 @@ import msgspec
 from msgspec import Meta
 
 from .backends import registry
+from .config_hints import hint, nearest
 from .errors import ConfigError
 from .server_options import ServerOptions
 from .transport.access import ca_file_problem
@@ -262,8 +263,9 @@ def _convert(value: Any, typ: type[Any], path: str) -> Any:
         return msgspec.convert(value, typ, strict=False)
     except msgspec.ValidationError as exc:
         msg = str(exc)
+        extra = hint(msg, typ)  # the way out: the field meant, the values a choice takes
         msg = msg.replace("`$", f"`{path}") if " - at `$" in msg else f"{msg} - at `{path}`"
-        raise ConfigError(msg) from None
+        raise ConfigError(msg + extra) from None
 
 
 def _convert_dict_values(value: Any, typ: Any, path: str) -> None:
@@ -352,7 +354,10 @@ def load_config(raw: Any = None) -> Config:
             continue
         kind = value.get("kind", DEFAULT_KIND)
         if kind not in kinds:
-            raise ConfigError(f"unknown kind {kind!r} - at `$.backends.{name}.kind`; choose one of: {', '.join(kinds)}")
+            # a built-in entry's name given as a kind ('vllm') says which kind that server speaks
+            meant = builtin_backends().get(kind, {}).get("kind") if isinstance(kind, str) else None
+            why = f"; {kind!r} servers speak kind {meant!r}" if meant and meant != kind else ""
+            raise ConfigError(f"unknown kind {kind!r} - at `$.backends.{name}.kind`{why}; choose one of: {', '.join(kinds)}")
         if "url" not in value:
             value["url"] = registry.get(kind).default_url
     # converted one by one so an error names the backend: `$.backends.vllm.url`, not `$.backends[...]`
@@ -372,8 +377,9 @@ def load_config(raw: Any = None) -> Config:
             merged[key] = []
     cfg: Config = _convert(merged, Config, "$")
     if cfg.backend not in cfg.backends:
-        names = ", ".join(sorted(cfg.backends))
-        raise ConfigError(f"unknown backend {cfg.backend!r} - at `$.backend`; choose one of: {names}")
+        near = nearest(cfg.backend, cfg.backends)
+        raise ConfigError(f"unknown backend {cfg.backend!r} - at `$.backend`; "
+                          + (f"did you mean {near!r}? " if near else "") + f"choose one of: {', '.join(sorted(cfg.backends))}")
     for i, name in enumerate(cfg.fallback):
         if name not in cfg.backends:
             names = ", ".join(sorted(cfg.backends))

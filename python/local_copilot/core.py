@@ -10,6 +10,7 @@ runs on the worker's asyncio loop.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import httpx
 
@@ -34,7 +35,8 @@ __all__ = ["Core"]
 class Core:
     CLOSE_WAIT_S = 1.0  # the most a closing host waits for its cancelled requests to stop
 
-    def __init__(self, editor: Editor) -> None:
+    def __init__(self, editor: Editor, start_hint: Callable[[str], str | None] | None = None) -> None:
+        # start_hint: how this surface starts a backend's server that does not answer
         self.editor = editor
         self.config: Config | None = None
         self._client: httpx.AsyncClient | None = None
@@ -44,7 +46,7 @@ class Core:
         self.episodes = Episodes(notices(editor))
         self.prompts = Preparer()  # snapshots into requests (pipeline/prepare.py)
         self.privacy = Gate(editor, self.prompts.ring)  # what may be sent (privacy/policy.py)
-        reader = Reader(editor, self.prompts, self.stats, self.episodes.of(""))
+        reader = Reader(editor, self.prompts, self.stats, self.episodes.of(""), start_hint)
         self.pipeline = Pipeline(self.prompts, reader, self.stats, self.episodes)
         self.ghost = Engine(editor, self.pipeline, self.stats, self.privacy, self.state, self.buffers)
         self.next_edits = NextEdits(editor, self.stats, self.privacy, self.state, self.episodes)

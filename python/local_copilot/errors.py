@@ -70,11 +70,15 @@ class BackendError(LocalCopilotError):
 
 
 class ServerUnavailable(BackendError):
-    def __init__(self, message: str, *, unreachable: bool = False, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, *, unreachable: bool = False, retry_after: float | None = None,
+                 backend: str = "") -> None:
         super().__init__(message)
         # no connection at all (refused, no route): the server is likely not running, as
         # opposed to one that is loading (503) or too slow to answer
         self.unreachable = unreachable
+        # the backend entry whose server nothing answers for (with `unreachable`), so the
+        # message can say how to start that one
+        self.backend = backend
         # seconds the server asked us to wait before the next request (its Retry-After)
         self.retry_after = retry_after
 

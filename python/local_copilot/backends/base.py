@@ -20,7 +20,7 @@ from ..prompt.request import FimRequest
 from ..prompt.slots import Slots
 from ..transport.access import auth_headers, redact, tls_context, tls_failure, token_refused
 from ..transport.http_stream import StreamClient, StreamResponse
-from ..transport.limits import MAX_SERVER_MESSAGE_CHARS, clip_message, read_error_body
+from ..transport.limits import MAX_SERVER_MESSAGE_CHARS, clip_message, read_error_body, server_words
 from . import registry
 from .exchange import Exchange, Wire
 from .served import Served
@@ -412,7 +412,7 @@ class HttpBackend:
             raise ProtocolError(f"{self.name}: malformed stream chunk ({exc})") from None
         error = getattr(msg, "error", None)
         if error is not None:
-            raise ProtocolError(f"{self.name}: server error in stream: {str(error)[:300]}")
+            raise ProtocolError(f"{self.name}: server error in stream: {server_words(error)}")
         return msg
 
     def _openai_event(self, decoder: msgspec.json.Decoder[E], payload: bytes, chunk: type[C],
@@ -437,7 +437,8 @@ class HttpBackend:
             return tls
         if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
             return ServerUnavailable(f"{self.name}: no answer from {self.cfg.url} in time")
-        return ServerUnavailable(f"{self.name}: cannot reach {self.cfg.url} ({exc.__class__.__name__})", unreachable=True)
+        return ServerUnavailable(f"{self.name}: cannot reach {self.cfg.url} ({exc.__class__.__name__})", unreachable=True,
+                                 backend=self.name)
 
     async def fetch(self, method: str, path: str, decoder: msgspec.json.Decoder[T], *, json: Any = None,
                     timeout_s: float | None = None) -> T:

@@ -18,6 +18,7 @@ import msgspec
 
 from ..errors import ProtocolError
 from ..prompt.styles import chat_messages
+from ..transport.limits import server_words
 from .base import Chunk, FimRequest
 
 __all__ = ["chat_body", "chat_event_decoder", "ollama_chat_body", "ollama_event_decoder", "read_ollama_chat",
@@ -100,7 +101,7 @@ def chat_body(req: FimRequest, *, model: str, temperature: float, top_p: float, 
 
 def _error(name: str, exc: Exception | None = None, error: Any = None) -> ProtocolError:
     if error is not None:
-        return ProtocolError(f"{name}: server error in stream: {str(error)[:300]}")
+        return ProtocolError(f"{name}: server error in stream: {server_words(error)}")
     return ProtocolError(f"{name}: malformed stream chunk ({exc})")
 
 

@@ -66,6 +66,23 @@ def port_of(url: str) -> int:
         return 0
 
 
+def start_hint(name: str, bcfg: BackendConfig) -> str | None:
+    """How to start entry `name`'s server in Neovim, when nothing answers at its URL: the
+    command that starts it and the one to run by hand; None for a server on another machine,
+    or one nothing here knows how to start."""
+    from ..servers.recipes import recipe_kind
+
+    if not _is_loopback(bcfg.url):
+        return None
+    opts = bcfg.server
+    recipe = recipe_kind(name, bcfg, opts)
+    manual = " ".join(bcfg.cmd) if bcfg.cmd else (
+        f"llama-server --models-dir {opts.models_dir} --port {port_of(bcfg.url)}" if opts.models_dir
+        else program(recipe).manual(opts.weights or bcfg.model, port_of(bcfg.url)))
+    ways = ([f":LocalCopilotBackend start {name}"] if recipe or bcfg.cmd else []) + ([manual] if manual else [])
+    return "start it with " + ", or run ".join(ways) if ways else None
+
+
 def _start_advice(name: str, bcfg: BackendConfig, prog: Program, opts: ServerOptions) -> list[str]:
     if not _is_loopback(bcfg.url):
         return [f"check that the server at {bcfg.url} runs and this machine can reach it"]

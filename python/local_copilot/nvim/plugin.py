@@ -57,11 +57,12 @@ class _Running:
     """What runs once the host is used: the worker loop, the editor port, the core and the
     backend switcher (built together, so none is there without the others)."""
 
-    def __init__(self, nvim: pynvim.Nvim, use_config: Callable[[Change], None]) -> None:
+    def __init__(self, nvim: pynvim.Nvim, use_config: Callable[[Change], None],
+                 start_hint: Callable[[str], str | None]) -> None:
         self.editor = NvimEditor(nvim)
         self.worker = Worker()
         self.editor.worker_thread = self.worker.thread
-        self.core = Core(self.editor)
+        self.core = Core(self.editor, start_hint)
         self.backends = BackendManager(updates.notices(self.editor), use_config,
                                        lambda name: self.editor.update(updates.BackendReady(backend=name)))
         self._lsp: LspRequests | None = None
@@ -96,7 +97,7 @@ class LocalCopilotPlugin:
     def _start(self) -> _Running:
         if self._running is None:
             setup_logging()
-            self._running = _Running(self.nvim, self._use_config)
+            self._running = _Running(self.nvim, self._use_config, self._start_hint)
             address = os.environ.get("NVIM") or ""
             if address:
                 self._running.worker.call(self._open_channel, address)
@@ -140,6 +141,14 @@ class LocalCopilotPlugin:
         """An event on the worker's channel: handled right here on the worker loop."""
         self._channel_events += 1
         self._dispatch(name, payload, _call_now)
+
+    def _start_hint(self, name: str) -> str | None:
+        """How to start backend `name`'s server from Neovim (the first "cannot reach" says it)."""
+        if self.config is None or name not in self.config.backends:
+            return None
+        from ..health.backend import start_hint
+
+        return start_hint(name, self.config.backends[name])
 
     def _use_config(self, change: Change) -> None:
         """A backend switch took effect (runs on the worker loop): over the options in force,

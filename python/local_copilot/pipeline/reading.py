@@ -17,7 +17,7 @@ from collections.abc import AsyncGenerator, Callable
 
 from ..backends import Backend, Chunk, FimRequest
 from ..backends.exchange import Exchange
-from ..errors import BackendError, ConfigError, ModelLoading, ServerError, ServerHeld
+from ..errors import BackendError, ConfigError, ModelLoading, ServerError, ServerHeld, ServerUnavailable
 from ..log import log
 from ..notify import EpisodeNotifier
 from ..stats import Stats
@@ -80,8 +80,11 @@ class Reader:
     """Reads the answers of the ghost-text backend (`configure` names it) and reports on them."""
 
     def __init__(self, editor: Editor, prompts: Preparer, stats: Stats,
-                 notifier: EpisodeNotifier) -> None:
+                 notifier: EpisodeNotifier, start_hint: Callable[[str], str | None] | None = None) -> None:
         self.editor = editor
+        # how the surface starts a backend's server that nothing answers for (Neovim:
+        # :LocalCopilotBackend start NAME), said with the first failure to reach it
+        self.start_hint = start_hint
         self.prompts = prompts  # the server's counters go to its speed, estimator and slots
         self.stats = stats
         self.notifier = notifier  # the backend's failure messages, one per episode
@@ -324,6 +327,10 @@ class Reader:
         wait = getattr(exc, "retry_after", None)
         until = time.time() + wait if wait else None
         message = str(exc)
+        if isinstance(exc, ServerUnavailable) and exc.unreachable and exc.backend and self.start_hint is not None:
+            hint = self.start_hint(exc.backend)
+            if hint:
+                message += f"; {hint}"
         if until is not None:
             message += f"; no requests to it until {time.strftime('%H:%M:%S', time.localtime(until))} (its Retry-After)"
         log.warning("%s", message)

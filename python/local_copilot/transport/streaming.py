@@ -6,8 +6,10 @@ payloads; the backends decode each payload with a msgspec Decoder created once.
 
 from __future__ import annotations
 
+import msgspec
+
 from ..errors import ErrorEvent, NotAStream, StreamLineTooLong
-from .limits import MAX_EVENT_BYTES, MAX_STREAM_BYTES
+from .limits import MAX_EVENT_BYTES, MAX_STREAM_BYTES, server_words
 
 __all__ = ["MAX_EVENT_BYTES", "MAX_STREAM_BYTES", "NDJSONParser", "SSEParser"]
 
@@ -64,9 +66,8 @@ class SSEParser:
                 self._data.append(value[1:] if value.startswith(b" ") else value)
             elif not line.startswith(b":"):  # ':' starts a comment (a ping)
                 name, _, value = line.partition(b":")
-                if name == b"error":
-                    text = value.strip().decode("utf-8", "replace")[:300]
-                    raise ErrorEvent(f"the server sent an error in the stream: {text}")
+                if name == b"error":  # llama-server: `error: {"code": 500, "message": ...}`
+                    raise ErrorEvent(f"the server sent an error in the stream: {_said(value)}")
                 if name not in _FIELDS:  # 'event:', 'id:', 'retry:' carry nothing we use
                     raise NotAStream(line)
         return out
@@ -75,6 +76,15 @@ class SSEParser:
         """End of stream: a last event without its blank line still counts."""
         out = self.feed(b"\n\n")
         return out
+
+
+def _said(value: bytes) -> str:
+    """The server's words in an `error:` field: its JSON object's message, else the text."""
+    text = value.strip().decode("utf-8", "replace")
+    try:
+        return server_words(msgspec.json.decode(text))
+    except msgspec.DecodeError:
+        return server_words(text)
 
 
 class NDJSONParser:
