@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 from lsprotocol import types
-from pygls.workspace import TextDocument
 
 from local_copilot.config import load_config
 from local_copilot.errors import ConfigError
-from local_copilot.lsp.documents import Documents, column, split_lines
+from local_copilot.line_ends import split_lines
+from local_copilot.lsp.documents import Document, Documents, column
 from local_copilot.lsp.items import completion_list, inline_list, label, relative_indent, snippet_text
 from local_copilot.lsp.options import ClientOptions, read_options
 from local_copilot.lsp.typed import Shown
@@ -80,7 +80,7 @@ def test_columns_in_each_position_encoding() -> None:
 
 
 def _spot(text: str, line: int, character: int, **opts: object):  # noqa: ANN202
-    doc = TextDocument("file:///p/a.py", text, version=7, language_id="python")
+    doc = Document("file:///p/a.py", text, version=7, language="python", path="/p/a.py")
     return Documents().spot(doc, types.Position(line=line, character=character), load_config(opts), "utf-16")
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from ..config import load_config
 from ..core import Core
 from ..errors import BackendError, ConfigError, PrivateText
+from ..line_ends import split_lines
 from ..log import setup_logging
 from ..pipeline.complete import Ask
 from ..prompt.budget import utf8_len
@@ -114,7 +115,7 @@ async def _complete(raw: dict[str, Any], snap: Snapshot) -> Answer:
 def complete_text(raw: dict[str, Any], text: str, *, path: str = "", line: int | None = None,
                   col: int | None = None) -> Answer:
     """The suggestion for `text` (a file's contents) at LINE:COL, from the configured backend."""
-    lines = text.split("\n")
+    lines = split_lines(text)  # a file's CRLF or CR line ends as a language client counts them
     if len(lines) > 1 and lines[-1] == "":
         lines.pop()  # the file's final newline ends its last line, as in Neovim
     row, byte = cursor_at(lines, line, col)
