@@ -299,8 +299,8 @@ def _cmd_lsp(args: argparse.Namespace) -> int:
     protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.stdout = sys.stderr
-    server.serve(sys.stdin.buffer, protocol_out)
-    return 0
+    # 0 after the client's shutdown, 1 when it exits without one (the protocol's rule)
+    return server.serve(sys.stdin.buffer, protocol_out)
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:

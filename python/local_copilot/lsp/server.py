@@ -4,7 +4,8 @@
 It is one more client of `Pipeline.complete()` (pipeline/complete.py), through the same
 composition root as the editor's host (core.py): the privacy policy decides what may be sent,
 the prompt is sized to the server, the answer is post-processed, exactly as for ghost text.
-pygls (with lsprotocol's types) speaks the protocol and keeps the documents in sync.
+pygls (with lsprotocol's types) speaks the protocol; in front of it rpc.py reads the messages
+(every request is answered, whatever its shape) and documents.py keeps the documents in sync.
 
 - Options: `initializationOptions` shaped as `setup()`'s (over the CLI's options file),
   changed by `workspace/didChangeConfiguration`, each over the options in force (options.py);
@@ -37,12 +38,14 @@ from .. import __version__
 from ..config import Config, load_config
 from ..core import Core
 from ..errors import ConfigError
+from ..line_ends import split_lines
 from ..log import log, setup_logging
 from ..servers.backend_manager import BackendManager, Change
 from ..updates import Notice, PrivacyVerdict, Update
-from .documents import Documents, Spot, split_lines
+from .documents import Documents, Spot
 from .items import TRIGGER_CHARACTERS, completion_list, inline_list
 from .options import ClientOptions
+from .rpc import Rpc
 from .suggest import MAX_ITEMS, suggestions
 from .typed import Shown
 
@@ -130,12 +133,15 @@ class CompletionServer:
         feature = self.ls.feature
         feature(types.INITIALIZE)(_handler(self.initialize))
         feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(_handler(self.change_configuration))
-        feature(types.TEXT_DOCUMENT_DID_CLOSE)(_handler(self.did_close))
         feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=TRIGGER_CHARACTERS))(
             _handler(self.completion))
         feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())(
             _handler(self.inline_completion))
         feature(types.SHUTDOWN)(_handler(self.shutdown))
+        # the messages are read, and the documents kept, in front of pygls (rpc.py, documents.py)
+        self.rpc = Rpc(self.ls, {types.TEXT_DOCUMENT_DID_OPEN: self.did_open,
+                                 types.TEXT_DOCUMENT_DID_CHANGE: self.did_change,
+                                 types.TEXT_DOCUMENT_DID_CLOSE: self.did_close})
 
     # -- options -----------------------------------------------------------------------------
 
@@ -188,6 +194,15 @@ class CompletionServer:
 
     # -- documents ---------------------------------------------------------------------------
 
+    def _encoding(self) -> str:
+        return self.ls.workspace.position_encoding or types.PositionEncodingKind.Utf16
+
+    def did_open(self, params: types.DidOpenTextDocumentParams) -> None:
+        self.docs.open(params.text_document)
+
+    def did_change(self, params: types.DidChangeTextDocumentParams) -> None:
+        self.docs.change(params, self._encoding())
+
     def did_close(self, params: types.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
         self._cancel(uri)
@@ -234,8 +249,7 @@ class CompletionServer:
         cfg, pipeline = self.core.config, self.core.pipeline
         if cfg is None or pipeline.backend is None:
             return None  # bad options: said when they came
-        doc = self.ls.workspace.get_text_document(uri)
-        spot = self.docs.spot(doc, position, cfg, self.ls.workspace.position_encoding or "utf-16")
+        spot = self.docs.spot(self.docs.find(uri), position, cfg, self._encoding())
         self._moved(uri, spot.snap.row)
         if not _filetype_on(cfg, spot.language) or self.core.privacy.refuses(spot.snap):
             self.shown.forget(uri)
@@ -252,9 +266,9 @@ class CompletionServer:
         left, self._asked = self._asked, (uri, row)
         if left is None or left[0] == uri or self.core.config is None or not self.core.config.context.extra_tokens:
             return
-        doc = self.ls.workspace.text_documents.get(left[0])
+        doc = self.docs.get(left[0])
         if doc is not None and doc.path:
-            self.core.add_chunk(doc.path, split_lines(doc.source), around=left[1])
+            self.core.add_chunk(doc.path, split_lines(doc.text), around=left[1])
 
     def _cancel(self, uri: str) -> None:
         task = self.running.pop(uri, None)
@@ -278,9 +292,10 @@ class CompletionServer:
             self.manager.close()
             self.manager = None
 
-    def serve(self, stdin: BinaryIO, stdout: BinaryIO) -> None:
-        """Answer on `stdin`/`stdout` until the client says exit or goes away."""
+    def serve(self, stdin: BinaryIO, stdout: BinaryIO) -> int:
+        """Answer on `stdin`/`stdout` until the client says exit or goes away; the exit code
+        (0 after `shutdown`, else 1)."""
         try:
-            self.ls.start_io(stdin, stdout)
+            return self.rpc.serve(stdin, stdout)
         finally:
             self.release()
