@@ -14,7 +14,7 @@ M.NAME = 'local_copilot'
 
 local state = {
   next_id = 0,
-  ---@type table<integer, { callback: fun(err: any, result: any), done?: fun(id: integer) }>
+  ---@type table<integer, { callback: fun(err: any, result: any), done?: fun(id: integer), buf: integer }>
   pending = {},
   group = nil, ---@type integer?
 }
@@ -75,7 +75,7 @@ local function request(method, params, callback, notify_reply_callback)
     end
     local line = api.nvim_buf_get_lines(buf, params.position.line, params.position.line + 1, false)[1] or ''
     local kind = params.context and params.context.triggerKind
-    state.pending[id] = { callback = callback, done = notify_reply_callback }
+    state.pending[id] = { callback = callback, done = notify_reply_callback, buf = buf }
     local sent = require('local_copilot.host').lsp({
       id = id,
       method = method == 'textDocument/completion' and 'completion' or 'inline',
@@ -97,6 +97,15 @@ local function notify(method, params)
     require('local_copilot.host').lsp({ cancel = params.id })
   end
   return true
+end
+
+-- `buf` was wiped: its requests are cancelled (the host closes their streams and answers them
+-- with nothing). Said on the requests' own channel, so it reaches the host after them; the
+-- host's `forget` of the buffer also cancels them, but comes on another channel.
+local function cancel_buffer(buf)
+  for id, p in pairs(state.pending) do
+    if p.buf == buf then require('local_copilot.host').lsp({ cancel = id }) end
+  end
 end
 
 -- The host's answer to request `id` (updates.lua); nil: nothing to offer.
@@ -145,6 +154,8 @@ function M.setup()
   state.group = api.nvim_create_augroup('LocalCopilotLsp', { clear = true })
   api.nvim_create_autocmd({ 'BufEnter', 'FileType' }, { group = state.group, desc = 'local-copilot: completion items',
     callback = function(ev) M.attach(ev.buf) end })
+  api.nvim_create_autocmd('BufWipeout', { group = state.group, desc = 'local-copilot: cancel a wiped buffer\'s requests',
+    callback = function(ev) cancel_buffer(ev.buf) end })
   for _, buf in ipairs(api.nvim_list_bufs()) do
     if api.nvim_buf_is_loaded(buf) then M.attach(buf) end
   end

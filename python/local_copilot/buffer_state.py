@@ -5,7 +5,9 @@ speculative request, one pause timer (a first part shown, its rest fetched once 
 pauses) and one snapshot deferred behind the request the server has not answered yet (what
 Lua's status() calls 'waiting' is Lua's own: trigger.lua, see doc/architecture.md). Keeping them
 in one object means cancelling, forgetting and handing over cannot leave one of them behind.
-Request kinds that come later (next edits, instruction edits) are further fields here.
+Request kinds that come later (next edits, instruction edits, the completion menu's
+request of Neovim's in-process language server) are further fields here, so a wiped buffer
+(`cancel()`) stops each of them and closes its stream.
 
 Instruction edits (instruct/runner.py) are tasks keyed by the edit's id, beside one prompt
 warm-up: several edits in different places of a buffer run at once. `cancel()` is the
@@ -57,12 +59,12 @@ class Typing:
 # snapshot deferred behind it), the speculative request and the next-edit request. A warm-up of the
 # same place and the instruction edits stay (see cancel_warm's reason below and the module's).
 KEYSTROKE = ("suggestion", "speculative", "next_edit")
-KINDS = (*KEYSTROKE, "warm", "edit")
+KINDS = (*KEYSTROKE, "warm", "edit", "menu")
 
 
 class BufferState:
     __slots__ = ("task", "generation", "speculative", "pause", "deferred", "unanswered", "last", "typing", "warm",
-                 "warm_row", "next_edit", "edits", "edit_warm")
+                 "warm_row", "next_edit", "edits", "edit_warm", "menu")
 
     def __init__(self) -> None:
         self.task: asyncio.Task[None] | None = None  # the suggestion's request task (None: ran eagerly)
@@ -85,6 +87,9 @@ class BufferState:
         self.next_edit: asyncio.Task[None] | None = None  # the next-edit request (next_edit/request.py)
         self.edits: dict[int, asyncio.Task[None]] = {}  # instruction edits in flight, by id
         self.edit_warm: asyncio.Task[None] | None = None  # the prompt of the edit being typed
+        # the completion menu's request (nvim/lsp_requests.py); typing does not stop it, the
+        # menu's next request does
+        self.menu: asyncio.Task[Any] | None = None
 
     def start(self, run: Callable[[int], Coroutine[Any, Any, None]], *, eager: bool = False) -> None:
         """Run `run(number)` as the suggestion's request (the one before must be done or
@@ -121,9 +126,10 @@ class BufferState:
             self.edit_warm.cancel()
         self.edit_warm = asyncio.get_running_loop().create_task(coro)
 
-    def running(self) -> list[asyncio.Task[None]]:
+    def running(self) -> list[asyncio.Task[Any]]:
         """The tasks still running for this buffer (a closing host waits for them to wind down)."""
-        tasks = (self.task, self.speculative, self.warm, self.next_edit, self.edit_warm, *self.edits.values())
+        tasks = (self.task, self.speculative, self.warm, self.next_edit, self.edit_warm, self.menu,
+                 *self.edits.values())
         return [t for t in tasks if t is not None and not t.done()]
 
     def warming(self) -> bool:
@@ -161,6 +167,9 @@ class BufferState:
         if "warm" in kinds and self.warm is not None:
             task, self.warm = self.warm, None
             _stop(task)
+        if "menu" in kinds and self.menu is not None:
+            task, self.menu = self.menu, None
+            _stop(task)
         if "edit" in kinds:
             if edit_id is None:
                 _stop(self.edit_warm)
@@ -178,10 +187,11 @@ class BufferState:
             "next_edits": int(self.next_edit is not None and not self.next_edit.done()),
             "edits": sum(1 for t in self.edits.values() if not t.done()),
             "warmups": int(self.warming()),
+            "menus": int(self.menu is not None and not self.menu.done()),
         }
 
 
-def _stop(task: asyncio.Task[None] | None) -> bool:
+def _stop(task: asyncio.Task[Any] | None) -> bool:
     """Cancel `task`; True when it was live."""
     if task is not None and not task.done():
         task.cancel()

@@ -4,7 +4,9 @@ by lsp/items.py, as the stdio server does.
 
 Lua sends each request with the snapshot it took of the buffer (the same fields as a ghost-text
 snapshot) and gets the answer as an `LspAnswer` update. A newer request of the same buffer, or
-Lua's `$/cancelRequest`, cancels the one still running (and with it its server request).
+Lua's `$/cancelRequest`, cancels the one still running (and with it its server request). The
+running request is the buffer's (`BufferState.menu`): a wiped buffer (`Core.forget`) cancels
+it too, as everything else in flight there.
 
 A request may reach the host before its options: Lua sends the options first, but on the
 worker's own channel once it is connected, while requests go on the host's channel (a host
@@ -56,7 +58,7 @@ class LspRequests:
     def __init__(self, core: Core, editor: Editor) -> None:
         self.core = core
         self.editor = editor
-        self.running: dict[int, tuple[int, asyncio.Task[None]]] = {}  # buf -> (id, task)
+        self.running: dict[int, asyncio.Task[Any]] = {}  # request id -> its task
         self.answered = 0  # tests: requests answered
 
     def request(self, req: LspRequest) -> None:
@@ -65,18 +67,16 @@ class LspRequests:
         if snap is None:
             self._answer(req.id, None)
             return
-        old = self.running.pop(snap.buf, None)
-        if old is not None:
-            old[1].cancel()
+        state = self.core.state(snap.buf)
+        state.cancel("menu")
         task = asyncio.get_running_loop().create_task(self._run(req, snap))
-        task.add_done_callback(functools.partial(self._ended, req.id, snap.buf))
-        self.running[snap.buf] = (req.id, task)
+        task.add_done_callback(functools.partial(self._ended, req.id))
+        state.menu = self.running[req.id] = task
 
     def cancel(self, req_id: int) -> None:
-        for buf, (i, task) in list(self.running.items()):
-            if i == req_id:
-                del self.running[buf]
-                task.cancel()
+        task = self.running.get(req_id)
+        if task is not None:
+            task.cancel()
 
     async def _run(self, req: LspRequest, snap: Snapshot) -> Any:
         await self._options()
@@ -89,11 +89,10 @@ class LspRequests:
         return _CONVERTER.unstructure(completion_list(texts, position, indent=req.indent, language=snap.ft,
                                                       snippets=True, adjusts=True, tabstop=snap.ts))
 
-    def _ended(self, req_id: int, buf: int, task: asyncio.Task[Any]) -> None:
+    def _ended(self, req_id: int, task: asyncio.Task[Any]) -> None:
         """Every request is answered once its task ends, however it ends: the client waits on
         it (a request cancelled before its task ran, or a bug in it, gets nothing to offer)."""
-        if self.running.get(buf, (None,))[0] == req_id:
-            del self.running[buf]
+        self.running.pop(req_id, None)
         result: Any = None
         if not task.cancelled():
             exc = task.exception()
