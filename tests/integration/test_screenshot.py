@@ -1,0 +1,30 @@
+"""scripts/screenshot.py draws the README's picture from a real Neovim: the SVG it writes holds
+the typed code and, in the suggestion's own colour, the ghost text the plugin drew."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+from .nvim_session import REPO
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_picture_shows_the_suggestion_in_its_colour(nvim_bin: str, llama_bin: str, tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("screenshot", REPO / "scripts" / "screenshot.py")
+    assert spec is not None and spec.loader is not None
+    shot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shot)
+    assert shot.main(["--out", str(tmp_path)]) == 0
+    svg = (tmp_path / "ghost-text.svg").read_text()
+    texts = {t: fill for fill, t in re.findall(r'<text [^>]*fill="([^"]+)"[^>]*>([^<]*)</text>', svg)}
+    assert "def" in texts and "fibonacci" in texts  # the typed code, highlighted
+    ghost = [t.strip() for t in texts if t.strip() in ("a, b = 0, 1", "for _ in range(n):", "a, b = b, a + b", "return a")]
+    assert len(ghost) == 4, texts
+    colours = {texts[t] for t in texts if t.strip() in ghost}
+    assert len(colours) == 1 and colours != {texts["def"]}, colours  # one colour, not the code's
+    assert "-- INSERT --" in svg
