@@ -56,8 +56,8 @@ function M.lines(summary)
     lines[#lines + 1] = name .. (name == active and ' (active)' or '')
     lines[#lines + 1] = ('  requests %d   cancels %d   errors %d   speculative %d'):format(
       num(c.requests), num(c.cancels), num(c.errors), num(c.speculative))
-    lines[#lines + 1] = ('  cache hits %d   typed-through hits %d   quiet %d   warm-ups %d'):format(
-      num(c.cache_hits), num(c.typed_through), num(c.quiet), num(c.warmups))
+    lines[#lines + 1] = ('  cache hits %d   typed-through hits %d   quiet %d (then typed %d)   warm-ups %d'):format(
+      num(c.cache_hits), num(c.typed_through), num(c.quiet), num(c.quiet_false), num(c.warmups))
     local sz = type(summary.sizing) == 'table' and summary.sizing or nil
     if name == active and sz and num(sz.prompt_tokens_per_s) > 0 then
       local ctx = type(sz.context) == 'table' and sz.context or {}

@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import eager as _eager
 from .snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from .ghost.quiet import Hidden
 
 __all__ = ["BufferState", "Typing"]
 
@@ -64,7 +67,7 @@ KINDS = (*KEYSTROKE, "warm", "edit", "menu")
 
 class BufferState:
     __slots__ = ("task", "generation", "speculative", "pause", "deferred", "unanswered", "last", "typing", "warm",
-                 "warm_row", "next_edit", "edits", "edit_warm", "menu")
+                 "warm_row", "next_edit", "edits", "edit_warm", "menu", "hidden")
 
     def __init__(self) -> None:
         self.task: asyncio.Task[None] | None = None  # the suggestion's request task (None: ran eagerly)
@@ -79,6 +82,8 @@ class BufferState:
         # `task`'s request is out and the server has not answered it yet
         self.unanswered = False
         self.last: tuple[Snapshot, str] | None = None  # the last finished snapshot and its text
+        # what the last quiet answer hid (ghost/quiet.py), until the user types it or moves on
+        self.hidden: Hidden | None = None
         self.typing = Typing()
         # a warm-up: the prompt of the place the cursor rests at, evaluated with nothing to
         # generate (Engine.warm)

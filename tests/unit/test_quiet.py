@@ -47,3 +47,36 @@ async def test_a_typed_through_rest_is_checked_against_the_new_line(fake: Any) -
     engine.ghost.note_typed_through(snap(3, ["def f():", "    tot", ""], 1, len("    tot")), "al = 0")
     assert len(editor.plans) == 1
     await engine.close()
+
+
+async def test_a_quiet_answer_the_user_then_types_is_counted_as_a_false_one(fake: Any) -> None:
+    # the model repeats the line above: quiet; the user then types that very line
+    server = fake(llama(infill_stream(["\n", "    total = 0"])))
+    editor = RecordingEditor()
+    engine = Core(editor)
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}}))
+    lines = ["def f():", "    total = 0", ""]
+    engine.ghost.submit(snap(1, lines, 1, len("    total = 0")))
+    await wait_until(lambda: any(p.final for p in editor.plans))
+    assert engine.stats["quiet"] == 1
+    typed = "    total = 0"
+    for n in range(1, len(typed) + 1):  # Enter, then the line key by key
+        engine.ghost.submit(snap(1 + n, ["def f():", "    total = 0", typed[:n], ""], 2, n))
+    await wait_until(lambda: engine.stats["quiet_false"] == 1)
+    assert engine.stats["quiet_false"] == 1
+    await engine.close()
+
+
+async def test_a_quiet_answer_the_user_types_past_is_not_a_false_one(fake: Any) -> None:
+    server = fake(llama(infill_stream(["\n", "    total = 0"])))
+    editor = RecordingEditor()
+    engine = Core(editor)
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}}))
+    engine.ghost.submit(snap(1, ["def f():", "    total = 0", ""], 1, len("    total = 0")))
+    await wait_until(lambda: any(p.final for p in editor.plans))
+    assert engine.stats["quiet"] == 1
+    for n, line in enumerate(["    r", "    re", "    ret", "    return total"], start=2):
+        engine.ghost.submit(snap(n, ["def f():", "    total = 0", line, ""], 2, len(line)))
+    await wait_until(lambda: len(editor.plans) > 1)
+    assert engine.stats["quiet_false"] == 0
+    await engine.close()

@@ -34,6 +34,7 @@ from ..privacy.policy import Gate
 from ..snapshot import Snapshot, char_to_byte_col
 from ..stats import Stats
 from ..updates import Editor, Render, RenderPlan
+from . import quiet
 from .render import candidate
 
 __all__ = ["Editor", "Engine", "accepted_snapshot"]
@@ -148,6 +149,12 @@ class Engine:
             return
         state = self.state(snap.buf)
         state.typing.key(asyncio.get_running_loop().time(), snap.interval)
+        if state.hidden is not None:
+            seen = quiet.verdict(state.hidden, snap)
+            if seen != "open":
+                state.hidden = None
+            if seen == "typed":
+                self.stats.count("quiet_false")
         if state.warming() and abs(state.warm_row - snap.row) > 1:
             state.cancel("warm")  # it warms another place (`o` opens the line below the one warmed)
         if state.pending():
@@ -303,8 +310,11 @@ class Engine:
         """A suggestion is complete: kept for alternatives, and the next one speculated."""
         if not out.text and out.raw.strip():
             # post-processing left nothing (it only repeated the line above or the text after
-            # the cursor, or was blank): shown as nothing
+            # the cursor, or was blank): shown as nothing; the user typing what it hid makes
+            # it a false one (quiet.py)
             self.stats.count("quiet")
+            if out.prepared is not None:
+                state.hidden = quiet.hidden(snap, out.raw, out.prepared.pctx)
         text = out.text
         state.last = (snap, text)
         cfg = self.config

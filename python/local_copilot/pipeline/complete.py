@@ -30,6 +30,7 @@ from ..stats import Stats
 from .cache import SuggestionCache, context_key
 from .fallback import Chain, falls_back
 from .postprocess import process
+from .postprocess.context import Rules
 from .prepare import Prepared, Preparer, post_context
 from .reading import Completion, PromptTooLong, Reader, failure
 
@@ -54,6 +55,8 @@ class Ask(msgspec.Struct, frozen=True, kw_only=True):
     cached: bool = True  # the cache may answer, and keeps what comes
     # the server's state is not reported (a warm-up: the next real request reports it)
     quiet: bool = False
+    # which post-processing rules run (postprocess/context.py): a measurement turns them off
+    post: Rules = "all"
 
 
 _DEFAULT = Ask()
@@ -234,6 +237,9 @@ class Pipeline:
                 if not quiet:
                     self.reader.failed(exc, counted=False)
                 return failure(exc)
+            if ask.post != "all":
+                prep = Prepared(prep.snap, prep.ctx, prep.req, msgspec.structs.replace(prep.pctx, rules=ask.post),
+                                prep.key)
             if ask.cached and cfg.reuse:
                 text = self.cache.get(prep.key)
                 if text is not None:
@@ -345,5 +351,5 @@ class Pipeline:
             return
         out.continuable = (not continued and out.stop == "length" and sent.n_predict < prep.req.n_predict
                            and self.continues)
-        if ask.cached:
+        if ask.cached and ask.post == "all":  # (a measurement's text is not the editor's)
             self.cache.put(prep.key, out.text, partial=out.continuable)

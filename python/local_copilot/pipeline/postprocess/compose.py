@@ -210,7 +210,7 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
         if cut is not None:
             kept = kept[:cut]
             done = True
-        if only_repeats(kept, fulls[: len(kept)], ctx):
+        if ctx.rules == "all" and only_repeats(kept, fulls[: len(kept)], ctx):
             return Result("", done)
         return Result(finish(kept, max_lines), done)
     n_full = min(len(kept), n_complete)
@@ -230,7 +230,7 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
     if h < n_full or held:
         kept = kept[:h]
     # else the shown partial line (if any) passed the hold checks above
-    if only_repeats(kept, fulls[: len(kept)], ctx):
+    if ctx.rules == "all" and only_repeats(kept, fulls[: len(kept)], ctx):
         return Result("", False)
     return Result(finish(kept, max_lines), False)
 
@@ -247,6 +247,9 @@ def process(raw: str, ctx: PostContext, *, final: bool) -> Result:
             # still arriving, or the model went on otherwise than the typed spaces: nothing fits
             return Result("", not (ctx.heal.startswith(raw) and not final))
         raw = raw[len(ctx.heal):]
+    if ctx.rules == "none":
+        text, stopped = cut_stop_strings(raw, ctx.stop_strings, final=final)
+        return Result(text if final or stopped else "", stopped)
     if ctx.chat:
         code = chat_code(raw, line_prefix=ctx.line_prefix, prev_lines=ctx.prev_lines, final=final)
         if code.text is None:
@@ -254,7 +257,8 @@ def process(raw: str, ctx: PostContext, *, final: bool) -> Result:
         raw, final = code.text, final or code.ended
     res = _process(raw, ctx, final)
     # stage 9: what Tab would insert is what the user reads
-    if res.text and hidden_char(res.text, around=_around(ctx), before=ctx.line_prefix, after=ctx.line_suffix):
+    if (res.text and ctx.rules == "all"
+            and hidden_char(res.text, around=_around(ctx), before=ctx.line_prefix, after=ctx.line_suffix)):
         return Result("", True)
     return res
 

@@ -3,9 +3,17 @@ and what it answers."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 from ...indentation import IndentStyle
+
+# which rules run: all of them; all but the quiet gate (the rules that show nothing for an
+# answer the model wrote: it only repeats the lines around the cursor, or holds an invisible
+# character); none (the answer as the server wrote it, the served model's stop strings cut).
+# The last two are for measuring what the rules add (bench/public_eval.py).
+Rules = Literal["all", "no_quiet", "none"]
 
 
 class PostContext(msgspec.Struct, frozen=True):
@@ -22,6 +30,7 @@ class PostContext(msgspec.Struct, frozen=True):
     # spaces typed at the cursor that the prompt left out (pipeline/prepare.py, the continue
     # style): the answer starts with them, and they are in the buffer already
     heal: str = ""
+    rules: Rules = "all"
     # the buffer's indentation, which the suggestion's leading whitespace is written in
     # (indentation.py); None: as the model wrote it
     indent: IndentStyle | None = None

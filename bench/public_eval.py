@@ -1,0 +1,337 @@
+"""Quality on a public benchmark nobody here wrote: HumanEval infilling, scored by its tests.
+
+    python bench/public_eval.py [--models gemma,smollm,tiny] [--sets single,multi,span]
+                                [--split test] [--tasks 200] [--seed 0] [--json FILE]
+    make eval-public EVAL_PUBLIC_ARGS='--tasks 100'
+
+The data (bench/data/human-eval-infilling/, MIT, from openai/human-eval-infilling) cuts a line
+(`single`), a block of lines (`multi`) or a random span (`span`, the light set) out of the
+solutions of the 164 HumanEval problems. Each task is a file: the text before the gap, then
+(for a line or a block) an empty line where the gap was, the cursor at its start, as a user
+who opened a line would have it; for a span the cursor sits where the span was cut out.
+
+Four answers per task, each from the same llama-server with the same model, at temperature 0:
+
+- plugin      the completion pipeline every surface of the editor awaits (pipeline/complete.py,
+              in-process as `local-copilot complete` runs it): privacy, window, prompt style,
+              post-processing; the text Tab would insert
+- naive       the server asked directly: a model with FIM tokens by `/infill` (the text before
+              and after the gap), a model without them by `/completion` with the text before
+              the gap; stopped at the line end (`single`, `span`) or at a blank line (`multi`)
+- no cleanup  the plugin's request, its answer inserted as the server wrote it (only the
+              served model's own stop strings cut): what the post-processing adds
+- no quiet    the plugin with the quiet gate off: where the rules would show nothing for an
+              answer the model wrote, what they kept of it is shown
+
+A completion passes when the task's file with the completion in the gap and the task's
+`check()` run without an error: in a subprocess of this Python, in a scratch directory, with no
+network (a new network namespace where `unshare -n` works, else sockets refused by the
+program's first lines) and a 10 s timeout. pass@1 is the share of tasks passed.
+
+Problems are split by number: HumanEval/N with N % 4 == 0 is the tuning split (misses read,
+rules written against them), the rest is the test split (the default; its misses are not read
+to write rules). `--tasks` draws that many tasks of each set at random (seeded) from the split.
+
+The generated models (`tiny`: the project's random-weight Qwen2-shaped GGUF with FIM tokens)
+write noise: their figure says the whole path runs (requests, post-processing, scoring) and
+that the plugin shows no more noise than the server gives, never anything about quality.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import hashlib
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "python"))
+
+from local_copilot.config import load_config  # noqa: E402
+from local_copilot.core import Core  # noqa: E402
+from local_copilot.devtools.real_models import GEMMA, NO_REPACK, SMOLLM, find  # noqa: E402
+from local_copilot.devtools.tiny_model import write_gguf  # noqa: E402
+from local_copilot.pipeline.complete import Ask  # noqa: E402
+from local_copilot.prompt.budget import utf8_len  # noqa: E402
+from local_copilot.server_options import ServerOptions  # noqa: E402
+from local_copilot.servers.llama_cpp import LlamaServer  # noqa: E402
+from local_copilot.servers.recipes import find_llama_server  # noqa: E402
+from local_copilot.snapshot import Snapshot  # noqa: E402
+from local_copilot.updates import Update  # noqa: E402
+
+DATA = Path(__file__).resolve().parent / "data" / "human-eval-infilling"
+RESULTS = Path(__file__).resolve().parent / "results"
+SETS = {
+    "single": "HumanEval-SingleLineInfilling.jsonl.gz",
+    "multi": "HumanEval-MultiLineInfilling.jsonl.gz",
+    "span": "HumanEval-RandomSpanInfillingLight.jsonl.gz",
+}
+ROWS = ("plugin", "naive", "no_cleanup", "no_quiet")
+TEST_TIMEOUT_S = 10.0
+PARALLEL = 4  # server slots, and tasks asked at once
+# the model's answer is asked for at this length by the naive request too (the plugin's default
+# n_predict): both stop earlier at their own ends
+N_PREDICT = 128
+# the generated model's figure means nothing about quality: a few tasks show the path runs
+TINY_TASKS = 20
+
+# the program's first lines where no network namespace can be made: no socket opens
+NO_SOCKETS = (
+    "import socket as _s\n"
+    "def _refuse(*a, **k):\n"
+    "    raise OSError('no network in the eval')\n"
+    "_s.socket = _refuse\n_s.create_connection = _refuse\n"
+)
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def load_tasks(name: str) -> list[dict[str, Any]]:
+    with gzip.open(DATA / SETS[name], "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def split_of(task: dict[str, Any]) -> str:
+    number = int(task["task_id"].split("/")[2])
+    return "tune" if number % 4 == 0 else "test"
+
+
+def pick(name: str, split: str, count: int, seed: int) -> list[dict[str, Any]]:
+    tasks = [t for t in load_tasks(name) if split_of(t) == split]
+    if count and count < len(tasks):
+        tasks = random.Random(f"{seed}:{name}").sample(tasks, count)
+    return tasks
+
+
+class Task:
+    """One task as a file with a cursor, and the program its tests run."""
+
+    def __init__(self, raw: dict[str, Any], kind: str) -> None:
+        self.raw, self.kind = raw, kind
+        self.id: str = raw["task_id"]
+        prompt, suffix = raw["prompt"], raw["suffix"]
+        # a line or a block is cut out whole: the user is on an empty line where it was
+        self.gap_line = kind != "span"
+        self.before = prompt
+        self.after = ("\n" + suffix) if self.gap_line else suffix
+        self.text = self.before + self.after
+        before_lines = self.before.split("\n")
+        self.row = len(before_lines) - 1
+        self.col = utf8_len(before_lines[-1])
+        self.want: str = raw["canonical_solution"]
+
+    def program(self, completion: str) -> str:
+        return self.before + completion + self.after + self.raw["test"] + f"\n\ncheck({self.raw['entry_point']})\n"
+
+    def snapshot(self, buf: int, path: str) -> Snapshot:
+        lines = self.text.split("\n")
+        if len(lines) > 1 and lines[-1] == "":
+            lines.pop()
+        # Neovim's python ftplugin: expandtab, shiftwidth 4, tabstop 8
+        return Snapshot(buf=buf, tick=1, row=self.row, col=self.col, first=0, lines=lines, nlines=len(lines),
+                        ft="python", path=path, et=True, sw=4, ts=8, seq=buf)
+
+
+class Judge:
+    """Runs programs' tests in subprocesses, each once (the same program gets the same verdict)."""
+
+    def __init__(self, scratch: Path) -> None:
+        self.scratch = scratch
+        self.verdicts: dict[str, bool] = {}
+        self.pool = ThreadPoolExecutor(max_workers=2)
+        self.unshare = self._can_unshare()
+
+    @staticmethod
+    def _can_unshare() -> list[str]:
+        exe = shutil.which("unshare")
+        if exe and subprocess.run([exe, "-n", "true"], capture_output=True).returncode == 0:
+            return [exe, "-n"]
+        return []
+
+    def _run(self, program: str) -> bool:
+        key = hashlib.sha256(program.encode("utf-8", "surrogatepass")).hexdigest()
+        if key in self.verdicts:
+            return self.verdicts[key]
+        d = Path(tempfile.mkdtemp(dir=self.scratch))
+        path = d / "task.py"
+        path.write_text(("" if self.unshare else NO_SOCKETS) + program, encoding="utf-8", errors="surrogatepass")
+        try:
+            rc = subprocess.run([*self.unshare, sys.executable, "-I", str(path)], cwd=d, capture_output=True,
+                                timeout=TEST_TIMEOUT_S, env={"PATH": os.environ.get("PATH", "")}).returncode
+            ok = rc == 0
+        except subprocess.TimeoutExpired:
+            ok = False
+        shutil.rmtree(d, ignore_errors=True)
+        self.verdicts[key] = ok
+        return ok
+
+    def submit(self, program: str) -> Any:
+        return self.pool.submit(self._run, program)
+
+
+class _Sink:
+    """The editor port of the in-process pipeline: nothing is drawn."""
+
+    def update(self, u: Update) -> None:
+        pass
+
+
+async def naive(client: httpx.AsyncClient, url: str, task: Task, fim: bool) -> str:
+    stop = ["\n\n"] if task.kind == "multi" else ["\n"]
+    body: dict[str, Any] = {"n_predict": N_PREDICT, "temperature": 0.0, "stop": stop, "cache_prompt": True}
+    if fim:
+        body.update(input_prefix=task.before, input_suffix=task.after)
+        path = "/infill"
+    else:
+        body["prompt"] = task.before
+        path = "/completion"
+    r = await client.post(url + path, json=body, timeout=120)
+    r.raise_for_status()
+    text: str = r.json()["content"]
+    return text
+
+
+async def run_model(label: str, url: str, fim: bool, tasks: dict[str, list[Task]], judge: Judge,
+                    work: Path) -> dict[str, Any]:
+    raw_cfg = {"backend": "eval", "backends": {"eval": {"kind": "llama.cpp", "url": url, "temperature": 0.0,
+                                                       "timeout_ms": 120_000}}}
+    core = Core(_Sink())
+    core.configure(load_config(raw_cfg))
+    pipeline = core.pipeline
+    out: dict[str, Any] = {}
+    bufs = iter(range(1, 1 << 30))
+    # as many tasks at once as the server has slots: a small model's decoding is bound by
+    # memory, so a batch of four costs little more than one
+    gate = asyncio.Semaphore(PARALLEL)
+
+    async def one(client: httpx.AsyncClient, task: Task) -> dict[str, Any]:
+        async with gate:
+            buf = next(bufs)
+            snap = task.snapshot(buf, str(work / f"task{buf}.py"))
+            got: dict[str, str] = {}
+            answer = await pipeline.complete(snap, Ask(cached=False))
+            if answer.error is not None:
+                raise SystemExit(f"{label}: the plugin failed on {task.id}: {answer.error}")
+            got["plugin"] = answer.text
+            got["no_cleanup"] = (await pipeline.complete(snap, Ask(cached=False, post="none"))).text
+            # the gate only ever turns an answer into nothing: where it did not, the same text
+            got["no_quiet"] = answer.text if answer.text else (
+                await pipeline.complete(snap, Ask(cached=False, post="no_quiet"))).text
+            got["naive"] = await naive(client, url, task, fim)
+            core.forget(buf)
+        verdicts = {row: judge.submit(task.program(got[row])) for row in ROWS}
+        passed = {row: await asyncio.wrap_future(f) for row, f in verdicts.items()}
+        return {"task": task.id, "want": task.want, "raw": answer.raw, **got, "passed": passed}
+
+    async with httpx.AsyncClient() as client:
+        for kind, items in tasks.items():
+            t0 = time.monotonic()
+            rows = list(await asyncio.gather(*(one(client, t) for t in items)))
+            out[kind] = {"rows": rows, "seconds": round(time.monotonic() - t0, 1), "summary": summarize(rows)}
+            log(f"[{label} {kind}] {len(rows)} tasks in {out[kind]['seconds']} s: "
+                + ", ".join(f"{r} {out[kind]['summary'][r]['passed']}" for r in ROWS))
+    await core.close()
+    return out
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    n = len(rows)
+    return {row: {"passed": sum(r["passed"][row] for r in rows), "tasks": n,
+                  "nothing": sum(not r[row].strip() for r in rows)} for row in ROWS}
+
+
+def table(doc: dict[str, Any]) -> str:
+    head = ("| model | set | tasks | plugin | naive | no cleanup | no quiet gate | nothing shown (plugin / naive) |\n"
+            "|---|---|---|---|---|---|---|---|")
+    lines = [head]
+    for model, sets in doc["models"].items():
+        for kind, res in sets.items():
+            s = res["summary"]
+            n = s["plugin"]["tasks"]
+
+            def cell(row: str, s: dict[str, Any] = s, n: int = n) -> str:
+                return f"{s[row]['passed']} ({100 * s[row]['passed'] / max(n, 1):.1f} %)"
+
+            lines.append(f"| {model} | {kind} | {n} | {cell('plugin')} | {cell('naive')} | {cell('no_cleanup')} | "
+                         f"{cell('no_quiet')} | {s['plugin']['nothing']} / {s['naive']['nothing']} |")
+    return "\n".join(lines)
+
+
+def start_server(key: str, binary: str, work: Path) -> tuple[LlamaServer, bool]:
+    """llama-server with the model `key` as its tests run it; whether the model has FIM tokens."""
+    if key == "tiny":
+        path = write_gguf(work / "tiny-random.gguf", favor=None, seed=1)
+        extra: list[str] = []
+        fim = True
+    else:
+        model = {"gemma": GEMMA, "smollm": SMOLLM}[key]
+        found = find(model)
+        if found is None:
+            raise SystemExit(f"{model.title} not installed: run `make venv`")
+        path, extra, fim = found, list(NO_REPACK), False
+    # a slot per task asked at once, each with room for the longest task and its answer
+    options = ServerOptions(parallel=PARALLEL, context_tokens=PARALLEL * 2048, extra_args=["--slots", *extra])
+    server = LlamaServer.for_model(path, binary=binary, options=options, log_file=work / f"{key}-server.log")
+    server.start(180)
+    return server, fim
+
+
+TITLES = {"gemma": GEMMA.title, "smollm": SMOLLM.title, "tiny": "generated tiny Qwen2 (random weights, FIM tokens)"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="gemma,smollm,tiny")
+    ap.add_argument("--sets", default="single,multi,span")
+    ap.add_argument("--split", choices=("test", "tune"), default="test")
+    ap.add_argument("--tasks", type=int, default=200, help="tasks per set drawn from the split (0: all)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    binary = find_llama_server()
+    if not binary:
+        raise SystemExit("llama-server not found: run `make venv`")
+    doc: dict[str, Any] = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "split": args.split, "tasks": args.tasks,
+                           "seed": args.seed, "models": {}}
+    t_start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="lc-eval-public-") as tmp:
+        work = Path(tmp)
+        judge = Judge(work)
+        log(f"tests run {'in a new network namespace' if judge.unshare else 'with sockets refused'}")
+        for key in args.models.split(","):
+            count = min(args.tasks or TINY_TASKS, TINY_TASKS) if key == "tiny" else args.tasks
+            tasks = {kind: [Task(t, kind) for t in pick(kind, args.split, count, args.seed)]
+                     for kind in args.sets.split(",")}
+            server, fim = start_server(key, binary, work)
+            try:
+                doc["models"][TITLES[key]] = asyncio.run(run_model(key, server.url, fim, tasks, judge, work))
+            finally:
+                server.stop()
+            log(table({"models": {TITLES[key]: doc["models"][TITLES[key]]}}))
+    doc["seconds"] = round(time.monotonic() - t_start)
+    print(f"HumanEval infilling, {args.split} split, seed {args.seed}, temperature 0, {doc['seconds']} s")
+    print(table(doc))
+    out = args.json or RESULTS / f"eval-public-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
