@@ -14,7 +14,7 @@ STAMP := $(VENV)/.installed
 export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 
-.PHONY: all venv vllm lint test test-unit demo bench bench-real bench-team eval eval-e2e eval-real clean
+.PHONY: all venv vllm lint test test-unit demo bench bench-real bench-team eval eval-e2e eval-real eval-public clean
 
 all: test
 
@@ -73,6 +73,13 @@ eval-e2e: venv
 # files, and minuet beside it when EVAL_REAL_ARGS names its checkout (--minuet DIR)
 eval-real: venv
 	$(PY) bench/real_eval.py $(EVAL_REAL_ARGS)
+
+# a public benchmark nobody here wrote: HumanEval infilling (single line, block, random span),
+# scored by running its tests; the plugin against the same server asked naively, and with its
+# cleanup or its quiet gate off, for the two real models and a generated one
+# (EVAL_PUBLIC_ARGS='--tasks 200 --models gemma')
+eval-public: venv
+	$(PY) bench/public_eval.py $(EVAL_PUBLIC_ARGS)
 
 clean:
 	rm -rf $(VENV) .cache
