@@ -222,7 +222,7 @@ end
 local function spec(e, instruction)
   return {
     path = e.path, ft = e.ft, lines = e.original, before = e.before, after = e.after,
-    instruction = instruction or e.instruction, history = e.history,
+    instruction = instruction or e.instruction, history = e.history, et = e.et, sw = e.sw, ts = e.ts,
   }
 end
 
@@ -263,6 +263,8 @@ local function new_edit(buf, line1, line2)
     after = api.nvim_buf_get_lines(buf, e, math.min(api.nvim_buf_line_count(buf), e + n), false),
     path = api.nvim_buf_get_name(buf),
     ft = vim.bo[buf].filetype,
+    -- the answer's indentation is written the buffer's way (python/local_copilot/indentation.py)
+    et = vim.bo[buf].expandtab, sw = vim.bo[buf].shiftwidth, ts = vim.bo[buf].tabstop,
     history = {},
     attempt = 0,
     marks = {},

@@ -147,6 +147,8 @@ function M.request()
     lines = api.nvim_buf_get_lines(buf, first, math.min(n, row + WINDOW + 1), false), nlines = n,
     path = api.nvim_buf_get_name(buf), ft = vim.bo[buf].filetype, seq = state.seq,
     cwd = vim.fn.getcwd(), edits = recorder.take(),
+    -- the edit's indentation is written the buffer's way (python/local_copilot/indentation.py)
+    et = vim.bo[buf].expandtab, sw = vim.bo[buf].shiftwidth, ts = vim.bo[buf].tabstop,
   })
   return true
 end

@@ -47,6 +47,9 @@ local M = {}
 ---@field after string[] lines below it
 ---@field instruction string
 ---@field history string[][] earlier rounds of a follow-up: { instruction, answer } pairs
+---@field et boolean the buffer's 'expandtab', 'shiftwidth' and 'tabstop': the answer is indented so
+---@field sw integer
+---@field ts integer
 
 ---@class local_copilot.EditUpdate an instruction edit's state (updates.lua's 'edit' update)
 ---@field id integer
@@ -133,7 +136,7 @@ M.events = {
   accepted = '{ kind = full|word|line }',
   forget = '{ buf }: the buffer was wiped',
   path_changed = '{ path }: the file was written, read or a buffer named so: judge where it resolves anew',
-  next_edit = '{ buf, tick, row, col, first, lines, nlines, path, ft, seq, cwd, edits }: ask for the next edit',
+  next_edit = '{ buf, tick, row, col, first, lines, nlines, path, ft, seq, cwd, edits, et, sw, ts }: ask for the next edit',
   next_edit_note = '{ what = shown|accepted|dismissed }: a next edit on screen (the host counts them)',
   edit_request = '{ id, buf, attempt, spec = local_copilot.EditSpec }: ask for an instruction edit',
   edit_warm = '{ buf, spec = local_copilot.EditSpec }: the instruction is being typed; warm the prompt cache',

@@ -21,16 +21,18 @@ The rule:
   the buffer's tabs ('tabstop' columns). Where the options are not known the level is the step
   the lines around indent by. A space is one column.
 - only leading whitespace changes, and a suggestion's first line only where it starts in the
-  cursor line's indentation (text after other text on the line is not re-indented).
+  cursor line's indentation (text after other text on the line is not re-indented). Where a
+  model rewrites whole lines (next edits, instruction edits) a line the region already holds
+  stays as the buffer has it: only what the model wrote anew is restyled.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import msgspec
 
-__all__ = ["IndentStyle", "buffer_style", "columns", "fill", "restyle", "restyle_line"]
+__all__ = ["IndentStyle", "buffer_style", "columns", "fill", "restyle", "restyle_line", "restyle_lines"]
 
 # the lines around the cursor that say how the buffer is indented: the nearest ones (the model
 # copies its style from what it saw near the cursor)
@@ -138,3 +140,12 @@ def restyle(text: str, style: IndentStyle, *, first_at: int | None) -> str:
     for i in range(1, len(lines)):
         lines[i] = restyle_line(lines[i], style)
     return "\n".join(lines)
+
+
+def restyle_lines(lines: Sequence[str], style: IndentStyle | None, keep: Collection[str] = ()) -> list[str]:
+    """Whole lines a model wrote in place of a region, each with its leading whitespace in
+    `style` (None: as written); a line the region holds as it is (in `keep`) stays."""
+    if style is None:
+        return list(lines)
+    kept = frozenset(keep)
+    return [ln if ln in kept else restyle_line(ln, style) for ln in lines]

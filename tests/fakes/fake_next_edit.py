@@ -94,11 +94,20 @@ def answer_zeta2(prompt: str) -> str:
 ANSWER = {"sweep": answer_sweep, "zeta": answer_zeta, "zeta2": answer_zeta2}
 
 
+def _tabbed(line: str) -> str:
+    body = line.lstrip(" ")
+    lead = len(line) - len(body)
+    return "\t" * (lead // 4) + " " * (lead % 4) + body
+
+
 class FakeNextEditModel(FakeServer):
     def __init__(self, fmt: str, *, delay: float = 0.0) -> None:
         self.fmt = fmt
         self.delay = delay  # seconds before the answer starts
         self.cut = False  # end the stream just before the answer is complete (no final event)
+        # zeta2: the region written back indented with tabs, each four leading spaces one tab
+        # (a model that learnt its indentation from tab-indented code)
+        self.tabs = False
         super().__init__(self._script)
 
     @property
@@ -112,6 +121,9 @@ class FakeNextEditModel(FakeServer):
         if path != "/completion":
             return 404, [b'{"error": "not found"}']
         text = ANSWER[self.fmt](body["prompt"])
+        if self.tabs:
+            assert self.fmt == "zeta2", "tabs: the zeta2 answer only (the others repeat text around the region)"
+            text = "\n".join(_tabbed(line) for line in text.split("\n"))
         pieces = [text[i:i + 4] for i in range(0, len(text), 4)]
         steps: list[Step] = [self.delay] if self.delay else []
         steps += [sse({"content": p, "stop": False}) for p in pieces]

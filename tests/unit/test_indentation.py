@@ -8,7 +8,15 @@ from __future__ import annotations
 import pytest
 
 from local_copilot.config import load_config
-from local_copilot.indentation import IndentStyle, buffer_style, columns, fill, restyle, restyle_line
+from local_copilot.indentation import (
+    IndentStyle,
+    buffer_style,
+    columns,
+    fill,
+    restyle,
+    restyle_line,
+    restyle_lines,
+)
 from local_copilot.lsp.items import completion_list, relative_indent
 from local_copilot.pipeline.postprocess import PostContext, process
 from local_copilot.pipeline.prepare import post_context
@@ -94,7 +102,16 @@ def test_restyling_twice_changes_nothing() -> None:
         assert restyle(once, st, first_at=0) == once
 
 
-# -- the post-processor's last stage ------------------------------------------------------------
+def test_whole_lines_a_model_rewrote_keep_the_lines_the_region_holds() -> None:
+    # a next edit's or an instruction edit's lines: what the model wrote anew is restyled, a
+    # line the buffer holds as it is (tab-indented there, say) stays
+    old = ["\tlegacy = 1", "    y = 2"]
+    got = restyle_lines(["\tlegacy = 1", "\ty = 3", "\t\tz"], SPACES4, keep=old)
+    assert got == ["\tlegacy = 1", "    y = 3", "        z"]
+    assert restyle_lines(["\tx"], None) == ["\tx"]
+
+
+# -- the post-processor's stage ------------------------------------------------------------
 
 
 def post(lines: list[str], row: int, *, et: bool | None, sw: int = 4, ts: int = 4, col: int | None = None

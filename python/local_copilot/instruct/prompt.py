@@ -49,6 +49,11 @@ class EditSpec(msgspec.Struct, frozen=True, kw_only=True):
     # earlier rounds of a follow-up: [instruction, answer] pairs, oldest first; `lines` is
     # then the selection as it was before the first round
     history: list[list[str]] = []
+    # the buffer's 'expandtab', 'shiftwidth', 'tabstop' (None: not known): the answer's
+    # indentation is written so (local_copilot/indentation.py)
+    et: bool | None = None
+    sw: int = 0
+    ts: int = 8
 
 
 class Prompt(msgspec.Struct, frozen=True, kw_only=True):

@@ -17,6 +17,7 @@ import httpx
 from ..buffer_state import BufferState
 from ..config import Config
 from ..errors import BackendError, ConfigError, ModelLoading, ServerError, ServerUnavailable, TooLarge
+from ..indentation import NEAR_AFTER, NEAR_BEFORE, buffer_style, restyle_lines
 from ..log import log
 from ..privacy.policy import Gate
 from ..prompt.slots import Slots
@@ -169,6 +170,13 @@ class EditRunner:
             self.stats.count("edit_errors")
             self._show(EditUpdate(id=edit_id, buf=buf, state="error", elapsed_ms=ms(), message=message))
 
+        # the answer's indentation is written the buffer's way; the selection's own lines stay
+        style = buffer_style([*spec.before[-NEAR_BEFORE:], *spec.lines, *spec.after[:NEAR_AFTER]],
+                             expandtab=spec.et, shiftwidth=spec.sw, tabstop=spec.ts)
+
+        def placed(lines: list[str]) -> list[str]:
+            return restyle_lines(lines, style, keep=spec.lines)
+
         self._show(EditUpdate(id=edit_id, buf=buf, state="waiting"))
         self.stats.count("edits")
         raw, tokens, finish, ended = "", 0, None, False
@@ -194,7 +202,7 @@ class EditRunner:
                         if len(lines) != shown or now - last_draw >= 4 * self.FRAME_S:
                             last_draw, shown = now, len(lines)
                             self._show(EditUpdate(id=edit_id, buf=buf, state="streaming", tokens=tokens,
-                                                  elapsed_ms=ms(), lines=answer.reindent(lines, spec.lines)))
+                                                  elapsed_ms=ms(), lines=placed(answer.reindent(lines, spec.lines))))
         except asyncio.CancelledError:
             raise
         except TooLarge as exc:
@@ -235,6 +243,6 @@ class EditRunner:
             return
         truncated = finish == "length"
         self._show(EditUpdate(id=edit_id, buf=buf, state="done", tokens=tokens, elapsed_ms=ms(),
-                              lines=answer.fit(lines, spec.lines), truncated=truncated,
+                              lines=placed(answer.fit(lines, spec.lines)), truncated=truncated,
                               message=f"stopped at the limit of {tokens} tokens (edit.n_predict)" if truncated
                               else ""))

@@ -25,6 +25,7 @@ from ..backends.exchange import Exchange
 from ..buffer_state import BufferState
 from ..config import Config, NextEditConfig
 from ..errors import BackendError, ConfigError, ModelLoading, ServerHeld
+from ..indentation import IndentStyle, buffer_style, restyle_lines
 from ..log import log
 from ..notify import Episodes
 from ..privacy.policy import Gate
@@ -170,7 +171,8 @@ class NextEdits:
         ctx = EditContext(path=_relative(snap.path, cwd) or "untitled", lines=tuple(snap.lines), first=snap.first,
                           row=snap.row, col=snap.col)
         events = [dataclasses.replace(e, path=_relative(e.path, cwd)) for e in self.history.events(exclude=self._refused)]
-        return await ask(self.backend, fmt, ctx, events, self.cfg.n_predict)
+        style = buffer_style(snap.lines, expandtab=snap.et, shiftwidth=snap.sw, tabstop=snap.ts)
+        return await ask(self.backend, fmt, ctx, events, self.cfg.n_predict, style)
 
     def note(self, what: str) -> None:
         """The editor showed, accepted or dismissed a next edit."""
@@ -194,8 +196,10 @@ async def detect_format(backend: HttpBackend) -> Format:
     return FORMATS[name]
 
 
-async def ask(backend: HttpBackend, fmt: Format, ctx: EditContext, events: list[EditEvent], n_predict: int) -> Outcome:
-    """One request, start to end: the prompt, the answer, the edit (None: nothing to show)."""
+async def ask(backend: HttpBackend, fmt: Format, ctx: EditContext, events: list[EditEvent], n_predict: int,
+              style: IndentStyle | None = None) -> Outcome:
+    """One request, start to end: the prompt, the answer, the edit (None: nothing to show). The
+    lines the model wrote anew are indented in the buffer's `style` (indentation.py)."""
     prompt = fmt.build(ctx, events)
     wire = await backend.raw_wire(prompt.text, n_predict, prompt.stop)
     exchange = Exchange(backend, FimRequest(prefix="", middle="", suffix="", n_predict=n_predict), wire)
@@ -222,5 +226,5 @@ async def ask(backend: HttpBackend, fmt: Format, ctx: EditContext, events: list[
     new = fmt.parse(answer, prompt)
     if new is None:
         return Outcome(prompt, answer, None, "no edit, or an answer that does not parse")
-    edit = edit_between(prompt.start, list(prompt.old), new)
+    edit = edit_between(prompt.start, list(prompt.old), restyle_lines(new, style, keep=prompt.old))
     return Outcome(prompt, answer, edit, "an edit" if edit else "the same text, or a rewrite beyond recognition")

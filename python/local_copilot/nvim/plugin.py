@@ -323,7 +323,8 @@ class LocalCopilotPlugin:
         for r in msg.edits:
             next_edits.record(r.path, r.row, r.old, r.new, r.before, r.after)
         next_edits.request(Snapshot(buf=msg.buf, tick=msg.tick, row=msg.row, col=msg.col, first=msg.first,
-                                    lines=msg.lines or [""], nlines=msg.nlines, ft=msg.ft, path=msg.path, seq=msg.seq),
+                                    lines=msg.lines or [""], nlines=msg.nlines, ft=msg.ft, path=msg.path, seq=msg.seq,
+                                    et=msg.et, sw=msg.sw, ts=msg.ts),
                            cwd=msg.cwd)
 
     def _backend(self, action: str, target: str, run: Callable[..., None]) -> None:

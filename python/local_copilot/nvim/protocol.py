@@ -148,6 +148,10 @@ class NextEditRequest(_Event, frozen=True, kw_only=True, tag="next_edit"):
     seq: int = 0
     cwd: str = ""  # the prompt names files relative to it
     edits: list[EditRecord] = []
+    # the buffer's 'expandtab', 'shiftwidth', 'tabstop': the edit's indentation is written so
+    et: bool | None = None
+    sw: int = 0
+    ts: int = 8
 
 
 class NextEditNote(_Event, frozen=True, kw_only=True, tag="next_edit_note"):
