@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "python"))
@@ -65,6 +66,7 @@ from local_copilot.core import Core  # noqa: E402
 from local_copilot.devtools.real_models import GEMMA, NO_REPACK, SMOLLM, find  # noqa: E402
 from local_copilot.devtools.tiny_model import write_gguf  # noqa: E402
 from local_copilot.pipeline.complete import Ask  # noqa: E402
+from local_copilot.pipeline.postprocess import PostContext, process  # noqa: E402
 from local_copilot.prompt.budget import utf8_len  # noqa: E402
 from local_copilot.server_options import ServerOptions  # noqa: E402
 from local_copilot.servers.llama_cpp import LlamaServer  # noqa: E402
@@ -206,58 +208,76 @@ async def naive(client: httpx.AsyncClient, url: str, task: Task, fim: bool) -> s
     return text
 
 
-async def run_model(label: str, url: str, fim: bool, tasks: dict[str, list[Task]], judge: Judge,
-                    work: Path) -> dict[str, Any]:
+async def run_model(label: str, url: str, fim: bool, tasks: dict[str, list[Task]], work: Path,
+                    streamed: int) -> dict[str, list[dict[str, Any]]]:
+    """Each task's answer to the plugin's request, and the naive request's. The first
+    `streamed` tasks of a set are also asked as the editor asks (streamed, the rules cutting
+    the stream short): the rows say whether that gave the text the whole answer gives."""
     raw_cfg = {"backend": "eval", "backends": {"eval": {"kind": "llama.cpp", "url": url, "temperature": 0.0,
                                                        "timeout_ms": 120_000}}}
     core = Core(_Sink())
     core.configure(load_config(raw_cfg))
     pipeline = core.pipeline
-    out: dict[str, Any] = {}
+    out: dict[str, list[dict[str, Any]]] = {}
     bufs = iter(range(1, 1 << 30))
     # as many tasks at once as the server has slots: a small model's decoding is bound by
     # memory, so a batch of four costs little more than one
     gate = asyncio.Semaphore(PARALLEL)
 
-    async def one(client: httpx.AsyncClient, task: Task) -> dict[str, Any]:
+    async def one(client: httpx.AsyncClient, task: Task, stream_too: bool) -> dict[str, Any]:
         async with gate:
             buf = next(bufs)
             snap = task.snapshot(buf, str(work / f"task{buf}.py"))
-            got: dict[str, str] = {}
-            answer = await pipeline.complete(snap, Ask(cached=False))
-            if answer.error is not None:
-                raise SystemExit(f"{label}: the plugin failed on {task.id}: {answer.error}")
-            got["plugin"] = answer.text
-            got["no_cleanup"] = (await pipeline.complete(snap, Ask(cached=False, post="none"))).text
-            # the gate only ever turns an answer into nothing: where it did not, the same text
-            got["no_quiet"] = answer.text if answer.text else (
-                await pipeline.complete(snap, Ask(cached=False, post="no_quiet"))).text
-            got["naive"] = await naive(client, url, task, fim)
+            # the plugin's request, its whole answer (the rules stop nothing): every row's
+            # text is the rules applied to it, as the pipeline applies them
+            whole = await pipeline.complete(snap, Ask(cached=False, post="none"))
+            if whole.error is not None or whole.prepared is None:
+                raise SystemExit(f"{label}: the plugin failed on {task.id}: {whole.error}")
+            row: dict[str, Any] = {"task": task.id, "kind": task.kind, "want": task.want, "raw": whole.raw,
+                                   "no_cleanup": whole.text,
+                                   "pctx": msgspec.to_builtins(msgspec.structs.replace(whole.prepared.pctx, rules="all"))}
+            if stream_too:
+                row["streamed"] = (await pipeline.complete(snap, Ask(cached=False))).text
+            row["naive"] = await naive(client, url, task, fim)
             core.forget(buf)
-        verdicts = {row: judge.submit(task.program(got[row])) for row in ROWS}
-        passed = {row: await asyncio.wrap_future(f) for row, f in verdicts.items()}
-        return {"task": task.id, "want": task.want, "raw": answer.raw, **got, "passed": passed}
+        return row
 
     async with httpx.AsyncClient() as client:
         for kind, items in tasks.items():
             t0 = time.monotonic()
-            rows = list(await asyncio.gather(*(one(client, t) for t in items)))
-            out[kind] = {"rows": rows, "seconds": round(time.monotonic() - t0, 1), "summary": summarize(rows)}
-            log(f"[{label} {kind}] {len(rows)} tasks in {out[kind]['seconds']} s: "
-                + ", ".join(f"{r} {out[kind]['summary'][r]['passed']}" for r in ROWS))
+            out[kind] = list(await asyncio.gather(*(one(client, t, i < streamed) for i, t in enumerate(items))))
+            log(f"[{label} {kind}] {len(items)} tasks asked in {time.monotonic() - t0:.0f} s")
     await core.close()
     return out
 
 
+def apply_rules(row: dict[str, Any]) -> None:
+    """The plugin's text and the text with the quiet gate off, from the whole answer."""
+    pctx = msgspec.convert(row["pctx"], PostContext)
+    row["plugin"] = process(row["raw"], pctx, final=True).text
+    row["no_quiet"] = process(row["raw"], msgspec.structs.replace(pctx, rules="no_quiet"), final=True).text
+
+
+def score(tasks: dict[str, Task], rows: list[dict[str, Any]], judge: Judge) -> None:
+    for row in rows:
+        apply_rules(row)
+    futures = [{r: judge.submit(tasks[row["task"]].program(row[r])) for r in ROWS} for row in rows]
+    for row, fs in zip(rows, futures, strict=True):
+        row["passed"] = {r: f.result() for r, f in fs.items()}
+
+
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(rows)
-    return {row: {"passed": sum(r["passed"][row] for r in rows), "tasks": n,
-                  "nothing": sum(not r[row].strip() for r in rows)} for row in ROWS}
+    out: dict[str, Any] = {row: {"passed": sum(r["passed"][row] for r in rows), "tasks": n,
+                                 "nothing": sum(not r[row].strip() for r in rows)} for row in ROWS}
+    checked = [r for r in rows if "streamed" in r]
+    out["streamed_same"] = [sum(r["streamed"] == r["plugin"] for r in checked), len(checked)]
+    return out
 
 
 def table(doc: dict[str, Any]) -> str:
-    head = ("| model | set | tasks | plugin | naive | no cleanup | no quiet gate | nothing shown (plugin / naive) |\n"
-            "|---|---|---|---|---|---|---|---|")
+    head = ("| model | set | tasks | plugin | naive | no cleanup | no quiet gate | nothing shown (plugin / naive) "
+            "| streamed = whole |\n|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for model, sets in doc["models"].items():
         for kind, res in sets.items():
@@ -268,7 +288,8 @@ def table(doc: dict[str, Any]) -> str:
                 return f"{s[row]['passed']} ({100 * s[row]['passed'] / max(n, 1):.1f} %)"
 
             lines.append(f"| {model} | {kind} | {n} | {cell('plugin')} | {cell('naive')} | {cell('no_cleanup')} | "
-                         f"{cell('no_quiet')} | {s['plugin']['nothing']} / {s['naive']['nothing']} |")
+                         f"{cell('no_quiet')} | {s['plugin']['nothing']} / {s['naive']['nothing']} | "
+                         f"{s['streamed_same'][0]} / {s['streamed_same'][1]} |")
     return "\n".join(lines)
 
 
@@ -294,37 +315,56 @@ def start_server(key: str, binary: str, work: Path) -> tuple[LlamaServer, bool]:
 TITLES = {"gemma": GEMMA.title, "smollm": SMOLLM.title, "tiny": "generated tiny Qwen2 (random weights, FIM tokens)"}
 
 
+def rescore(doc: dict[str, Any], judge: Judge) -> None:
+    """The rows of every model and set scored with this checkout's rules (the answers kept)."""
+    by_id = {kind: {t["task_id"]: Task(t, kind) for t in load_tasks(kind)} for kind in SETS}
+    for sets in doc["models"].values():
+        for kind, res in sets.items():
+            score(by_id[kind], res["rows"], judge)
+            res["summary"] = summarize(res["rows"])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="gemma,smollm,tiny")
     ap.add_argument("--sets", default="single,multi,span")
     ap.add_argument("--split", choices=("test", "tune"), default="test")
-    ap.add_argument("--tasks", type=int, default=200, help="tasks per set drawn from the split (0: all)")
+    ap.add_argument("--tasks", type=int, default=100, help="tasks per set drawn from the split (0: all)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--streamed", type=int, default=10,
+                    help="tasks per set also asked as the editor asks, streamed (checks the rows' texts)")
+    ap.add_argument("--rescore", type=Path, default=None,
+                    help="a result file of this script: its answers scored with this checkout's rules, no server")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
-    binary = find_llama_server()
-    if not binary:
-        raise SystemExit("llama-server not found: run `make venv`")
-    doc: dict[str, Any] = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "split": args.split, "tasks": args.tasks,
-                           "seed": args.seed, "models": {}}
     t_start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="lc-eval-public-") as tmp:
         work = Path(tmp)
         judge = Judge(work)
         log(f"tests run {'in a new network namespace' if judge.unshare else 'with sockets refused'}")
-        for key in args.models.split(","):
-            count = min(args.tasks or TINY_TASKS, TINY_TASKS) if key == "tiny" else args.tasks
-            tasks = {kind: [Task(t, kind) for t in pick(kind, args.split, count, args.seed)]
-                     for kind in args.sets.split(",")}
-            server, fim = start_server(key, binary, work)
-            try:
-                doc["models"][TITLES[key]] = asyncio.run(run_model(key, server.url, fim, tasks, judge, work))
-            finally:
-                server.stop()
-            log(table({"models": {TITLES[key]: doc["models"][TITLES[key]]}}))
+        if args.rescore is not None:
+            doc = json.loads(args.rescore.read_text())
+            doc["rescored"] = {"from": str(args.rescore), "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        else:
+            binary = find_llama_server()
+            if not binary:
+                raise SystemExit("llama-server not found: run `make venv`")
+            doc = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "split": args.split, "tasks": args.tasks,
+                   "seed": args.seed, "models": {}}
+            for key in args.models.split(","):
+                count = min(args.tasks or TINY_TASKS, TINY_TASKS) if key == "tiny" else args.tasks
+                tasks = {kind: [Task(t, kind) for t in pick(kind, args.split, count, args.seed)]
+                         for kind in args.sets.split(",")}
+                server, fim = start_server(key, binary, work)
+                try:
+                    rows = asyncio.run(run_model(key, server.url, fim, tasks, work, args.streamed))
+                finally:
+                    server.stop()
+                doc["models"][TITLES[key]] = {kind: {"rows": r} for kind, r in rows.items()}
+        rescore(doc, judge)
     doc["seconds"] = round(time.monotonic() - t_start)
-    print(f"HumanEval infilling, {args.split} split, seed {args.seed}, temperature 0, {doc['seconds']} s")
+    print(f"HumanEval infilling, {doc['split']} split, seed {doc['seed']}, temperature 0"
+          + (f" (answers of {doc['when']}, rescored)" if args.rescore else f", {doc['seconds']} s"))
     print(table(doc))
     out = args.json or RESULTS / f"eval-public-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
