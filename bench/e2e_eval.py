@@ -14,10 +14,11 @@ request it finds the spot the prompt ends at, answers the wanted middle from the
 kinds of junk that real models add, and honours `n_predict` (a token is a word, a run of
 blanks, a newline or one other character), so a first part is truncated and continued.
 
-The files come in three sets (bench/eval_files.txt, frozen): `tuning`, the files the
+The files come in four sets (bench/eval_files.txt, frozen): `tuning`, the files the
 post-processing rules were tuned on; `test`, files no rule was tuned on whose misses were read
-after issue 35's rule change; and `test2`, files held out since then. They are sampled and
-reported apart (--set).
+after issue 35's rule change; `test2`, held out from then until its misses were read and a rule
+was added after them (no longer held out); and `test3`, held out from issue 49 on. They are
+sampled and reported apart (--set).
 
 Case kinds (where the cursor is; the middle is what was cut out):
 
@@ -59,7 +60,7 @@ place of the cut; for `complete`, the buffer untouched and nothing shown), worse
 text is not the start of the wanted middle: text beyond the wanted text went in), shown (a
 suggestion was there to accept), quiet (nothing was shown).
 
-Usage: python bench/e2e_eval.py [--set tuning|test|test2|all] [--n 320] [--seed 0] [--json out.json]
+Usage: python bench/e2e_eval.py [--set tuning|test|test2|test3|all] [--n 320] [--seed 0] [--json out.json]
                                 [--show-failures 20]
 """
 
@@ -89,7 +90,7 @@ CASE_KINDS = ("in_word", "before_closer", "after_opener", "mid_line", "line_end"
               "in_string", "in_comment", "complete")
 JUNK_KINDS = ("none", "rest_of_line", "next_lines", "closer", "dedent", "repeat_line", "trailing_blank",
               "line_above", "blank_only", "wrong_middle", "reindented", "two_pieces", "cut_token")
-FILE_SETS = ("tuning", "test", "test2")
+FILE_SETS = ("tuning", "test", "test2", "test3")
 FILE_LIST = Path(__file__).resolve().parent / "eval_files.txt"
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -165,7 +166,7 @@ class Case:
 
 
 def file_list(which: str) -> list[tuple[str, str]]:
-    """(language, path) of the files in a set of bench/eval_files.txt ('tuning', 'test' or 'test2')."""
+    """(language, path) of the files in a set of bench/eval_files.txt ('tuning', 'test', 'test2' or 'test3')."""
     out = []
     for line in FILE_LIST.read_text(encoding="utf-8").splitlines():
         parts = line.split()
@@ -775,7 +776,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=320, help="cases per file set (spread over the case kinds)")
     ap.add_argument("--set", dest="sets", action="append", choices=(*FILE_SETS, "all"),
-                    help="the files of bench/eval_files.txt: tuning, test, test2 (repeatable), or all "
+                    help="the files of bench/eval_files.txt: tuning, test, test2, test3 (repeatable), or all "
                          "(the default), each reported apart")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, help="write the summary and every failure here")

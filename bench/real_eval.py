@@ -8,7 +8,7 @@ Gemma 3 270M base, no FIM tokens, the `continue` style; SmolLM2 135M Instruct, a
 the `chat` style) runs in a real llama-server (`--no-repack`: repacking these quantizations for
 AMX dies with SIGILL on some CPUs). At a few positions of a few files of a set of
 bench/eval_files.txt (`test` by default: files no rule was tuned on, though their misses have
-been read; `test2` is the set nobody has read), a headless Neovim with
+been read; `test3` is the set nobody has read), a headless Neovim with
 the plugin has the file with a span cut out at the cursor (the rest of a line, a span inside a
 line, a line of a block), types the text before the cursor, waits for the ghost text and
 accepts it. With --minuet, minuet-ai.nvim does the same in its own Neovim against the same
@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minuet", type=Path, default=None,
                     help="a minuet-ai.nvim checkout, measured in the same run (see README); without it, the plugin alone")
     ap.add_argument("--set", dest="which", choices=E.FILE_SETS, default="test",
-                    help="the files of bench/eval_files.txt (default: test, not tuned on but read; test2: held out)")
+                    help="the files of bench/eval_files.txt (default: test, not tuned on but read; test3: held out)")
     ap.add_argument("--files", type=int, default=1, help="files per language (Python, C, Lua)")
     ap.add_argument("--positions", type=int, default=3, help="positions per file")
     ap.add_argument("--more", action="store_true", help="a longer run: 2 files per language, 6 positions each")
