@@ -133,3 +133,19 @@ def test_a_spot_outside_the_file_says_where_it_is(tmp_path: Path, capsys: pytest
     src.write_text("x = 1\n")
     assert cli.main(["complete", f"{src}{spot}", "--url", "http://127.0.0.1:9"]) == 1
     assert capsys.readouterr().err == f"local-copilot: {message}\n"
+
+
+def test_a_file_another_ai_tools_ignore_file_lists_sends_nothing(
+        tmp_path: Path, proxy: RecordingProxy, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # a project that tells JetBrains' assistant to leave its internals alone (.aiignore at the
+    # root, the file two directories down) tells this plugin too
+    monkeypatch.setenv("LOCAL_COPILOT_LOG_DIR", str(tmp_path / "log"))
+    (tmp_path / "pkg" / "core").mkdir(parents=True)
+    (tmp_path / ".aiignore").write_text("*.internal.py\n")
+    src = tmp_path / "pkg" / "core" / "billing.internal.py"
+    src.write_text("RATE = 0.17\n\ndef charge(x):\n    \n")
+    assert cli.main(["complete", f"{src}:4:5", "--config", _config(tmp_path, proxy.url)]) != 0
+    err = capsys.readouterr().err
+    assert f"listed in {tmp_path / '.aiignore'}" in err
+    assert proxy.bodies("/infill") == [] and proxy.bodies("/completion") == []

@@ -144,6 +144,27 @@ def test_the_project_ignore_file_in_gitignore_syntax(tmp_path: Path) -> None:
     assert Policy(ignore_file="").path_reason(str(tmp_path / "sub" / "Data.CSV")) is None
 
 
+@pytest.mark.parametrize("name", privacy.AI_IGNORE_FILES)
+def test_other_ai_tools_ignore_files_are_obeyed(tmp_path: Path, name: str) -> None:
+    # JetBrains' .aiignore, Gemini's .aiexclude, Cursor's .cursorignore: a project that says
+    # "never send these" to another tool says it to this one, whatever ignore_file is
+    (tmp_path / "src" / "secret").mkdir(parents=True)
+    (tmp_path / name).write_text("secret/\n*.internal.py\n")
+    for policy in (Policy(), Policy(ignore_file="")):
+        assert policy.path_reason(str(tmp_path / "src" / "secret" / "keys.py")) == f"listed in {tmp_path / name}"
+        assert policy.path_reason(str(tmp_path / "src" / "a.internal.py")) == f"listed in {tmp_path / name}"
+        assert policy.path_reason(str(tmp_path / "src" / "a.py")) is None
+
+
+def test_an_ai_ignore_file_written_is_read_anew(tmp_path: Path) -> None:
+    policy = Policy()
+    path = str(tmp_path / "data.py")
+    assert policy.path_reason(path) is None
+    (tmp_path / ".aiignore").write_text("data.py\n")
+    policy.forget_path(str(tmp_path / ".aiignore"))
+    assert policy.path_reason(path) == f"listed in {tmp_path / '.aiignore'}"
+
+
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 def test_files_git_ignores_when_asked(tmp_path: Path) -> None:
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)

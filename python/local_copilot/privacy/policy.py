@@ -15,8 +15,11 @@ Rules, in the order they are asked (the first that matches is the reason):
    tools and key, certificate and keystore extensions (SECRET_NAMES);
 2. the user's `exclude` globs (gitignore-style: a glob without `/` matches a name at any
    depth, `**` crosses directories, a leading `/` or `~/` anchors it to the filesystem);
-3. the project ignore file (IGNORE_FILE, gitignore syntax, in the file's directory or any
-   directory above it; negation with `!`);
+3. the project ignore files (gitignore syntax, in the file's directory or any directory above
+   it; negation with `!`): the plugin's own (IGNORE_FILE, `privacy.ignore_file`) and the ones
+   other AI tools read (AI_IGNORE_FILES: JetBrains' `.aiignore`, Gemini's `.aiexclude`,
+   Cursor's `.cursorignore`), so a project that says "never send these" to one tool is obeyed
+   by this one too;
 4. optionally (`privacy.git_ignored`), the files git ignores;
 5. content rules on the text that would be sent: a private-key block or a high-confidence
    credential (CONTENT_RULES). Each line is judged once, when it is new (a cache keyed by
@@ -56,6 +59,8 @@ __all__ = [
 ]
 
 IGNORE_FILE = ".local-copilot-ignore"
+# what other AI tools' users already write in their projects; always read (they only narrow)
+AI_IGNORE_FILES = (".aiignore", ".aiexclude", ".cursorignore")
 
 # Anything below these directories is key material, tokens or cloud credentials.
 SECRET_DIRS = (".ssh", ".gnupg", ".aws", ".azure", ".kube", ".password-store", ".vault", ".secrets")
@@ -291,7 +296,7 @@ class Policy:
         # lines known to hold no credential: per keystroke the window differs from the last in a
         # line or two, so a set difference (in C) leaves only those for the ordered walk below
         self._clean: set[str] = set()
-        self._ignore_files: dict[str, _IgnoreFile | None] = {}
+        self._ignore_files: dict[str, tuple[_IgnoreFile, ...]] = {}  # directory -> the ignore files in it
 
     @classmethod
     def from_config(cls, cfg: Any) -> Policy:
@@ -343,20 +348,22 @@ class Policy:
             return "ignored by git (privacy.git_ignored)"
         return None
 
+    def _ignore_names(self) -> tuple[str, ...]:
+        return (self.ignore_file, *AI_IGNORE_FILES) if self.ignore_file else AI_IGNORE_FILES
+
     def _ignored_by_file(self, path: str) -> str | None:
-        if not self.ignore_file or not os.path.isabs(path):
+        if not os.path.isabs(path):
             return None
         norm = _norm(path)
         d = os.path.dirname(path)
         while True:
-            if d in self._ignore_files:
-                f = self._ignore_files[d]
-            else:
-                candidate = os.path.join(d, self.ignore_file)
-                f = _IgnoreFile(candidate) if os.path.isfile(candidate) else None
-                self._ignore_files[d] = f
-            if f is not None and f.ignores(norm):
-                return f.path
+            files = self._ignore_files.get(d)
+            if files is None:
+                files = self._ignore_files[d] = tuple(
+                    _IgnoreFile(c) for c in (os.path.join(d, n) for n in self._ignore_names()) if os.path.isfile(c))
+            for f in files:
+                if f.ignores(norm):
+                    return f.path
             parent = os.path.dirname(d)
             if parent == d:
                 return None
@@ -371,7 +378,7 @@ class Policy:
         """The file at `path` was written, read or named anew: judge it (where it resolves, or
         the ignore file it is) again. Paths are judged once, not per keystroke, so a link made
         or changed meanwhile is seen here."""
-        if self.ignore_file and os.path.basename(path) == self.ignore_file:
+        if os.path.basename(path) in self._ignore_names():
             self.forget_paths()
         else:
             self._paths.pop(path, None)
