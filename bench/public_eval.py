@@ -84,9 +84,10 @@ SETS = {
 ROWS = ("plugin", "naive", "no_cleanup", "no_quiet")
 TEST_TIMEOUT_S = 10.0
 PARALLEL = 4  # server slots, and tasks asked at once
-# the model's answer is asked for at this length by the naive request too (the plugin's default
-# n_predict): both stop earlier at their own ends
-N_PREDICT = 128
+# the answer's length, the plugin's (its n_predict option) and the naive request's alike: half
+# the plugin's default, room for HumanEval's blocks (a few lines), so that a 2-core machine
+# asks a few hundred tasks in minutes; both stop earlier at their own ends
+N_PREDICT = 64
 # the generated model's figure means nothing about quality: a few tasks show the path runs
 TINY_TASKS = 20
 
@@ -213,8 +214,8 @@ async def run_model(label: str, url: str, fim: bool, tasks: dict[str, list[Task]
     """Each task's answer to the plugin's request, and the naive request's. The first
     `streamed` tasks of a set are also asked as the editor asks (streamed, the rules cutting
     the stream short): the rows say whether that gave the text the whole answer gives."""
-    raw_cfg = {"backend": "eval", "backends": {"eval": {"kind": "llama.cpp", "url": url, "temperature": 0.0,
-                                                       "timeout_ms": 120_000}}}
+    raw_cfg = {"backend": "eval", "n_predict": N_PREDICT,
+               "backends": {"eval": {"kind": "llama.cpp", "url": url, "temperature": 0.0, "timeout_ms": 120_000}}}
     core = Core(_Sink())
     core.configure(load_config(raw_cfg))
     pipeline = core.pipeline
