@@ -30,6 +30,9 @@ What Tab inserted is judged against the text around it:
 - prompt_example the answer of the prompt's own example (the plugin's chat example, minuet's
                  few-shot answer) where the file does not have it
 - first-line exact: the first line inserted is the first line of the text that was cut out
+- similarity     the first line inserted against the real one (difflib's ratio, 0 where nothing
+                 was), and where minuet showed a suggestion: how often the plugin showed one
+                 too, and each one's similarity there
 
 The models are small: what they write is often wrong, and first-line exact says how often it
 is not; the junk kinds say what the post-processing let through.
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import json
 import random
 import sys
@@ -159,8 +163,12 @@ def judge(case: E.Case, after: list[str]) -> dict[str, Any]:
         junk.append("wrapper")
     if any(e in ins and e not in case.text for e in EXAMPLE_ANSWERS):
         junk.append("prompt_example")
+    first = ins.lstrip("\n").split("\n")[0].strip()
+    real = case.middle.lstrip("\n").split("\n")[0].strip()
     return {"inserted": ins, "junk": junk,
-            "first_line_exact": bool(ins) and ins.split("\n")[0] == case.middle.split("\n")[0]}
+            "first_line_exact": bool(ins) and ins.split("\n")[0] == case.middle.split("\n")[0],
+            # the first line written against the real one (difflib's ratio, 0 when nothing was)
+            "similarity": round(difflib.SequenceMatcher(None, first, real).ratio(), 3) if first else 0.0}
 
 
 class PluginEditor(E.Editor):
@@ -237,12 +245,26 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
         "shown": len(shown),
         "first_line_exact": sum(r["first_line_exact"] for r in results),
         "clean": sum(1 for r in shown if not r["junk"]),
+        "similarity": round(sum(r.get("similarity", 0.0) for r in shown) / max(1, len(shown)), 3),
         "junk": {k: sum(k in r["junk"] for r in shown) for k in (*JUNK, "other")},
     }
 
 
+def against_minuet(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any] | None:
+    """Where minuet showed a suggestion: how often the plugin showed one too, and the first
+    line's similarity to the real line there, each's."""
+    if "minuet" not in results:
+        return None
+    pairs = [(p, m) for p, m in zip(results["plugin"], results["minuet"], strict=True) if m["inserted"]]
+    both = [(p, m) for p, m in pairs if p["inserted"]]
+    return {"minuet_shown": len(pairs), "plugin_shown_there": len(both),
+            "share": round(len(both) / max(1, len(pairs)), 3),
+            "similarity_plugin": round(sum(p.get("similarity", 0.0) for p, _ in pairs) / max(1, len(pairs)), 3),
+            "similarity_minuet": round(sum(m.get("similarity", 0.0) for _, m in pairs) / max(1, len(pairs)), 3)}
+
+
 def table(doc: dict[str, Any]) -> str:
-    head = f"{'model':30} {'plugin':8} {'n':>3} {'shown':>7} {'1st line exact':>15} {'clean':>6}  junk"
+    head = f"{'model':30} {'plugin':8} {'n':>3} {'shown':>7} {'1st line exact':>15} {'clean':>6}  simil.  junk"
     rows = [head]
     for model, by_plugin in doc["models"].items():
         for plugin, entry in by_plugin.items():
@@ -250,7 +272,12 @@ def table(doc: dict[str, Any]) -> str:
             n = max(1, s["n"])
             junk = ", ".join(f"{k} {v}" for k, v in s["junk"].items() if v) or "none"
             rows.append(f"{model:30} {plugin:8} {s['n']:>3} {100 * s['shown'] / n:6.0f}% "
-                        f"{100 * s['first_line_exact'] / n:14.0f}% {s['clean']:>6}  {junk}")
+                        f"{100 * s['first_line_exact'] / n:14.0f}% {s['clean']:>6}  {s.get('similarity', 0):.2f}  {junk}")
+        vs = by_plugin.get("plugin", {}).get("against_minuet")
+        if vs:
+            rows.append(f"{'':30} where minuet showed one ({vs['minuet_shown']}): the plugin showed one in "
+                        f"{vs['plugin_shown_there']} ({100 * vs['share']:.0f}%); first-line similarity there "
+                        f"plugin {vs['similarity_plugin']:.2f}, minuet {vs['similarity_minuet']:.2f}")
     return "\n".join(rows)
 
 
@@ -316,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
                         editor.close()
                 server.stop()
             doc["models"][model.title] = {k: {"summary": summarize(v), "results": v} for k, v in results.items()}
+            vs = against_minuet(results)
+            if vs is not None:
+                doc["models"][model.title]["plugin"]["against_minuet"] = vs
     doc["seconds"] = round(time.monotonic() - t_start)
     print(f"set: {args.which} ({', '.join(doc['files'])})")
     if args.minuet is None:
