@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,10 @@ from local_copilot.pipeline.fallback import Chain
 from local_copilot.servers.llama_cpp import LlamaServer, free_port
 
 from ..fakes.editor import RecordingEditor
+from ..fakes.fake_server import FakeServer, infill_stream, llama_props
 from ..launch import suite_options
 from ..unit.test_engine import snap, wait_until
+from .nvim_session import start_nvim, wait_ghost
 
 pytestmark = pytest.mark.integration
 
@@ -120,3 +123,93 @@ async def test_the_team_server_answers_again_once_it_is_up(phrase_server: Any, m
     finally:
         await core.close()
     assert [m for m, _ in editor.notes][1:] == ["local-copilot: team answers again: completing with it instead of local"]
+
+
+class FakeLateLlama(FakeServer):
+    """A FAKE llama-server (fault injection: a busy or far server), up and healthy, that starts
+    each answer `first_token_s` after the request came; its model writes "slow"."""
+
+    def __init__(self, first_token_s: float) -> None:
+        self.first_token_s = first_token_s
+        super().__init__(self._answer)
+
+    def _answer(self, path: str, body: dict[str, Any]) -> tuple[int, list[Any]]:
+        if path == "/props":
+            return 200, llama_props()
+        if path == "/health":
+            return 200, [b'{"status":"ok"}']
+        return 200, [self.first_token_s, *infill_stream(["slow"])]
+
+
+def test_a_slow_but_healthy_team_server_is_left_once_not_back_and_forth(
+        nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path, phrase_server: Any) -> None:
+    # the team's server answers every request, 0.6 s after it came: later than fallback_after_ms
+    slow = FakeLateLlama(0.6)
+    nvim = start_nvim(nvim_bin, manifest, nvim_env,
+                      setup=options(slow.url, phrase_server.url, fallback_after_ms=300, debounce_ms=0))
+    try:
+        nvim.command(f"edit {tmp_path / 'typing.py'}")
+        nvim.input("i")
+        # typing past two of the times the team's server is asked whether it is back
+        end, n = time.monotonic() + 2.2 * Chain.RECHECK_S, 0
+        while time.monotonic() < end:
+            n += 1
+            nvim.input(f"v{n} = ")
+            drawn = wait_ghost(nvim)
+            nvim.input("<Esc>o")
+        messages = [ln for ln in nvim.exec_lua("return vim.fn.execute('messages')").splitlines() if "team" in ln]
+    finally:
+        nvim.close()
+        slow.close()
+    assert messages == ["local-copilot: team has not started answering within 300 ms: completing with local"]
+    # the local entry answers (its model writes PHRASE, the team's "slow")
+    assert drawn.endswith("ok") and "slow" not in drawn, drawn
+
+
+async def test_one_late_answer_switches_nothing_most_late_ones_do_and_in_time_ones_bring_it_back(
+        phrase_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Chain, "RECHECK_S", 0.2)  # (the product asks every 10 s)
+    team = FakeLateLlama(0.0)
+    editor = RecordingEditor()
+    core = Core(editor)
+    core.configure(load_config(options(team.url, phrase_server.url, fallback_after_ms=300)))
+    seq = 0
+
+    async def next_suggestion() -> str:
+        """The suggestion for a new line (each its own: the cache answers none)."""
+        nonlocal seq
+        seq += 1
+        n = len(editor.final)
+        core.ghost.submit(snap(seq, f"v{seq} = "))
+        await wait_until(lambda: len(editor.final) > n, timeout=30)
+        return editor.final[-1]
+
+    try:
+        for _ in range(Chain.WINDOW):
+            assert await next_suggestion() == "slow"
+        # one late answer from a server that is usually in time is awaited, not left
+        team.first_token_s = 0.6
+        assert await next_suggestion() == "slow"
+        assert editor.notes == []
+        # late most of the time: left, once
+        while await next_suggestion() == "slow":
+            assert seq < 20, "the late team server was never left"
+        assert [m for m, _ in editor.notes] == ["local-copilot: team has not started answering within 300 ms: "
+                                                "completing with local"]
+        # still up and still late: asked again and again (RECHECK_S), and not taken back
+        asked = len(team.requests)
+        while len(team.requests) < asked + 6:
+            assert "ok" in await next_suggestion()  # (the local model's PHRASE)
+            await asyncio.sleep(0.1)
+        assert len(editor.notes) == 1
+        # in time again: it answers again, said once
+        team.first_token_s = 0.0
+        while await next_suggestion() != "slow":
+            await asyncio.sleep(0.1)
+            assert seq < 200, "the team server never answered again"
+    finally:
+        await core.close()
+        team.close()
+    assert [m for m, _ in editor.notes] == [
+        "local-copilot: team has not started answering within 300 ms: completing with local",
+        "local-copilot: team answers again: completing with it instead of local"]

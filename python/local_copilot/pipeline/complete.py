@@ -101,7 +101,8 @@ class Pipeline:
         self.config = cfg
         self._entries = [backend, *(b for _, b in fallbacks)]
         self.chain = (Chain([(cfg.backend, backend), *fallbacks], cfg.fallback_after_ms / 1000,
-                            self.episodes.send, self._use) if fallbacks else None)
+                            self.episodes.send, self._use, self._answers_in_time) if fallbacks else None)
+        self._asked: Snapshot | None = None  # the last snapshot completed (the chain's probes ask it)
         self._use(cfg.backend, backend)
 
     def _use(self, name: str, backend: Backend) -> None:
@@ -140,6 +141,7 @@ class Pipeline:
         chain = self.chain
         if chain is None or ask.quiet:
             return await self._on(backend, cfg, snap, ask, on_text, on_answer)
+        self._asked = snap
         chain.recheck()
         while True:
             if not chain.has_next():
@@ -202,23 +204,58 @@ class Pipeline:
 
     async def _within(self, chain: Chain, cfg: Config, snap: Snapshot, ask: Ask,
                       on_text: Callable[[str], None] | None, on_answer: Callable[[], None] | None) -> Completion:
-        """_on() the entry that answers now, which must start answering within the chain's
-        `after_s` (a later entry is there to ask); its failures are not reported: the next
-        entry answers instead, or the caller reports them."""
+        """_on() the entry that answers now, its start in time or late told to the chain; where
+        one more late start makes the chain leave the entry, the request is cut at `after_s`
+        (a later entry is there to ask), else a late answer is awaited. Its failures are not
+        reported: the next entry answers instead, or the caller reports them."""
         # a turn of the loop first: the timeout below belongs to a task (this may have been
         # stepped eagerly, eager.py)
         await asyncio.sleep(0)
         backend = chain.backend
+        loop = asyncio.get_running_loop()
+        start, first = loop.time(), None
         try:
-            async with asyncio.timeout(chain.after_s) as watchdog:
+            async with asyncio.timeout(chain.after_s if chain.leaves_if_late() else None) as watchdog:
                 def answered() -> None:
+                    nonlocal first
+                    first = loop.time()
                     watchdog.reschedule(None)  # it answers: however long the rest takes
                     if on_answer is not None:
                         on_answer()
 
-                return await self._on(backend, cfg, snap, ask, on_text, answered, report=False)
+                out = await self._on(backend, cfg, snap, ask, on_text, answered, report=False)
+                if first is None and out.stop != "error" and not out.cached:
+                    first = loop.time()  # (answered whole: its start was no later)
+                return out
         except TimeoutError:
             return failure(NotAnswering(f"{chain.name}: no answer within {chain.after_s * 1000:.0f} ms"))
+        finally:
+            if first is not None:
+                chain.timed(late=first - start > chain.after_s)
+            elif loop.time() - start > chain.after_s:
+                chain.timed(late=True)  # cut, failed or given up on late without an answer
+
+    async def _answers_in_time(self, backend: Backend, within_s: float) -> bool:
+        """Whether `backend` (an entry the chain left) starts answering the user's last request,
+        one token of it, within `within_s`: what leaving it was judged on. Nothing of it is
+        kept or shown."""
+        snap, cfg = self._asked, self.config
+        if snap is None or cfg is None:
+            return True  # (nothing asked yet: being up is all there is to know)
+        try:
+            async with asyncio.timeout(within_s):
+                # (the window fitted as for speculation: the user's own stays as it is)
+                prep = await self._prepare(backend, cfg, snap, speculative=True)
+                req = msgspec.structs.replace(prep.req, n_predict=1, stream=True, quick=False, slot=None)
+                stream = backend.complete(req)
+                try:
+                    async for _ in stream:
+                        return True
+                finally:
+                    await stream.aclose()  # type: ignore[attr-defined]  # (the server stops writing)
+        except (TimeoutError, BackendError, ConfigError):
+            pass
+        return False
 
     async def _on(self, backend: Backend, cfg: Config, snap: Snapshot, ask: Ask,
                   on_text: Callable[[str], None] | None, on_answer: Callable[[], None] | None, *,
