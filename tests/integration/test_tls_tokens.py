@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from local_copilot.backend_bench.runner import Params, Target, bench_backend
@@ -34,7 +35,8 @@ from local_copilot.instruct.chat import chat_backend
 from local_copilot.servers.backend_manager import _healthy
 from local_copilot.servers.llama_cpp import LlamaServer
 from local_copilot.servers.supervisor import Supervisor
-from local_copilot.transport.access import async_client
+from local_copilot.transport.access import async_client, tls_failure
+from local_copilot.transport.http_stream import StreamClient
 
 from ..fakes.editor import RecordingEditor
 from ..helpers import wait_for
@@ -281,3 +283,46 @@ async def test_no_token_sent_says_so(team: LlamaServer, pki: Pki, monkeypatch: p
     monkeypatch.delenv("TEAM_TOKEN", raising=False)
     exc = await first_failure(options(team.url, ca_file=str(pki.ca), api_key_env="TEAM_TOKEN"))
     assert str(exc).startswith("team: the server wants a token and $TEAM_TOKEN is not set, so none was sent")
+
+
+# -- https:// to a server that speaks plain http ---------------------------------------------
+
+
+def test_https_to_the_real_plain_http_llama_server_says_it_answers_plain_http(
+        llama_server: LlamaServer, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
+    # llama-server without a certificate reads the TLS hello as the start of a request and
+    # waits for the rest: it stays silent, the handshake never ends (Python's http.server
+    # answers it with a 400 instead)
+    https = llama_server.url.replace("http://", "https://")
+    said_plain = f"{https} answers plain http, not TLS; set backends.team.url to {llama_server.url}"
+    nvim = start_nvim(nvim_bin, manifest, nvim_env, setup={**options(https), "debounce_ms": 0})
+    try:
+        nvim.command(f"edit {tmp_path / 'a.py'}")
+        nvim.input("ia = ")
+        wait_for(lambda: lua(nvim, "require('local_copilot').status()") == "backend down", what="backend down")
+        shown = wait_for(lambda: [ln for ln in said(nvim).splitlines() if ln.startswith("local-copilot: team")],
+                         what="the message")
+        assert shown[0] == f"local-copilot: team: {said_plain}", shown
+        nvim.command("checkhealth local_copilot")
+        health = "\n".join(nvim.current.buffer[:])
+        assert f"ERROR {said_plain}" in health, health
+        assert "cannot reach" not in health and "no answer" not in health, health
+    finally:
+        nvim.close()
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(options(https)))
+    doctor = subprocess.run([sys.executable, "-m", "local_copilot.cli", "doctor", "--config", str(config)],
+                            capture_output=True, text=True, timeout=60, check=False,
+                            env=dict(os.environ, PYTHONPATH=str(REPO / "python"), LOCAL_COPILOT_LOG_DIR=str(tmp_path / "log")))
+    assert doctor.returncode == 1
+    assert f"  ERROR  {said_plain}" in doctor.stdout, doctor.stdout
+
+
+async def test_the_streaming_client_to_the_plain_http_llama_server_says_so_too(llama_server: LlamaServer) -> None:
+    # completions and edits stream through transport/http_stream.py, not httpx
+    https = llama_server.url.replace("http://", "https://")
+    client = StreamClient(timeout=5, connect_timeout=0.5)
+    with pytest.raises(httpx.ConnectError) as caught:
+        await client.post(https + "/completion", b'{"prompt": "a", "n_predict": 1}', {})
+    said_by = tls_failure("team", load_config(options(https)).backends["team"], caught.value)
+    assert str(said_by) == f"team: {https} answers plain http, not TLS; set backends.team.url to {llama_server.url}"

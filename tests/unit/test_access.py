@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +20,7 @@ from local_copilot.backends import FimRequest, make_backend
 from local_copilot.config import load_config
 from local_copilot.errors import CertificateRejected, ConfigError, ServerError, TokenRefused
 from local_copilot.transport.access import async_client, tls_context
+from local_copilot.transport.plain_http import answers_plain_http
 
 from ..fakes.fake_server import FakeServer
 
@@ -30,6 +33,16 @@ def servers() -> Iterator[list[FakeServer]]:
     yield made
     for s in made:
         s.close()
+
+
+@pytest.fixture()
+def silent_port() -> Iterator[int]:
+    """A port that takes connections and never says a byte (fault injection)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    yield sock.getsockname()[1]
+    sock.close()
 
 
 def test_a_ca_file_no_handshake_could_use_is_a_bad_option_naming_its_field(tmp_path: Path) -> None:
@@ -52,9 +65,9 @@ def test_contexts_are_built_once_per_trust() -> None:
     assert tls_context(unchecked).check_hostname is False
 
 
-async def failure(url: str, **entry: Any) -> Exception:
+async def failure(url: str, client_timeout: float = 5.0, **entry: Any) -> Exception:
     cfg = load_config({"backends": {"team": {"url": url, **entry}}}).backends["team"]
-    async with async_client([cfg], timeout=5.0) as client:
+    async with async_client([cfg], timeout=client_timeout) as client:
         backend = make_backend("team", cfg, client)
         try:
             async for _ in backend.complete(FimRequest(prefix="", middle="a = ", suffix="", n_predict=4)):
@@ -103,7 +116,20 @@ async def test_https_to_a_plain_http_server_says_so() -> None:
         server.shutdown()
         server.server_close()
     assert isinstance(exc, CertificateRejected)
-    assert str(exc) == f"team: {url} answers plain http, not TLS; set backends.team.url to http://"
+    assert str(exc) == (f"team: {url} answers plain http, not TLS; set backends.team.url to "
+                        f"http://127.0.0.1:{server.server_address[1]}")
+
+
+async def test_https_to_a_port_that_never_answers_is_no_plain_http_server_and_waits_no_longer(
+        silent_port: int) -> None:
+    # the plain-http probe after a failed handshake is bounded: a dead port is still "cannot reach"
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    assert not await answers_plain_http("127.0.0.1", silent_port, timeout_s=0.3)
+    assert loop.time() - start < 1.0
+    url = f"https://127.0.0.1:{silent_port}"
+    exc = await failure(url, client_timeout=0.5)
+    assert not isinstance(exc, CertificateRejected) and "cannot reach" in str(exc), exc
 
 
 def test_the_bench_takes_the_ca_file_and_tls_verify(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ import httpx
 
 from ..errors import CertificateRejected, TokenRefused
 from .limits import CappedTransport
+from .plain_http import AnswersPlainHttp, PlainHttpCheck
 
 if TYPE_CHECKING:
     from ..config import BackendConfig
@@ -140,11 +141,12 @@ def async_client(entries: Iterable[BackendConfig], *, timeout: Any, transport: h
 
     mounts: dict[str, httpx.AsyncBaseTransport | None] = {}
     if transport is None:
+        # (a failed TLS connection asks whether the port speaks plain http: plain_http.py)
         for cfg in entries:
             origin = _origin(cfg.url)
             if origin and origin not in mounts and (cfg.ca_file or not cfg.tls_verify):
-                mounts[origin] = wrap(httpx.AsyncHTTPTransport(verify=tls_context(cfg), **_pool(kwargs)))
-        transport = httpx.AsyncHTTPTransport(verify=tls_context(), **_pool(kwargs))
+                mounts[origin] = wrap(PlainHttpCheck(httpx.AsyncHTTPTransport(verify=tls_context(cfg), **_pool(kwargs))))
+        transport = PlainHttpCheck(httpx.AsyncHTTPTransport(verify=tls_context(), **_pool(kwargs)))
     return httpx.AsyncClient(timeout=timeout, transport=wrap(transport), mounts=mounts or None, trust_env=False,
                              **kwargs)
 
@@ -178,7 +180,17 @@ def certificate_error(exc: BaseException) -> ssl.SSLCertVerificationError | None
 
 
 def _plain_http(exc: BaseException) -> bool:
-    return any(isinstance(e, ssl.SSLError) and "WRONG_VERSION_NUMBER" in str(e) for e in _chain(exc))
+    """Whether the TLS connection failed on a server that speaks plain http: OpenSSL read its
+    answer to the hello, or the port answered a plain request (plain_http.py)."""
+    return any(isinstance(e, AnswersPlainHttp) or (isinstance(e, ssl.SSLError) and "WRONG_VERSION_NUMBER" in str(e))
+               for e in _chain(exc))
+
+
+def _as_http(url: str) -> str:
+    """`url` (https) with the scheme that its server speaks, at the same port."""
+    parts = urlsplit(url)
+    netloc = parts.netloc if parts.port is not None else f"{parts.netloc}:443"
+    return parts._replace(scheme="http", netloc=netloc).geturl()
 
 
 # OpenSSL's X509_V_ERR_* codes, grouped by what the user does about them
@@ -214,7 +226,7 @@ def tls_failure(name: str, cfg: BackendConfig, exc: BaseException) -> Certificat
         return CertificateRejected(f"{name}: the certificate of {cfg.url} {what}; {fix}")
     if _plain_http(exc):
         return CertificateRejected(f"{name}: {cfg.url} answers plain http, not TLS; "
-                                   f"set backends.{name}.url to http://")
+                                   f"set backends.{name}.url to {_as_http(cfg.url)}")
     return None
 
 

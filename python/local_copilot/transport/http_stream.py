@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from .owner import check_peer
+from .plain_http import AnswersPlainHttp, answers_plain_http, probe_worth
 
 __all__ = [
     "ConnectError",
@@ -406,10 +407,12 @@ class StreamClient:
                     sock.close()
                     raise
                 return _SocketConn(sock)
-        except TimeoutError:
+        except (TimeoutError, ssl.SSLError) as exc:  # access.tls_failure reads the cause of each
+            if tls and probe_worth(exc) and await answers_plain_http(host, port):  # (the url's scheme is wrong)
+                raise ConnectError(f"{host}:{port} answers plain http, not TLS") from AnswersPlainHttp()
+            if isinstance(exc, ssl.SSLError):  # (the certificate's verdict)
+                raise ConnectError(str(exc) or exc.__class__.__name__) from exc
             raise ConnectTimeout(f"no connection in {self.connect_timeout:g} s") from None
-        except ssl.SSLError as exc:  # kept as the cause: access.tls_failure reads the certificate's verdict
-            raise ConnectError(str(exc) or exc.__class__.__name__) from exc
         except OSError as exc:
             raise ConnectError(str(exc) or exc.__class__.__name__) from None
 
