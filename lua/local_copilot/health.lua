@@ -18,7 +18,7 @@ local function neovim()
   end
 end
 
-local deps = 'python -m pip install pynvim httpx msgspec platformdirs'
+local deps = 'python -m pip install pynvim httpx msgspec platformdirs pygls lsprotocol'
 
 -- Returns whether the Python host can be asked.
 local function host()

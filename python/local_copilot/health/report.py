@@ -37,6 +37,8 @@ __all__ = ["Item", "Section", "Report", "collect", "collect_sync", "render_text"
 
 # (distribution, minimum) the Python host needs; the same floors as pyproject.toml
 REQUIRED_PACKAGES = (("pynvim", "0.5"), ("httpx", "0.27"), ("msgspec", "0.18"), ("platformdirs", "4"))
+# what only the language server needs (`lsp = true`, `local-copilot lsp`): ghost text runs without
+LSP_PACKAGES = (("pygls", "2.0"), ("lsprotocol", "2025.0.0"))
 MIN_PYTHON = (3, 11)
 
 LOG_WARN_BYTES = 50 * 1024 * 1024
@@ -56,12 +58,15 @@ def python_section(name: str = "python3 host") -> Section:
     else:
         sec.add("ok", f"python {where}")
     missing = []
-    for dist, minimum in REQUIRED_PACKAGES:
+    every = " ".join(d for d, _ in REQUIRED_PACKAGES + LSP_PACKAGES)
+    for dist, minimum in REQUIRED_PACKAGES + LSP_PACKAGES:
         version = hp.package_version(dist)
-        if not version:
+        if not version and (dist, minimum) in LSP_PACKAGES:
+            sec.add("warn", f"{dist} is not installed in this python: completion menus (lsp = true) and "
+                    "`local-copilot lsp` need it", f"{sys.executable} -m pip install {every}")
+        elif not version:
             missing.append(dist)
-            sec.add("error", f"{dist} is not installed in this python",
-                    f"{sys.executable} -m pip install {' '.join(d for d, _ in REQUIRED_PACKAGES)}")
+            sec.add("error", f"{dist} is not installed in this python", f"{sys.executable} -m pip install {every}")
         elif not hc.version_at_least(version, minimum):
             sec.add("warn", f"{dist} {version} is older than {minimum}",
                     f"{sys.executable} -m pip install -U '{dist}>={minimum}'")
