@@ -21,7 +21,7 @@ function M.send(buf)
   local first = math.max(0, row - RING_SCOPE)
   host.tell('chunk', {
     path = api.nvim_buf_get_name(buf),
-    lines = api.nvim_buf_get_lines(buf, first, row + RING_SCOPE, false),
+    lines = trigger.cut_lines(api.nvim_buf_get_lines(buf, first, row + RING_SCOPE, false)),
     around = row - first,
   })
 end
@@ -37,7 +37,7 @@ function M.on_yank(ev)
   if not host.running() or not trigger.buf_enabled(ev.buf) or config.get('context').extra_tokens == 0 then return end
   local lines = vim.v.event.regcontents
   if type(lines) == 'table' and #lines > 0 then
-    host.tell('yank', { path = api.nvim_buf_get_name(ev.buf), lines = lines })
+    host.tell('yank', { path = api.nvim_buf_get_name(ev.buf), lines = trigger.cut_lines(lines) })
   end
 end
 

@@ -144,7 +144,10 @@ function M.request()
   state.latest[buf] = state.seq
   host.send('next_edit', {
     buf = buf, tick = api.nvim_buf_get_changedtick(buf), row = row, col = cur[2], first = first,
-    lines = api.nvim_buf_get_lines(buf, first, math.min(n, row + WINDOW + 1), false), nlines = n,
+    -- (long lines cut: the host cuts them in the prompt, and rewrites no region holding one)
+    lines = require('local_copilot.trigger').cut_lines(
+      api.nvim_buf_get_lines(buf, first, math.min(n, row + WINDOW + 1), false)),
+    nlines = n,
     path = api.nvim_buf_get_name(buf), ft = vim.bo[buf].filetype, seq = state.seq,
     cwd = vim.fn.getcwd(), edits = recorder.take(),
     -- the edit's indentation is written the buffer's way (python/local_copilot/indentation.py)

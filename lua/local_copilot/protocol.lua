@@ -13,6 +13,7 @@ local M = {}
 ---@field lines? string[] the window around the cursor (absent when `base` is given)
 ---@field base? integer seq of the whole window this one-line snapshot belongs to
 ---@field line? string the cursor's line (with `base`)
+---@field line_from? integer bytes of the cursor's line left out before its text here (a long line is cut: trigger.lua)
 ---@field nlines integer lines in the buffer
 ---@field ft string
 ---@field path string

@@ -133,6 +133,50 @@ local function watch(buf)
   })
 end
 
+-- A long line crosses the channel cut: the host cuts every line of a prompt to a bounded size
+-- (python/local_copilot/prompt/long_lines.py: 512 bytes for a line, 2048 before the cursor
+-- and 512 after it on the cursor's line), so a minified bundle's megabyte line would cross
+-- per key only to be cut there. Here a line keeps twice the host's limits, so the host still
+-- sees that it was cut (and marks it so), and the kept start of the cursor's line moves in
+-- steps (the prompt's start stays put while the user types on).
+local LINE_BYTES = 1024
+local BEFORE_BYTES = 4096
+local AFTER_BYTES = 1024
+local BEFORE_STEP = 1024
+
+-- The part of the cursor's `line` sent for byte column `col`, and the bytes left out before it.
+local function cursor_part(line, col)
+  if #line <= AFTER_BYTES then return line, 0 end
+  local from = 0
+  if col > BEFORE_BYTES then from = math.floor((col - BEFORE_BYTES) / BEFORE_STEP) * BEFORE_STEP end
+  if from == 0 and #line <= col + AFTER_BYTES then return line, 0 end
+  return line:sub(from + 1, col + AFTER_BYTES), from
+end
+
+-- `lines` with the long ones cut (in place: other buffers' chunks and yanks go so too).
+function M.cut_lines(lines)
+  for i = 1, #lines do
+    if #lines[i] > LINE_BYTES then lines[i] = lines[i]:sub(1, LINE_BYTES) end
+  end
+  return lines
+end
+
+-- `lines` (rows from `first`) with the long ones cut; the cursor's at `row` as cursor_part cuts it.
+local function cut_window(lines, first, row, col)
+  local from = 0
+  for i = 1, #lines do
+    local l = lines[i]
+    if #l > LINE_BYTES then
+      if first + i - 1 == row then
+        lines[i], from = cursor_part(l, col)
+      else
+        lines[i] = l:sub(1, LINE_BYTES)
+      end
+    end
+  end
+  return lines, from
+end
+
 -- What the host needs for a request. This module owns the window: it reads the buffer, picks
 -- the rows and decides when the window goes whole. While the user types on one line the host
 -- already has the rest of it: only that line is sent, with `base` naming the whole window it
@@ -165,9 +209,13 @@ local function snapshot(buf, facts)
   local base = state.base[buf]
   if base and host.connected() and base.row == row and base.first == first and base.last == last and base.n == n then
     snap.base = base.seq
-    snap.line = api.nvim_buf_get_lines(buf, row, row + 1, false)[1]
+    local from
+    snap.line, from = cursor_part(api.nvim_buf_get_lines(buf, row, row + 1, false)[1], col)
+    if from > 0 then snap.line_from = from end
   else
-    snap.lines = api.nvim_buf_get_lines(buf, first, last, false)
+    local from
+    snap.lines, from = cut_window(api.nvim_buf_get_lines(buf, first, last, false), first, row, col)
+    if from > 0 then snap.line_from = from end
     watch(buf)
     state.base[buf] = { seq = state.seq, row = row, first = first, last = last, n = n }
   end

@@ -113,12 +113,15 @@ class ForeignServer(ServerUnavailable):
 
 class ServerError(BackendError):
     def __init__(self, message: str, *, status: int = 0, prompt_tokens: int | None = None,
-                 retry_after: float | None = None) -> None:
+                 retry_after: float | None = None, context_tokens: int | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after  # as ServerUnavailable's (a 429's Retry-After)
         # llama.cpp's "exceeds the available context size" error says how long the prompt was
         self.prompt_tokens = prompt_tokens
+        # and how many tokens the server's context holds (llama.cpp's n_ctx, or the number in
+        # an OpenAI-style "maximum context length is N tokens")
+        self.context_tokens = context_tokens
 
     @property
     def context_overflow(self) -> bool:

@@ -25,6 +25,9 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     seq: int = 0
     # the smoothed interval between the user's keystrokes (ms), as the editor measures it
     interval: float | None = None
+    # bytes of the cursor's line before `line` starts: the editor left out the start of a long
+    # line (prompt/long_lines.py); `col` still counts from the line's real start
+    line_from: int = 0
 
     @property
     def line(self) -> str:
@@ -32,7 +35,7 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def char_col(self) -> int:
-        return byte_to_char_col(self.line, self.col)
+        return byte_to_char_col(self.line, self.col - self.line_from)
 
 
 def _encode(text: str) -> bytes:
@@ -44,7 +47,8 @@ def byte_to_char_col(line: str, col: int) -> int:
     """Neovim columns are bytes, Python strings are code points."""
     if line.isascii():  # one byte per character (a lone surrogate is not ASCII): no copies
         return max(0, min(col, len(line)))
-    raw = _encode(line)
+    # (the first `col` characters hold at least `col` bytes: a long line is not encoded whole)
+    raw = _encode(line[:max(0, col)])
     col = max(0, min(col, len(raw)))
     return len(raw[:col].decode("utf-8", "surrogateescape"))
 

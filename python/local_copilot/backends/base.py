@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import email.utils
 import math
+import re
 import ssl
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator
@@ -237,7 +238,21 @@ async def raise_for_status(name: str, response: httpx.Response | StreamResponse,
     if status == 429 and not message:
         message = "too many requests"
     raise ServerError(f"{name}: HTTP {status}: {message or 'no reason given'}", status=status, retry_after=wait,
-                      prompt_tokens=counted if isinstance(counted, int) and counted > 0 else None)
+                      prompt_tokens=counted if isinstance(counted, int) and counted > 0 else None,
+                      context_tokens=_context_tokens(err, message) if status == 400 else None)
+
+
+# "maximum context length is 2048 tokens" (vLLM, OpenAI), "context size (4096 tokens)"
+_CONTEXT_SIZE = re.compile(r"(?:maximum context length is|context size \()\s*(\d+)\s*tokens", re.IGNORECASE)
+
+
+def _context_tokens(err: object, message: str) -> int | None:
+    """How many tokens the server's context holds, as a context-overflow error says."""
+    n = err.get("n_ctx") if isinstance(err, dict) else None  # llama.cpp's
+    if isinstance(n, int) and n > 0:
+        return n
+    found = _CONTEXT_SIZE.search(message)
+    return int(found.group(1)) if found else None
 
 
 T = TypeVar("T")

@@ -50,10 +50,12 @@ def accepted_snapshot(snap: Snapshot, text: str) -> Snapshot:
     last = new[-1]
     tail_len = len(line) - cut
     col_chars = len(last) - tail_len
+    # (the cursor stays on a line whose start the editor left out while the text has one line)
+    line_from = snap.line_from if len(new) == 1 else 0
     return Snapshot(
-        buf=snap.buf, tick=-1, row=snap.row + len(new) - 1, col=char_to_byte_col(last, col_chars),
+        buf=snap.buf, tick=-1, row=snap.row + len(new) - 1, col=line_from + char_to_byte_col(last, col_chars),
         first=snap.first, lines=lines, nlines=snap.nlines + len(new) - 1, ft=snap.ft, path=snap.path,
-        et=snap.et, sw=snap.sw, ts=snap.ts, seq=-1,
+        et=snap.et, sw=snap.sw, ts=snap.ts, seq=-1, line_from=line_from,
     )
 
 

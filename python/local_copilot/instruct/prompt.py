@@ -3,8 +3,9 @@ and language, the instruction, and earlier rounds of a follow-up.
 
 The instruction comes last in the last message, so the prompt without it (sent while the
 user types the instruction, to warm the server's prompt cache) is a prefix of the real one.
-The code around the selection is fitted to the context the server gives a request; a
-selection that does not fit with its answer is refused with one message (`TooLarge`, errors.py).
+The code around the selection is fitted to the context the server gives a request, its long
+lines cut (prompt/long_lines.py); a selection that does not fit with its answer is refused with
+one message (`TooLarge`, errors.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import msgspec
 
 from ..errors import TooLarge
+from ..prompt.long_lines import cut_lines
 
 __all__ = ["BYTES_PER_TOKEN", "EditSpec", "Prompt", "TooLarge", "build", "estimate_tokens"]
 
@@ -132,7 +134,7 @@ def build(spec: EditSpec, limit: int | None, n_predict: int, *, warm: bool = Fal
         # (it and its rewritten form must both fit in the context the server gives a request)
         raise TooLarge(f"selection too large: ~{selection} tokens, the server takes {limit} per request")
     budget = (limit - fixed - answer) if limit is not None else 10**9
-    before, after = _fit(spec.before, spec.after, budget)
+    before, after = _fit(list(cut_lines(spec.before)), list(cut_lines(spec.after)), budget)
     tokens = fixed + _lines_tokens(before) + _lines_tokens(after)
     max_tokens = n_predict if limit is None else max(1, min(n_predict, limit - tokens))
     messages = [{"role": "system", "content": SYSTEM}]

@@ -29,6 +29,7 @@ from ..indentation import IndentStyle, buffer_style, restyle_lines
 from ..log import log
 from ..notify import Episodes
 from ..privacy.policy import Gate
+from ..prompt.long_lines import cut_lines
 from ..snapshot import Snapshot
 from ..stats import Stats
 from ..updates import Editor, NextEditPlan, notices
@@ -103,7 +104,9 @@ class NextEdits:
         if self._refused(path) or any(policy.text_reason(part) for part in (new, old, before or [], after or [])):
             self.history.forget_path(path)
             return
-        self.history.record(path, row, old, new, before, after)
+        # long lines enter the history cut, as every prompt's lines (prompt/long_lines.py)
+        self.history.record(path, row, list(cut_lines(old)), list(cut_lines(new)), list(cut_lines(before or [])),
+                            list(cut_lines(after or [])))
 
     # -- requests --------------------------------------------------------------------------
 
@@ -168,11 +171,15 @@ class NextEdits:
         were trained on."""
         assert self.backend is not None
         fmt = await self.format()
-        ctx = EditContext(path=_relative(snap.path, cwd) or "untitled", lines=tuple(snap.lines), first=snap.first,
+        # long lines are cut in the prompt (prompt/long_lines.py); the region the model
+        # rewrites must hold none of them (ask())
+        lines = cut_lines(snap.lines)
+        cut = frozenset(snap.first + i for i, (was, now) in enumerate(zip(snap.lines, lines)) if was is not now)
+        ctx = EditContext(path=_relative(snap.path, cwd) or "untitled", lines=tuple(lines), first=snap.first,
                           row=snap.row, col=snap.col)
         events = [dataclasses.replace(e, path=_relative(e.path, cwd)) for e in self.history.events(exclude=self._refused)]
         style = buffer_style(snap.lines, expandtab=snap.et, shiftwidth=snap.sw, tabstop=snap.ts)
-        return await ask(self.backend, fmt, ctx, events, self.cfg.n_predict, style)
+        return await ask(self.backend, fmt, ctx, events, self.cfg.n_predict, style, cut_rows=cut)
 
     def note(self, what: str) -> None:
         """The editor showed, accepted or dismissed a next edit."""
@@ -197,10 +204,14 @@ async def detect_format(backend: HttpBackend) -> Format:
 
 
 async def ask(backend: HttpBackend, fmt: Format, ctx: EditContext, events: list[EditEvent], n_predict: int,
-              style: IndentStyle | None = None) -> Outcome:
+              style: IndentStyle | None = None, *, cut_rows: frozenset[int] = frozenset()) -> Outcome:
     """One request, start to end: the prompt, the answer, the edit (None: nothing to show). The
-    lines the model wrote anew are indented in the buffer's `style` (indentation.py)."""
+    lines the model wrote anew are indented in the buffer's `style` (indentation.py).
+    `cut_rows`: rows whose lines the prompt holds cut (long ones): a region with one is not
+    asked about (its rewrite would replace the whole line with what the model saw of it)."""
     prompt = fmt.build(ctx, events)
+    if any(prompt.start <= row < prompt.end for row in cut_rows):
+        return Outcome(prompt, "", None, "a line in the region is too long to rewrite")
     wire = await backend.raw_wire(prompt.text, n_predict, prompt.stop)
     exchange = Exchange(backend, FimRequest(prefix="", middle="", suffix="", n_predict=n_predict), wire)
     parts: list[str] = []

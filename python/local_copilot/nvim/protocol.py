@@ -58,6 +58,9 @@ class SnapshotMsg(_Event, frozen=True, kw_only=True, tag="snapshot"):
     lines: list[str] | None = None
     base: int | None = None
     line: str | None = None
+    # bytes of the cursor's line that Lua left out before its text (a long line is cut:
+    # lua/local_copilot/trigger.lua); `col` counts from the line's real start
+    line_from: int = 0
     # riding along: the suggestions Lua showed since its last request (the host counts them)
     shown: int = 0
 
@@ -208,7 +211,7 @@ def to_snapshot(msg: SnapshotMsg, lines: list[str]) -> Snapshot:
     """The engine's Snapshot of a snapshot message whose window is `lines`."""
     return Snapshot(buf=msg.buf, tick=msg.tick, row=msg.row, col=msg.col, first=msg.first, lines=lines,
                     nlines=msg.nlines, ft=msg.ft, path=msg.path, et=msg.et, sw=msg.sw, ts=msg.ts, seq=msg.seq,
-                    interval=msg.interval)
+                    interval=msg.interval, line_from=msg.line_from)
 
 
 # -- host -> Lua ------------------------------------------------------------------------------

@@ -3,8 +3,8 @@ server's context, the cross-file chunks that fit beside it, the FIM request, wha
 post-processor needs to know of the buffer, and the cache key.
 
 The Preparer owns what prompt building learns and keeps between keystrokes: the bytes-per-token
-estimate (calibrated from the token counts the server reports), the fitted windows, and the
-ring of cross-file chunks.
+estimate (calibrated from the token counts the server reports), the server's context where
+only a refused prompt said it, the fitted windows, and the ring of cross-file chunks.
 """
 
 from __future__ import annotations
@@ -42,6 +42,9 @@ class Preparer:
         self.estimator = TokenEstimator()
         self.speed = ServerSpeed()  # the server's measured speeds size the window (prompt/speed.py)
         self.in_use: dict[str, int | None] = {}  # the last prompt's context, for stats and health
+        # the server's context as its refusal of a too long prompt said it (a server that does
+        # not say it otherwise, or says more than it holds)
+        self.said_limit: int | None = None
         self.ring = ContextRing()
         starts: dict[int, int] = {}  # where each buffer's prompt starts, shared (window.py)
         self._window = WindowFitter(starts)  # the last snapshot's window, fitted
@@ -54,6 +57,7 @@ class Preparer:
         self.estimator = TokenEstimator()
         self.speed = ServerSpeed()
         self.in_use = {}
+        self.said_limit = None
         starts: dict[int, int] = {}
         self._window, self._spec_window = WindowFitter(starts), WindowFitter(starts)
 
@@ -66,6 +70,8 @@ class Preparer:
         """For a server whose context per request is `limit` tokens (None: unknown), whose
         answers end at `stop_strings`, asked in prompt `style` (prompt/styles.py). Raises
         ConfigError when `limit` leaves no room."""
+        if self.said_limit is not None:
+            limit = self.said_limit if limit is None else min(limit, self.said_limit)
         budget, extra_budget = self.budget(limit, cfg)
         window = self._spec_window if speculative else self._window
         window_budget = None if budget is None else budget - extra_budget
@@ -134,10 +140,12 @@ class Preparer:
         """The server counted `req`'s whole prompt as `prompt_tokens`."""
         self.estimator.observe(prompt_bytes(req), prompt_tokens)
 
-    def overflowed(self, req: FimRequest | None, prompt_tokens: int | None) -> None:
-        """The server refused a prompt as too long (its count, when it said); None: one that
-        was fitted again still did not fit, so count more pessimistically."""
+    def overflowed(self, req: FimRequest | None, prompt_tokens: int | None, context_tokens: int | None = None) -> None:
+        """The server refused a prompt as too long (its count and its context, when it said);
+        `req` None: one that was fitted again still did not fit, so count more pessimistically."""
         self.estimator.overflowed(0 if req is None else prompt_bytes(req), prompt_tokens)
+        if context_tokens:
+            self.said_limit = context_tokens
 
 
 def heal_trailing_space(middle: str) -> tuple[str, str]:

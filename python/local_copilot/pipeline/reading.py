@@ -179,7 +179,7 @@ class Reader:
             raise
         except (BackendError, ConfigError) as exc:
             if isinstance(exc, ServerError) and exc.context_overflow and retry_overflow:
-                self.prompts.overflowed(req, exc.prompt_tokens)
+                self.prompts.overflowed(req, exc.prompt_tokens, exc.context_tokens)
                 log.info("prompt too long for the server (%s); fitting it again", exc)
                 raise PromptTooLong() from None
             backend.slots.forget(prep.snap.buf)  # the server may have restarted
@@ -322,8 +322,14 @@ class Reader:
             self.stats.count("requests")
         self.stats.count("errors")
         if isinstance(exc, ServerError) and exc.context_overflow:
-            # the prompt did not fit even after fitting it again: count more pessimistically
-            self.prompts.overflowed(None, None)
+            # the prompt did not fit even after fitting it again: count more pessimistically.
+            # The server answers, so the status does not say it is down; the next request is
+            # cut shorter
+            self.prompts.overflowed(None, None, exc.context_tokens)
+            log.warning("%s", exc)
+            self.notifier.failure(type(exc).__name__, f"local-copilot: the prompt was too long for the server's "
+                                  f"context ({exc}); the next requests are cut shorter")
+            return
         wait = getattr(exc, "retry_after", None)
         until = time.time() + wait if wait else None
         message = str(exc)

@@ -1,4 +1,5 @@
-"""Snapshot -> FIM context: the text before and after the cursor, cut to whole lines."""
+"""Snapshot -> FIM context: the text before and after the cursor, cut to whole lines, each long
+line cut to a bounded size (long_lines.py)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ from collections.abc import Sequence
 import msgspec
 
 from ..snapshot import Snapshot
+from .long_lines import cut_around, cut_lines
 
 __all__ = ["FimContext", "build_context", "join_prefix", "join_suffix"]
 
 
 class FimContext(msgspec.Struct, frozen=True, kw_only=True):
+    # (a long line's text is cut, and marked, by long_lines.py)
     prefix: str  # whole lines above the cursor line, each ending in "\n"
     middle: str  # the cursor line up to the cursor
     suffix: str  # the rest of the cursor line, then the lines below
@@ -44,19 +47,19 @@ def join_suffix(lines: Sequence[str]) -> str:
 def build_context(snap: Snapshot, *, lines_before: int, lines_after: int) -> FimContext:
     idx = snap.row - snap.first
     line = snap.lines[idx]
-    cut = snap.char_col
-    above = snap.lines[max(0, idx - lines_before) : idx]
-    below = snap.lines[idx + 1 : idx + 1 + lines_after]
-    line_suffix = line[cut:]
+    middle, line_suffix = cut_around(line, snap.char_col)
+    above = cut_lines(snap.lines[max(0, idx - lines_before) : idx])
+    below = cut_lines(snap.lines[idx + 1 : idx + 1 + lines_after])
     return FimContext(
         prefix=join_prefix(above),
-        middle=line[:cut],
+        middle=middle,
         suffix=line_suffix + join_suffix(below),
         line_suffix=line_suffix,
         prev_lines=tuple(above),
         next_lines=tuple(below),
-        indent=indent_width(line, snap.ts),
-        indent_chars=len(line) - len(line.lstrip(" \t")),
+        # (a line whose start the editor left out has no indentation to tell)
+        indent=0 if snap.line_from else indent_width(line, snap.ts),
+        indent_chars=0 if snap.line_from else len(line) - len(line.lstrip(" \t")),
         path=snap.path,
         filetype=snap.ft,
     )

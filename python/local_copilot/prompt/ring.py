@@ -13,7 +13,7 @@ unrelated code look alike the way word-token sets would).
 
 Pure Python, deterministic (insertion serials, no clock, no randomness), no I/O. What enters
 is judged by the privacy policy (privacy.py): a refused file's text, or text holding a
-credential, never enters.
+credential, never enters. A long line enters cut (long_lines.py), as in the local window.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 import msgspec
 
 from ..privacy.policy import Policy
+from .long_lines import cut_lines
 
 __all__ = ["Chunk", "ContextRing", "containment", "dice", "line_set"]
 
@@ -127,6 +128,7 @@ class ContextRing:
         window = self._window(lines, around)
         if not self._worth_it(window) or self.policy.text_reason(window) is not None:
             return False
+        window = cut_lines(window)
         text = "\n".join(window) + "\n"
         if any(c.filename == filename and c.text == text for c in self._chunks):
             return False

@@ -1,7 +1,7 @@
 """The local window around the cursor, fitted to the server's context, kept between keystrokes.
 
-A snapshot becomes a FIM context (the joined lines around the cursor), cut to fit the
-server's context and hashed for the suggestion cache. Doing all of that anew per keystroke
+A snapshot becomes a FIM context (the joined lines around the cursor, long ones cut by
+long_lines.py), cut to fit the server's context and hashed for the suggestion cache. Doing all of that anew per keystroke
 would cost the host more than anything else it does per key; but while the user types on one line only the
 cursor line changes, so comparing the lines around it with the last snapshot's (in C) is
 enough to reuse their byte counts, their joins and their hash. The result is the same as
@@ -11,12 +11,15 @@ cutting each snapshot anew (tests/unit/window_reference.py, tests/unit/test_wind
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from ..snapshot import Snapshot
 from .budget import LineCosts, TokenEstimator, cumulative_bytes, cut_lines, utf8_len
 from .cache_key import finish_key, key_head, key_tail
 from .context import FimContext, indent_width, join_prefix, join_suffix
+from .long_lines import cut_around, fit_line
+from .long_lines import cut_lines as cut_long_lines
 
 __all__ = ["Fitted", "WindowFitter", "ANCHOR_MIN"]
 
@@ -91,20 +94,24 @@ class WindowFitter:
         if where != self._where or above != self._above or below != self._below:
             self._load(where, above, below)
         line = lines[idx]
-        cut = snap.char_col
-        middle, line_suffix = line[:cut], line[cut:]
+        middle, line_suffix = cut_around(line, snap.char_col)
         key = finish_key(self._head, middle, line_suffix, self._tail)
         n_pre, n_suf = len(self._prev), len(self._next)
-        core_bytes = utf8_len(middle) + utf8_len(line_suffix)
-        keep_from, suffix_keep = 0, n_suf
-        if budget is not None:
+        keep_from, suffix_keep, core = 0, n_suf, 0
+        if budget is None:
+            core_bytes = utf8_len(middle) + utf8_len(line_suffix)
+        else:
             bpt = est.bytes_per_token
+            # the cursor's line takes at most half the budget: a long one is cut shorter still
+            middle, line_suffix = fit_line(middle, line_suffix, int(max(0, budget // 2 - 1) * bpt))
+            core_bytes = utf8_len(middle) + utf8_len(line_suffix)
             if self._costs is None or self._costs[0].bpt != bpt:
                 self._costs = LineCosts(self._pre_bytes, bpt), LineCosts(self._suf_bytes, bpt)
             core = math.ceil(core_bytes / bpt) + 1
             keep_from, suffix_keep = cut_lines(*self._costs, budget - core, first_row=snap.row - n_pre,
                                                prefix_share=prefix_share, suffix_limit=suffix_lines)
         if anchor and budget is not None:
+            fits = self._fits(core, suffix_keep, suffix_lines, budget if room is None else max(budget, room))
             # a power of two near half the kept lines: the same step while the budget drifts a little
             step = max(ANCHOR_MIN, 1 << max(1, (n_pre - keep_from) // 2).bit_length() - 1)
             first_row = snap.row - n_pre
@@ -112,17 +119,20 @@ class WindowFitter:
             up = keep_from - 1 - (first_row + keep_from - 1) % step
             roomy = room is not None and room >= budget * 1.5
             kept = self._starts.get(snap.buf, -1) - first_row
-            # (two steps: the budget's cut was rounded to CUT_STEP rows already)
-            if roomy and 0 <= kept <= n_pre and abs(keep_from - kept) <= 2 * step \
+            # (two steps: the budget's cut was rounded to CUT_STEP rows already; a start above
+            # the budget's cut must still fit in `room`: a long line there would not)
+            if roomy and 0 <= kept <= n_pre and abs(keep_from - kept) <= 2 * step and fits(kept) \
                     and self._window_bytes(n_pre - kept, core_bytes, suffix_keep, suffix_lines) >= least_bytes:
                 keep_from = kept
-            elif up >= 0 and roomy:
+            elif up >= 0 and roomy and fits(up):
                 keep_from = up
             else:
                 keep_from = min(n_pre, keep_from + -(first_row + keep_from) % step)
             # the anchors round the budget's cut to whole steps: never below `least_bytes`
+            # while there is room
             while keep_from > 0 and self._window_bytes(n_pre - keep_from, core_bytes, suffix_keep,
-                                                       suffix_lines) < least_bytes:
+                                                       suffix_lines) < least_bytes \
+                    and fits(max(0, keep_from - step)):
                 keep_from = max(0, keep_from - step)
             self._starts[snap.buf] = first_row + keep_from
         prefix, prev = self._prefix(keep_from)
@@ -138,12 +148,23 @@ class WindowFitter:
             line_suffix=line_suffix,
             prev_lines=prev,
             next_lines=nxt,
-            indent=indent_width(line, snap.ts),
-            indent_chars=len(line) - len(line.lstrip(" \t")),
+            # (a line whose start the editor left out has no indentation to tell)
+            indent=0 if snap.line_from else indent_width(line, snap.ts),
+            indent_chars=0 if snap.line_from else len(line) - len(line.lstrip(" \t")),
             path=snap.path,
             filetype=snap.ft,
         )
         return Fitted(ctx, key, math.ceil(prompt_bytes / est.bytes_per_token))
+
+    def _fits(self, core: int, suffix_keep: int, suffix_lines: int | None,
+              room: int) -> Callable[[int], bool]:
+        """Whether the window starting at prefix index `keep_from` takes at most `room` tokens
+        (the cursor line's `core` tokens, the lines below the prompt carries, those above)."""
+        assert self._costs is not None
+        pre, suf = self._costs
+        n_pre = len(pre)
+        left = room - core - suf.cost(suffix_keep if suffix_lines is None else min(suffix_lines, suffix_keep))
+        return lambda keep_from: pre.cost(n_pre - keep_from) <= left
 
     def _window_bytes(self, kept_pre: int, core_bytes: int, suffix_keep: int, suffix_lines: int | None) -> int:
         """Bytes of a window of `kept_pre` lines above, the cursor line and the lines below the
@@ -154,9 +175,9 @@ class WindowFitter:
 
     def _load(self, where: tuple[int, int, int, int, str], above: list[str], below: list[str]) -> None:
         self._where, self._above, self._below = where, above, below
-        self._prev, self._next = tuple(above), tuple(below)
-        self._pre_bytes = cumulative_bytes(reversed(above))
-        self._suf_bytes = cumulative_bytes(below)
+        self._prev, self._next = tuple(cut_long_lines(above)), tuple(cut_long_lines(below))
+        self._pre_bytes = cumulative_bytes(reversed(self._prev))
+        self._suf_bytes = cumulative_bytes(self._next)
         self._costs = None
         self._head = key_head(self._prev, where[4])
         self._tail = key_tail(self._next)
