@@ -145,7 +145,7 @@ local AFTER_BYTES = 1024
 local BEFORE_STEP = 1024
 
 -- The part of the cursor's `line` sent for byte column `col`, and the bytes left out before it.
-local function cursor_part(line, col)
+function M.line_part(line, col)
   if #line <= AFTER_BYTES then return line, 0 end
   local from = 0
   if col > BEFORE_BYTES then from = math.floor((col - BEFORE_BYTES) / BEFORE_STEP) * BEFORE_STEP end
@@ -161,14 +161,14 @@ function M.cut_lines(lines)
   return lines
 end
 
--- `lines` (rows from `first`) with the long ones cut; the cursor's at `row` as cursor_part cuts it.
+-- `lines` (rows from `first`) with the long ones cut; the cursor's at `row` as line_part cuts it.
 local function cut_window(lines, first, row, col)
   local from = 0
   for i = 1, #lines do
     local l = lines[i]
     if #l > LINE_BYTES then
       if first + i - 1 == row then
-        lines[i], from = cursor_part(l, col)
+        lines[i], from = M.line_part(l, col)
       else
         lines[i] = l:sub(1, LINE_BYTES)
       end
@@ -210,7 +210,7 @@ local function snapshot(buf, facts)
   if base and host.connected() and base.row == row and base.first == first and base.last == last and base.n == n then
     snap.base = base.seq
     local from
-    snap.line, from = cursor_part(api.nvim_buf_get_lines(buf, row, row + 1, false)[1], col)
+    snap.line, from = M.line_part(api.nvim_buf_get_lines(buf, row, row + 1, false)[1], col)
     if from > 0 then snap.line_from = from end
   else
     local from

@@ -106,6 +106,9 @@ def test_a_1mb_line_under_the_cursor_sends_a_bounded_request_and_accepts_into_th
         # the line's text around the cursor went, cut at both ends, the line below after it
         prompt = proxy.bodies("/completion")[0]["prompt"]
         assert CUT_MARK + "b" * 16 in prompt and "b" * 16 + CUT_MARK + "\n\treturn x" in prompt
+        # the part of the line Neovim sends the host on each key: a few KB around the cursor
+        part, start = nvim.exec_lua("return { require('local_copilot.trigger').line_part(...) }", HUGE, col + 1)
+        assert len(part) < 6 * 1024 and start > 0 and HUGE[start:start + len(part)] == part
         # accepted where the cursor is in the whole line, not in the part the host was sent
         assert lua(nvim, "require('local_copilot').accept()") is True
         # (the x's drawn by then: a continuation may have grown the suggestion since)

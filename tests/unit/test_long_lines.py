@@ -151,3 +151,15 @@ def test_chunks_yanks_history_and_edit_context_hold_long_lines_cut() -> None:
     assert all(len(ln) <= LINE_BYTES + 1 for e in history.events() for ln in (*e.old, *e.new))
     prompt = build(EditSpec(lines=["x = 1"], before=["import os", BIG], after=[BIG], instruction="go"), None, 64)
     assert sum(len(m["content"]) for m in prompt.messages) < 4 * LINE_BYTES
+
+
+async def test_a_next_edit_region_holding_a_cut_line_is_not_asked_about() -> None:
+    from local_copilot.next_edit.formats import FORMATS, EditContext
+    from local_copilot.next_edit.request import ask
+
+    lines = ["def a():", BIG, "    return 1"]
+    ctx = EditContext(path="a.py", lines=tuple(cut_lines(lines)), first=0, row=1, col=3)
+    # (no server: nothing is sent)
+    out = await ask(None, FORMATS["zeta"], ctx, [], 64, cut_rows=frozenset({1}))  # type: ignore[arg-type]
+    assert out.edit is None and out.answer == "" and out.why == "a line in the region is too long to rewrite"
+    assert len(out.prompt.text) < 4 * LINE_BYTES and "a" * 100 + CUT_MARK in out.prompt.text
