@@ -9,7 +9,9 @@ function M.root()
 end
 
 function M.venv_python(root)
-  return (root or M.root()) .. '/.venv/bin/python'
+  -- a venv keeps its python in Scripts\ on Windows, bin/ elsewhere
+  local exe = vim.fn.has('win32') == 1 and '/.venv/Scripts/python.exe' or '/.venv/bin/python'
+  return (root or M.root()) .. exe
 end
 
 -- Use the private venv as the python3 host when the user has not set one and it exists.
