@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gzip
 import hashlib
 import json
@@ -203,19 +204,43 @@ async def naive(client: httpx.AsyncClient, url: str, task: Task, fim: bool) -> s
     else:
         body["prompt"] = task.before
         path = "/completion"
-    r = await client.post(url + path, json=body, timeout=120)
+    r = await client.post(url + path, json=body, timeout=600)  # a loaded 2-core machine is slow
     r.raise_for_status()
     text: str = r.json()["content"]
     return text
 
 
+class Answers:
+    """The answers asked so far, one JSON line each, so that a run cut short (a session's end,
+    a server that died) goes on where it stopped: keyed by model, task and answer length."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rows: dict[str, dict[str, Any]] = {}
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                with contextlib.suppress(ValueError, KeyError):
+                    row = json.loads(line)
+                    self.rows[row["key"]] = row
+
+    @staticmethod
+    def key(model: str, task: Task) -> str:
+        return f"{model}:{N_PREDICT}:{task.id}"
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.rows[row["key"]] = row
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+
+
 async def run_model(label: str, url: str, fim: bool, tasks: dict[str, list[Task]], work: Path,
-                    streamed: int) -> dict[str, list[dict[str, Any]]]:
+                    streamed: int, answers: Answers) -> dict[str, list[dict[str, Any]]]:
     """Each task's answer to the plugin's request, and the naive request's. The first
     `streamed` tasks of a set are also asked as the editor asks (streamed, the rules cutting
     the stream short): the rows say whether that gave the text the whole answer gives."""
     raw_cfg = {"backend": "eval", "n_predict": N_PREDICT,
-               "backends": {"eval": {"kind": "llama.cpp", "url": url, "temperature": 0.0, "timeout_ms": 120_000}}}
+               "backends": {"eval": {"kind": "llama.cpp", "url": url, "temperature": 0.0, "timeout_ms": 600_000}}}
     core = Core(_Sink())
     core.configure(load_config(raw_cfg))
     pipeline = core.pipeline
@@ -226,6 +251,9 @@ async def run_model(label: str, url: str, fim: bool, tasks: dict[str, list[Task]
     gate = asyncio.Semaphore(PARALLEL)
 
     async def one(client: httpx.AsyncClient, task: Task, stream_too: bool) -> dict[str, Any]:
+        key = Answers.key(label, task)
+        if key in answers.rows:
+            return dict(answers.rows[key])
         async with gate:
             buf = next(bufs)
             snap = task.snapshot(buf, str(work / f"task{buf}.py"))
@@ -241,6 +269,8 @@ async def run_model(label: str, url: str, fim: bool, tasks: dict[str, list[Task]
                 row["streamed"] = (await pipeline.complete(snap, Ask(cached=False))).text
             row["naive"] = await naive(client, url, task, fim)
             core.forget(buf)
+        row["key"] = key
+        answers.add(row)
         return row
 
     async with httpx.AsyncClient() as client:
@@ -337,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rescore", type=Path, default=None,
                     help="a result file of this script: its answers scored with this checkout's rules, no server")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--answers", type=Path, default=RESULTS / "eval-public-answers.jsonl",
+                    help="answers asked so far (a run goes on where the last stopped); delete it to ask anew")
     args = ap.parse_args(argv)
     t_start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="lc-eval-public-") as tmp:
@@ -358,7 +390,8 @@ def main(argv: list[str] | None = None) -> int:
                          for kind in args.sets.split(",")}
                 server, fim = start_server(key, binary, work)
                 try:
-                    rows = asyncio.run(run_model(key, server.url, fim, tasks, work, args.streamed))
+                    rows = asyncio.run(run_model(key, server.url, fim, tasks, work, args.streamed,
+                                                 Answers(args.answers)))
                 finally:
                     server.stop()
                 doc["models"][TITLES[key]] = {kind: {"rows": r} for kind, r in rows.items()}
