@@ -311,6 +311,18 @@ def test_block_indent(prefix: str, prev: tuple[str, ...], want: int) -> None:
     assert block_indent(ctx(prefix, "", (), prev, tabstop=4 if "\t" in prefix else 8), prefix) == want
 
 
+def test_a_block_the_suggestion_opens_is_nested_in_the_cursors_block() -> None:
+    # only indentation typed: an `if` the model writes, then the line after it at the
+    # cursor's level, is one suggestion (HumanEval's `if ...: return x` then `return y`)
+    fn = ("def fib(n):",)
+    assert block_indent(ctx("    ", "", (), fn), "    if n <= 1:") == 4
+    assert block_indent(ctx("    if n <= 1", "", (), fn), "    if n <= 1:") == 5  # the user's header
+    assert block_indent(ctx("", "", (), ()), "def helper():") == 1  # top level: one definition
+    c = ctx("    ", "", (), fn)
+    out = process("if n <= 1:\n        return n\n    return fib(n - 1) + fib(n - 2)\n\n\ndef main():\n", c, final=True)
+    assert out.text == "if n <= 1:\n        return n\n    return fib(n - 1) + fib(n - 2)"
+
+
 def test_leaves_block() -> None:
     assert leaves_block("x = 1", (), 4, 8)
     assert not leaves_block("    x = 1", (), 4, 8)

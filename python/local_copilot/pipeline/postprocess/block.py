@@ -20,8 +20,10 @@ def block_indent(ctx: PostContext, cursor_line: str) -> int:
 
     `cursor_line` is the whole cursor line (prefix + completion's first line).  A
     line ending with ``:`` ``{`` ``(`` ``[`` opens a block: its statement's indent
-    + 1.  Otherwise the statement's indent (a line that closes brackets opened
-    above belongs to the statement that opened them).  A blank cursor line takes
+    + 1, where the user typed the statement (a header the suggestion writes itself,
+    inside a block, is nested in the cursor's block: its statement's indent).
+    Otherwise the statement's indent (a line that closes brackets opened above
+    belongs to the statement that opened them).  A blank cursor line takes
     the block from the line above.  Every uncertainty lowers the result: a lower
     bound never cuts real code.
     """
@@ -40,7 +42,15 @@ def block_indent(ctx: PostContext, cursor_line: str) -> int:
         return min(indent_width(cursor_line, ts), base)
     stmt = _walk_back(ctx.prev_lines, cursor_line, ts)[0]
     base = 0 if stmt is None else stmt
-    return base + 1 if _opens_block(cursor_line) else base
+    if not _opens_block(cursor_line):
+        return base
+    if base > 0 and _is_blank(ctx.line_prefix):
+        # the suggestion's own first line opens the block (nothing but indentation typed):
+        # that block is nested in the cursor's, and the suggestion may go on after it at the
+        # cursor's level (an `if` and then the `return` below it). At the top level a
+        # suggestion stays one definition: it ends with the block it opened.
+        return base
+    return base + 1
 
 
 def leaves_block(line: str, stack: Sequence[str], block: int, tabstop: int,
