@@ -323,6 +323,21 @@ def test_a_block_the_suggestion_opens_is_nested_in_the_cursors_block() -> None:
     assert out.text == "if n <= 1:\n        return n\n    return fib(n - 1) + fib(n - 2)"
 
 
+def test_a_header_over_a_body_that_is_there_is_one_line() -> None:
+    # the user rewrites a loop's header on an empty line above its body: the body the model
+    # writes after the header would be a second one
+    prev = ("def f(q, w):", "    i, j = 0, len(q) - 1")
+    body = ("        if q[i] != q[j]:", "            return False")
+    raw = "    while i < j:\n        if q[i] < w:\n            i += 1\n"
+    assert process(raw, ctx("", "", body, prev), final=True).text == "    while i < j:"
+    # streamed: the cut is decided as soon as the header's line ends
+    assert process("    while i < j:\n   ", ctx("", "", body, prev), final=False) == Result("    while i < j:", True)
+    # no body below (the next line is as deep as the header): the model writes it
+    assert process(raw, ctx("", "", ("    return True",), prev), final=True).text == raw.rstrip("\n")
+    # a header the user typed: the suggestion is its body
+    assert process("\n        x = 1", ctx("    while i < j:", "", body, prev), final=True).text == "\n        x = 1"
+
+
 def test_leaves_block() -> None:
     assert leaves_block("x = 1", (), 4, 8)
     assert not leaves_block("    x = 1", (), 4, 8)

@@ -151,6 +151,14 @@ def _multi_line(text: str, ctx: PostContext, final: bool) -> Result:
                 if again:
                     done = True
                     break
+        # stage 5: the header of a body that is already there (the line below the cursor is
+        # deeper than a block the suggestion's first line opens, nothing typed before the
+        # cursor: a rewritten `if`/`while`/`else` line) is one line; what the model writes
+        # after it is a second body
+        if k == 1 and check0 and nxt is not None and _opens_block(full0) \
+                and indent_width(nxt, ts) > indent_width(full0, ts):
+            done = True
+            break
         # stage 5: dedent out of the cursor's block
         if k > 0:
             if partial and _is_blank(line):
