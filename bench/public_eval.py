@@ -268,7 +268,11 @@ async def run_model(label: str, url: str, fim: bool, tasks: dict[str, list[Task]
                 raise SystemExit(f"{label}: the plugin failed on {task.id}: {whole.error}")
             row: dict[str, Any] = {"task": task.id, "kind": task.kind, "want": task.want, "raw": whole.raw,
                                    "no_cleanup": whole.text,
-                                   "pctx": msgspec.to_builtins(msgspec.structs.replace(whole.prepared.pctx, rules="all"))}
+                                   "pctx": msgspec.to_builtins(msgspec.structs.replace(whole.prepared.pctx, rules="all")),
+                                   # the text the prompt held of the task's (the window is sized
+                                   # to the server's measured speed), against what the naive one held
+                                   "prompt_chars": len(whole.prepared.req.prefix) + len(whole.prepared.req.middle),
+                                   "naive_chars": len(task.before)}
             if stream_too:
                 streamed = await pipeline.complete(snap, Ask(cached=False))
                 row["streamed"], row["streamed_raw"] = streamed.text, streamed.raw
