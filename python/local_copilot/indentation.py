@@ -10,8 +10,8 @@ The rule:
 
 - the style: spaces under 'expandtab', tabs (then spaces to the column) under 'noexpandtab';
   but where the indented lines around the cursor use the other (tabs in a buffer with
-  'expandtab' set, as the Python ftplugin does for a tab-indented file; spaces past a tab stop
-  under Neovim's default 'noexpandtab'), the text's own style wins: text written the options'
+  'expandtab' set, as the Python ftplugin does for a tab-indented file; spaces and no tabs, or
+  spaces past a tab stop, under Neovim's default 'noexpandtab'), the text's own style wins: text written the options'
   way beside them would mix tabs and spaces in one block. Where the options are not known (a
   language client, the CLI: LSP sends no indentation settings with a completion request), the
   lines around decide, and where none is indented the model's text is left as it is.
@@ -68,7 +68,9 @@ def buffer_style(lines: Sequence[str], *, expandtab: bool | None, shiftwidth: in
     if expandtab:
         return IndentStyle(False, ts, ts) if tabbed > spaced else IndentStyle(True, ts, level)
     wide = " " * ts
-    if spaced > tabbed and [line[:ts] for line in lines].count(wide) > tabbed:
+    # lines indented with spaces and none with a tab: the file indents with spaces, and a tab
+    # written among them (Vim's own >> would) mixes the two (Python: TabError)
+    if spaced and not tabbed or spaced > tabbed and [line[:ts] for line in lines].count(wide) > tabbed:
         return IndentStyle(True, ts, _step(lines) or level)
     return IndentStyle(False, ts, ts)
 

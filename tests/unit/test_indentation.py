@@ -56,6 +56,10 @@ def test_the_lines_around_win_where_they_are_indented_the_other_way() -> None:
     # spaces past a tab stop under Neovim's default 'noexpandtab': tabs would mix into them
     # (a tab the model wrote: the step the lines indent by)
     assert style(["if a:", "    b = 1", "    if c:", "        d"], False, sw=8, ts=8) == IndentStyle(True, 8, 4)
+    # a space-indented file without one tab nearby, under 'noexpandtab' (no ftplugin): the
+    # model's 8 columns stay spaces, not a tab among them
+    assert style(["def weekday(year, month, day):", '    """Return weekday."""', "    if year:"],
+                 False, sw=8, ts=8) == IndentStyle(True, 8, 4)
 
 
 def test_unknown_options_follow_the_lines_around_or_leave_the_text() -> None:
