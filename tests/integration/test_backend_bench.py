@@ -19,11 +19,13 @@ from .nvim_session import REPO
 pytestmark = pytest.mark.integration
 
 
-def bench(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"), LOCAL_COPILOT_CONFIG=str(tmp_path / "none.json"))
+def bench(*args: str, tmp_path: Path, pythonpath: tuple[Path, ...] = (), cwd: Path | None = None,
+          **env_extra: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(map(str, [*pythonpath, REPO / "python"])),
+               LOCAL_COPILOT_CONFIG=str(tmp_path / "none.json"), **env_extra)
     (tmp_path / "none.json").write_text("{}")
     return subprocess.run([sys.executable, "-m", "local_copilot.cli", "bench", *args], capture_output=True, text=True,
-                          timeout=300, env=env, check=False)
+                          timeout=300, env=env, check=False, cwd=cwd)
 
 
 def test_bench_against_llama_server(llama_server: LlamaServer, tmp_path: Path) -> None:
@@ -47,8 +49,33 @@ def test_bench_against_llama_server(llama_server: LlamaServer, tmp_path: Path) -
     for lv in b["sweep"]:
         assert lv["success_rate"] == 1.0 and lv["gen_tokens"] == 16 * lv["concurrency"]
         assert lv["gen_tok_s"] > 0 and lv["prompt_tok_s"] > 0 and lv["ttft_min_ms"] <= lv["ttft_max_ms"]
-    w, h, _ = read_png((tmp_path / "run.png").read_bytes())
+    w, h, _ = read_png(tmp_path / "run.png")
     assert (w, h) == (880, 500)
+    assert (tmp_path / "run.txt").read_text() in res.stdout  # the table, as printed
+    assert res.stdout.rstrip().endswith(f"wrote {out}.json, {out}.txt, {out}.png")
+
+
+def test_without_matplotlib_and_out_the_json_and_table_go_to_the_data_directory(llama_server: LlamaServer,
+                                                                                tmp_path: Path) -> None:
+    # matplotlib absent, as after a plain install without the `bench` extra
+    absent = tmp_path / "absent"
+    (absent / "matplotlib").mkdir(parents=True)
+    (absent / "matplotlib" / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'matplotlib'\")\n")
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    res = bench("--backend", f"llama.cpp={llama_server.url}", "-n", "4", "--requests", "1", "--concurrency", "1",
+                "--progress", "none", tmp_path=tmp_path, pythonpath=(absent,), cwd=cwd,
+                XDG_DATA_HOME=str(tmp_path / "data"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert ("no chart: matplotlib is not installed; the table and the JSON hold every number. For the chart:"
+            " pip install 'local-copilot-nvim[bench]', or in the plugin's folder .venv/bin/python -m pip install"
+            " '.[bench]'") in res.stdout
+    [json_file] = (tmp_path / "data" / "local-copilot" / "bench").glob("bench-*.json")
+    text_file = json_file.with_suffix(".txt")
+    assert res.stdout.rstrip().endswith(f"wrote {json_file}, {text_file}")
+    assert "Concurrency sweep: 4 tokens per request" in text_file.read_text()
+    assert json.loads(json_file.read_text())["backends"][0]["sweep"][0]["ok"] == 1
+    assert list(cwd.iterdir()) == []  # nothing in the folder the user stands in
 
 
 def test_an_unreachable_backend_is_reported_and_exits_1(tmp_path: Path) -> None:
@@ -77,7 +104,7 @@ def test_bench_llama_cpp_against_vllm(llama_server: LlamaServer, vllm_server: st
     assert all(s["tokens_from_server"] for s in vllm["latency"]["samples"])
     for b in doc["backends"]:
         assert [lv["success_rate"] for lv in b["sweep"]] == [1.0, 1.0, 1.0, 1.0]
-    read_png((tmp_path / "both.png").read_bytes())
+    read_png(tmp_path / "both.png")
     # both backends side by side in the sweep table, one row each per level
     rows = [ln for ln in res.stdout.splitlines() if ln.startswith(("1 ", "2 ", "4 ", "8 ", "      vllm"))]
     assert len(rows) == 8

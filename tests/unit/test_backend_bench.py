@@ -1,15 +1,14 @@
-"""`local-copilot bench` pieces that need no server: the PNG writer, the chart, the tables,
-the --backend parser, and the aggregation of samples."""
+"""`local-copilot bench` pieces that need no server: the chart, the tables, the --backend
+parser, the results folder, and the aggregation of samples."""
 
 from __future__ import annotations
 
-import struct
-import zlib
+from pathlib import Path
 
 import pytest
 
-from local_copilot.backend_bench import png
-from local_copilot.backend_bench.cli import Progress, chart, parse_target
+from local_copilot.backend_bench.chart import bar_chart
+from local_copilot.backend_bench.cli import Progress, chart, parse_target, results_dir
 from local_copilot.backend_bench.report import make_report, render_tables
 from local_copilot.backend_bench.runner import (
     BackendResult,
@@ -23,48 +22,32 @@ from local_copilot.config import load_config
 from local_copilot.errors import ConfigError
 
 
-def read_png(data: bytes) -> tuple[int, int, bytes]:
-    """Check the structure of a PNG the way a decoder does; return width, height, raw scanlines."""
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, chunks = 8, []
-    while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos:pos + 4])
-        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + length]
-        (crc,) = struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])
-        assert crc == zlib.crc32(kind + body) & 0xFFFFFFFF, kind
-        chunks.append((kind, body))
-        pos += 12 + length
-    assert [k for k, _ in chunks][0] == b"IHDR" and chunks[-1][0] == b"IEND"
-    width, height, depth, color, comp, filt, interlace = struct.unpack(">IIBBBBB", chunks[0][1])
-    assert (depth, color, comp, filt, interlace) == (8, 2, 0, 0, 0)
-    raw = zlib.decompress(b"".join(b for k, b in chunks if k == b"IDAT"))
-    assert len(raw) == height * (1 + 3 * width)
-    return width, height, raw
+def read_png(path: Path) -> tuple[int, int, set[tuple[int, int, int]]]:
+    """Width, height and the colours of a PNG, read by Pillow (matplotlib's own dependency)."""
+    from PIL import Image
+
+    with Image.open(path) as img:
+        assert img.format == "PNG"
+        rgb = img.convert("RGB")
+        return rgb.width, rgb.height, {c for _, c in rgb.getcolors(maxcolors=1 << 20) or []}
 
 
-def test_encode_png_round_trips_pixels() -> None:
-    c = png.Canvas(4, 3)
-    c.rect(1, 1, 3, 2, (255, 0, 0))
-    w, h, raw = read_png(c.png())
-    assert (w, h) == (4, 3)
-    row1 = raw[1 * 13:2 * 13]
-    assert row1[0] == 0  # filter: none
-    assert row1[1 + 3:1 + 9] == bytes([255, 0, 0, 255, 0, 0]) and row1[1:4] == b"\xff\xff\xff"
+# matplotlib's first two colours (its default cycle, C0 and C1): one per backend
+C0, C1 = (0x1F, 0x77, 0xB4), (0xFF, 0x7F, 0x0E)
 
 
-def test_chart_is_a_valid_png_with_bars_in_each_series_colour() -> None:
-    data = png.bar_chart(["1", "2", "4"], [("llama.cpp", [100.0, 180.0, 210.0]), ("vllm", [90.0, None, 400.0])],
-                         title="generated tok/s", x_label="concurrent requests", width=400, height=240)
-    w, h, raw = read_png(data)
-    assert (w, h) == (400, 240)
-    for colour in png.PALETTE[:2]:
-        assert bytes(colour) in raw
+def test_chart_is_a_png_with_bars_in_each_series_colour(tmp_path: Path) -> None:
+    path = tmp_path / "c.png"
+    bar_chart(path, ["1", "2", "4"], [("llama.cpp", [100.0, 180.0, 210.0]), ("vllm", [90.0, None, 400.0])],
+              title="generated tok/s", x_label="concurrent requests", y_label="tokens/s")
+    w, h, colours = read_png(path)
+    assert (w, h) == (880, 500)
+    assert C0 in colours and C1 in colours
 
 
-@pytest.mark.parametrize(("top", "ticks"), [(580.0, [0, 200, 400, 600]), (1234.0, [0, 250, 500, 750, 1000, 1250]), (9.0, [0, 2, 4, 6, 8, 10]),
-                                            (0.0, [0.0, 1.0])])
-def test_nice_ticks(top: float, ticks: list[float]) -> None:
-    assert png.nice_ticks(top) == ticks
+def test_results_go_under_the_users_data_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert results_dir() == tmp_path / "data" / "local-copilot" / "bench"
 
 
 def test_requests_are_unique_per_run_and_sized_by_context_lines() -> None:
@@ -85,7 +68,7 @@ def test_aggregation() -> None:
     assert (lv.ttft_min_ms, lv.ttft_max_ms) == (10.0, 20.0)
 
 
-def test_tables_and_chart_from_a_report() -> None:
+def test_tables_and_chart_from_a_report(tmp_path: Path) -> None:
     p = Params(n_predict=16, requests=2, concurrency=[1, 2])
     results = []
     for name, rate in (("llama.cpp", 100.0), ("vllm", 200.0)):
@@ -101,7 +84,8 @@ def test_tables_and_chart_from_a_report() -> None:
     assert header.split() == ["conc", "backend", "ok", "success", "gen", "tok/s", "prompt", "tok/s", "TTFT", "min",
                               "ms", "TTFT", "max", "ms", "total", "s"]
     assert any(ln.startswith("1     llama.cpp") for ln in lines) and any(ln.startswith("      vllm") for ln in lines)
-    read_png(chart(make_report(results, p, 0.0)))
+    chart(make_report(results, p, 0.0), tmp_path / "sweep.png")
+    assert read_png(tmp_path / "sweep.png")[:2] == (880, 500)
 
 
 def test_parse_target() -> None:

@@ -1,7 +1,9 @@
-"""`local-copilot bench`: arguments, progress bar, and the three outputs (table, JSON, PNG).
+"""`local-copilot bench`: arguments, progress bar, and the outputs (the table, printed and
+written as text; the JSON; the PNG chart when matplotlib is installed). Files go under the
+user's data directory (platformdirs) unless --out names a path.
 
     local-copilot bench --backend llama.cpp=http://127.0.0.1:8012 --backend vllm=http://127.0.0.1:8000 \\
-        -n 64 --requests 5 --concurrency 1,2,4,8,16 --out bench/results/run1
+        -n 64 --requests 5 --concurrency 1,2,4,8,16 --out ~/bench/run1
 
 A backend is NAME=URL, optionally followed by ,kind=openai ,model=M ,fim_template=qwen
 ,api_key_env=VAR ,ca_file=PEM ,tls_verify=false; a bare NAME takes its entry from the
@@ -20,16 +22,17 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import msgspec
+import platformdirs
 
 from ..backends.detect import guess_sync
 from ..config import BackendConfig, builtin_backends
 from ..errors import ConfigError
 from ..transport.access import ca_file_problem, sync_client
-from .png import bar_chart
+from .chart import CHART_EXTRA_HINT, bar_chart, chart_missing
 from .report import BenchReport, make_report, render_tables
 from .runner import BackendResult, Params, Target, bench_backend, planned_requests
 
-__all__ = ["add_arguments", "run", "parse_target", "Progress", "chart"]
+__all__ = ["add_arguments", "run", "parse_target", "Progress", "chart", "results_dir"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -45,7 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false",
                    help="let the model stop early (default: exactly -n tokens)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds one request may take (default 120)")
-    p.add_argument("--out", metavar="PATH", help="write PATH.json and PATH.png (default bench/results/bench-DATE)")
+    p.add_argument("--out", metavar="PATH",
+                   help=f"write PATH.json, PATH.txt and PATH.png (default {results_dir()}/bench-DATE)")
     p.add_argument("--no-png", dest="png", action="store_false", help="skip the chart")
     p.add_argument("--progress", choices=["auto", "bar", "lines", "none"], default="auto",
                    help="progress on stderr: a bar on a terminal, lines otherwise (default auto)")
@@ -136,20 +140,27 @@ class Progress:
 # ------------------------------------------------------------------------------------ outputs
 
 
-def chart(report: BenchReport) -> bytes:
+def chart(report: BenchReport, path: Path) -> None:
+    """The concurrency sweep's chart, as a PNG at `path` (needs matplotlib)."""
     levels = sorted({lv.concurrency for r in report.backends for lv in r.sweep})
     series = []
     for r in report.backends:
         by_c = {lv.concurrency: lv.gen_tok_s for lv in r.sweep}
         series.append((r.name, [by_c.get(c) for c in levels]))
-    return bar_chart([str(c) for c in levels], series, x_label="concurrent requests",
-                     title=f"generated tok/s ({report.params.n_predict} tokens per request)")
+    bar_chart(path, [str(c) for c in levels], series, x_label="concurrent requests", y_label="generated tokens/s",
+              title=f"generated tok/s ({report.params.n_predict} tokens per request)")
+
+
+def results_dir() -> Path:
+    """Where results go when --out says nothing: the user's data directory, not the folder
+    the command runs in."""
+    return Path(platformdirs.user_data_dir("local-copilot")) / "bench"
 
 
 def _out_prefix(arg: str | None, started: float) -> Path:
     if arg:
         return Path(arg).expanduser()
-    return Path("bench") / "results" / time.strftime("bench-%Y%m%d-%H%M%S", time.localtime(started))
+    return results_dir() / time.strftime("bench-%Y%m%d-%H%M%S", time.localtime(started))
 
 
 def run(args: argparse.Namespace, raw: dict[str, Any]) -> int:
@@ -182,15 +193,23 @@ def run(args: argparse.Namespace, raw: dict[str, Any]) -> int:
     finally:
         progress.close()
     report = make_report(results, params, started)
-    sys.stdout.write(render_tables(results, params))
+    tables = render_tables(results, params)
+    sys.stdout.write(tables)
     prefix = _out_prefix(args.out, started)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     json_path = prefix.with_name(prefix.name + ".json")
     json_path.write_bytes(msgspec.json.format(msgspec.json.encode(report), indent=2))
-    written = [str(json_path)]
+    text_path = prefix.with_name(prefix.name + ".txt")
+    text_path.write_text(tables)
+    written = [str(json_path), str(text_path)]
     if args.png and any(r.sweep for r in results):
-        png_path = prefix.with_name(prefix.name + ".png")
-        png_path.write_bytes(chart(report))
-        written.append(str(png_path))
+        missing = chart_missing()
+        if missing:
+            sys.stdout.write(f"\nno chart: {missing}; the table and the JSON hold every number."
+                             f" For the chart: {CHART_EXTRA_HINT}\n")
+        else:
+            png_path = prefix.with_name(prefix.name + ".png")
+            chart(report, png_path)
+            written.append(str(png_path))
     sys.stdout.write("\nwrote " + ", ".join(written) + "\n")
     return 1 if any(r.error for r in results) else 0
