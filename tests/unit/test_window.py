@@ -27,7 +27,8 @@ def _reference(snap: Snapshot, before: int, after: int, budget: int | None, est:
     ctx = build_context(snap, lines_before=before, lines_after=after)
     key = context_key(ctx)
     if budget is not None:
-        ctx = fit_context(ctx, budget, est, first_row=snap.row - len(ctx.prev_lines), prefix_share=0.75)
+        ctx = fit_context(ctx, budget, est, first_row=snap.row - len(ctx.prev_lines), prefix_share=0.75,
+                          tabstop=snap.ts)
     return ctx, key, est.tokens(ctx.prefix + ctx.middle + ctx.suffix)
 
 

@@ -6,18 +6,21 @@ from __future__ import annotations
 from local_copilot.prompt.budget import LineCosts, TokenEstimator, cumulative_bytes, cut_lines
 from local_copilot.prompt.context import FimContext, join_prefix, join_suffix
 from local_copilot.prompt.long_lines import fit_line
+from local_copilot.prompt.scope import scope_start
 
 __all__ = ["fit_context"]
 
 
 def fit_context(ctx: FimContext, budget: int, est: TokenEstimator, *, first_row: int,
-                prefix_share: float = 0.75) -> FimContext:
+                prefix_share: float = 0.75, tabstop: int = 8) -> FimContext:
     """Drop whole lines (prefix from the top, suffix from the bottom) until it fits.
 
     `first_row` is the buffer row of ctx.prev_lines[0]; `budget` is what the prompt may use
     (context window minus n_predict minus the template's own tokens). The cursor line is
     always kept (that is where the completion goes), within half the budget: a long one is cut
-    shorter around the cursor (long_lines.fit_line).
+    shorter around the cursor (long_lines.fit_line). When lines above were dropped, the headers
+    of the scopes the kept ones lie in go above them (scope.py), beyond the budget (and the
+    lines up to a header just above the cut).
 
     A line costs its bytes and its newline at the learned ratio, plus one token (a line's
     tokens end at its newline): see LineCosts.
@@ -32,8 +35,9 @@ def fit_context(ctx: FimContext, budget: int, est: TokenEstimator, *, first_row:
         return ctx
     prev = ctx.prev_lines[keep_from:]
     nxt = ctx.next_lines[:suffix_keep]
+    headers, start = scope_start(ctx.prev_lines, keep_from, tabstop) if keep_from else ((), 0)
     return FimContext(
-        prefix=join_prefix(prev),
+        prefix=join_prefix(headers) + join_prefix(ctx.prev_lines[start:]),
         middle=middle,
         suffix=line_suffix + join_suffix(nxt),
         line_suffix=line_suffix,

@@ -20,6 +20,7 @@ from .cache_key import finish_key, key_head, key_tail
 from .context import FimContext, indent_width, join_prefix, join_suffix
 from .long_lines import cut_around, fit_line
 from .long_lines import cut_lines as cut_long_lines
+from .scope import scope_start
 
 __all__ = ["Fitted", "WindowFitter", "ANCHOR_MIN"]
 
@@ -58,8 +59,9 @@ class WindowFitter:
         self._costs: tuple[LineCosts, LineCosts] | None = None  # of the lines above and below, at one ratio
         self._head: Any = None  # cache key hash state after the lines above
         self._tail = b""
-        # joins of the kept lines, by where they were cut (a few per window: bpt drifts)
-        self._prefixes: dict[int, tuple[str, tuple[str, ...]]] = {}
+        # joins of the kept lines (under the enclosing headers of a cut window, scope.py) and
+        # the headers' bytes, by where they were cut (a few per window: bpt drifts)
+        self._prefixes: dict[tuple[int, int], tuple[str, tuple[str, ...], int]] = {}
         self._suffixes: dict[int, tuple[str, tuple[str, ...]]] = {}
 
     def forget_buffer(self, buf: int) -> None:
@@ -135,12 +137,12 @@ class WindowFitter:
                     and fits(max(0, keep_from - step)):
                 keep_from = max(0, keep_from - step)
             self._starts[snap.buf] = first_row + keep_from
-        prefix, prev = self._prefix(keep_from)
+        prefix, prev, header_bytes = self._prefix(keep_from, snap.ts)
         _, nxt = self._suffix(suffix_keep)
         if suffix_lines is not None and suffix_lines < suffix_keep:
             suffix_keep = suffix_lines
         tail, _ = self._suffix(suffix_keep)
-        prompt_bytes = self._window_bytes(n_pre - keep_from, core_bytes, suffix_keep, None)
+        prompt_bytes = self._window_bytes(n_pre - keep_from, core_bytes, suffix_keep, None) + header_bytes
         ctx = FimContext(
             prefix=prefix,
             middle=middle,
@@ -184,11 +186,19 @@ class WindowFitter:
         self._prefixes.clear()
         self._suffixes.clear()
 
-    def _prefix(self, keep_from: int) -> tuple[str, tuple[str, ...]]:
-        found = self._prefixes.get(keep_from)
+    def _prefix(self, keep_from: int, tabstop: int) -> tuple[str, tuple[str, ...], int]:
+        """The prompt's lines above the cursor line from `keep_from` on, under the headers of
+        the scopes they lie in when lines above were cut (the model then still sees the
+        function and class it completes in; scope.py); the kept lines alone; the bytes the
+        headers add."""
+        found = self._prefixes.get((keep_from, tabstop))
         if found is None:
             prev = self._prev[keep_from:]
-            found = self._prefixes[keep_from] = (join_prefix(prev), prev)
+            headers, start = scope_start(self._prev, keep_from, tabstop) if keep_from else ((), 0)
+            # (the lines between a near header and the cut go into the prompt, not into `prev`:
+            # the post-processor's lines above stay the window the budget chose)
+            head = join_prefix(headers) + join_prefix(self._prev[start:keep_from])
+            found = self._prefixes[keep_from, tabstop] = (head + join_prefix(prev), prev, utf8_len(head))
         return found
 
     def _suffix(self, keep: int) -> tuple[str, tuple[str, ...]]:
