@@ -15,10 +15,9 @@ from urllib.parse import urlsplit
 import msgspec
 from msgspec import Meta
 
-from .backends import registry
+from .backend_config import BackendConfig
 from .config_hints import hint, nearest
 from .errors import ConfigError
-from .server_options import ServerOptions
 from .transport.access import ca_file_problem
 
 __all__ = ["BackendConfig", "Config", "ContextConfig", "EditConfig", "NextEditConfig", "PrivacyConfig", "BUILTIN_BACKENDS",
@@ -30,46 +29,6 @@ NonNegInt = Annotated[int, Meta(ge=0)]
 
 class _Base(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     pass
-
-
-# the kind of an entry that names none
-DEFAULT_KIND = "llama.cpp"
-
-
-class BackendConfig(_Base):
-    """One model server. `kind` names its record in backends/registry.py (the wire dialect,
-    default URL, launch recipe); the name in `backends` is the user's."""
-
-    kind: str = DEFAULT_KIND
-    url: str = "http://127.0.0.1:8012"  # a new entry without one gets its kind's default_url
-    model: str = ""
-    # '' = detect from the server's model name; otherwise a name from prompt.templates.names()
-    fim_template: str = ""
-    # llama.cpp only: 'completion' renders the prompt here with the typed text last (the
-    # server's prompt cache keeps the rest while typing); 'infill' lets the server build it
-    # from the model's own FIM tokens; 'auto' = completion when the template is configured or
-    # the model's vocabulary has a known FIM form (one /tokenize call), else infill
-    endpoint: Literal["auto", "completion", "infill"] = "auto"
-    # how a request asks for the text at the cursor (prompt/styles.py): 'fim' (the model's FIM
-    # tokens), 'continue' (a base model continues the text before the cursor), 'chat' (an
-    # instruct model fills a marked hole); '' = decided from what the server tells of its model
-    prompt: Literal["", "fim", "continue", "chat"] = ""
-    # name of an environment variable holding a Bearer token; the key itself never sits in config
-    api_key_env: str = ""
-    # https: a PEM bundle of CAs trusted beside the system's (a team server's own CA)
-    ca_file: str = ""
-    # https: false checks no certificate at all (checkhealth and doctor warn on every run)
-    tls_verify: bool = True
-    # launch command as an argv list (server management); empty = the built-in recipe
-    cmd: list[str] = []
-    timeout_ms: PositiveInt = 10_000
-    temperature: Annotated[float, Meta(ge=0)] = 0.1
-    top_p: Annotated[float, Meta(gt=0, le=1)] = 0.9
-    # llama.cpp sampler chain; "infill" ends a suggestion when the model is unsure (as llama.vim
-    # does); "temperature" must be in the chain or the temperature option is ignored
-    samplers: list[str] = msgspec.field(default_factory=lambda: ["top_k", "top_p", "temperature", "infill"])
-    # how :LocalCopilotBackend starts and supervises this backend's server
-    server: ServerOptions = ServerOptions()
 
 
 class ContextConfig(_Base, frozen=True):  # type: ignore[misc]  # msgspec allows a frozen subclass
@@ -200,9 +159,9 @@ BUILTIN_BACKENDS: dict[str, dict[str, Any]] = {
 def builtin_backends() -> dict[str, dict[str, Any]]:
     """BUILTIN_BACKENDS and an entry for each kind that brings its own (`Kind.builtin`:
     `sglang`, `lmstudio`), named as the kind, at the kind's default URL."""
-    found = {name: {"kind": name, "url": registry.get(name).default_url}
-             for name in registry.names() if registry.get(name).builtin}
-    return {**found, **BUILTIN_BACKENDS}
+    from .backends import registry  # the kinds: asked when options are loaded, not on import
+
+    return {**registry.builtin_entries(), **BUILTIN_BACKENDS}
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -346,20 +305,12 @@ def load_config(raw: Any = None) -> Config:
     if not isinstance(user_backends, dict):
         got = "array" if isinstance(user_backends, list) else type(user_backends).__name__
         raise ConfigError(f"Expected `object`, got `{got}` - at `$.backends`")
+    from .backends import registry  # the kinds: asked when options are loaded, not on import
+
     merged = dict(raw)
-    backends = _merge(builtin_backends(), {k: v or {} for k, v in user_backends.items()})
-    kinds = registry.names()
-    for name, value in backends.items():
-        if not isinstance(value, dict):
-            continue
-        kind = value.get("kind", DEFAULT_KIND)
-        if kind not in kinds:
-            # a built-in entry's name given as a kind ('vllm') says which kind that server speaks
-            meant = builtin_backends().get(kind, {}).get("kind") if isinstance(kind, str) else None
-            why = f"; {kind!r} servers speak kind {meant!r}" if meant and meant != kind else ""
-            raise ConfigError(f"unknown kind {kind!r} - at `$.backends.{name}.kind`{why}; choose one of: {', '.join(kinds)}")
-        if "url" not in value:
-            value["url"] = registry.get(kind).default_url
+    builtins = builtin_backends()
+    backends = _merge(builtins, {k: v or {} for k, v in user_backends.items()})
+    registry.check_entries(backends, builtins)
     # converted one by one so an error names the backend: `$.backends.vllm.url`, not `$.backends[...]`
     merged["backends"] = {name: _convert(value, BackendConfig, f"$.backends.{name}") for name, value in backends.items()}
     for name, bcfg in merged["backends"].items():

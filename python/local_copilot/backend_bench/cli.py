@@ -24,8 +24,9 @@ from typing import Any, TextIO
 import msgspec
 import platformdirs
 
+from ..backend_config import BackendConfig
 from ..backends.detect import guess_sync
-from ..config import BackendConfig, builtin_backends
+from ..config import builtin_backends
 from ..errors import ConfigError
 from ..transport.access import ca_file_problem, sync_client
 from .chart import CHART_EXTRA_HINT, bar_chart, chart_missing

@@ -25,8 +25,8 @@ from typing import Any
 import httpx
 import msgspec
 
+from ..backend_config import BackendConfig
 from ..backends import FimRequest, make_backend
-from ..config import BackendConfig
 from ..errors import LocalCopilotError
 from ..stats import percentile
 from ..transport.access import async_client

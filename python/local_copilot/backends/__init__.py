@@ -16,7 +16,7 @@ from .openai import OpenAIBackend
 if TYPE_CHECKING:
     import httpx
 
-    from ..config import BackendConfig
+    from ..backend_config import BackendConfig
 
 __all__ = ["Backend", "Chunk", "FimRequest", "LlamaCppBackend", "OllamaBackend", "OpenAIBackend", "make_backend",
            "registry"]

@@ -18,7 +18,7 @@ import msgspec
 
 from ..errors import ProtocolError, ServerError, ServerHeld, ServerUnavailable
 from ..prompt.request import FimRequest
-from ..prompt.slots import Slots
+from .slots import Slots
 from ..transport.access import auth_headers, redact, tls_context, tls_failure, token_refused
 from ..transport.http_stream import StreamClient, StreamResponse
 from ..transport.limits import MAX_SERVER_MESSAGE_CHARS, clip_message, read_error_body, server_words
@@ -27,8 +27,8 @@ from .exchange import Exchange, Wire
 from .served import Served
 
 if TYPE_CHECKING:
-    from ..config import BackendConfig
-    from ..prompt.slots import SlotState
+    from ..backend_config import BackendConfig
+    from .slots import SlotState
 
 __all__ = ["Backend", "Chunk", "Exchange", "FimRequest", "HttpBackend", "MAX_RETRY_AFTER_S", "Wire", "auth_headers",
            "connect_errors", "raise_for_status", "retry_after"]

@@ -22,7 +22,7 @@ from .probe import listed_model
 if TYPE_CHECKING:
     import httpx
 
-    from ..config import BackendConfig
+    from ..backend_config import BackendConfig
 
 __all__ = ["ChatBackend", "ChatChunk", "final_event"]
 

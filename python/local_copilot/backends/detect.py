@@ -13,7 +13,7 @@ from ..transport.access import auth_headers
 from . import registry
 
 if TYPE_CHECKING:
-    from ..config import BackendConfig
+    from ..backend_config import BackendConfig
 
 __all__ = ["detect", "detect_sync", "guess_sync", "signatures"]
 

@@ -27,7 +27,7 @@ import msgspec
 
 from ..errors import BackendError, ConfigError, ModelLoading, ProtocolError, ServerError
 from ..log import log
-from ..prompt.slots import SlotState
+from .slots import SlotState
 from ..prompt.styles import CHAT_TURN_TOKENS, CONTINUE, Decision, name_says, no_fim_family, template_markers
 from ..prompt.templates import FimTemplate, detect_family, get_template, names
 from ..transport.streaming import SSEParser
@@ -38,7 +38,7 @@ from .chat_style import chat_body, read_openai_chat
 from .served import Served
 
 if TYPE_CHECKING:
-    from ..config import BackendConfig
+    from ..backend_config import BackendConfig
 
 
 def _final(payload: bytes) -> bool:

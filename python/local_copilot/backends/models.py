@@ -20,7 +20,7 @@ from . import swap
 from .base import HttpBackend
 
 if TYPE_CHECKING:
-    from ..config import BackendConfig
+    from ..backend_config import BackendConfig
 
 __all__ = ["DECODER", "Listed", "ListedModel", "ModelList", "ModelStatus", "describe", "entry_models", "list_models",
            "model_problem"]

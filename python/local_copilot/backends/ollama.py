@@ -27,7 +27,7 @@ from .probe import ModelInfo, configured_style, described_model, resolve_templat
 from .served import Served
 
 if TYPE_CHECKING:
-    from ..config import BackendConfig
+    from ..backend_config import BackendConfig
 
 
 def final_line(payload: bytes) -> bool:

@@ -26,7 +26,7 @@ from .probe import ModelInfo, described_model, listed_model, resolve_style
 from .served import Served
 
 if TYPE_CHECKING:
-    from ..config import BackendConfig
+    from ..backend_config import BackendConfig
 
 
 __all__ = ["OpenAIBackend", "final_event", "listed_model"]

@@ -14,7 +14,7 @@ from ..prompt.templates import FimTemplate, detect_family, get_template, names
 from .served import Served
 
 if TYPE_CHECKING:
-    from ..config import BackendConfig
+    from ..backend_config import BackendConfig
     from .base import HttpBackend
 
 __all__ = ["ModelInfo", "choose_model", "described_model", "listed_model", "resolve_style", "resolve_template"]

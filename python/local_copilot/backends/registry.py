@@ -19,16 +19,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..backend_config import DEFAULT_KIND
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
     import httpx
 
-    from ..config import BackendConfig
+    from ..backend_config import BackendConfig
     from .base import Backend
     from .chat import ChatBackend
 
-__all__ = ["Kind", "Signature", "check_recipe", "get", "launcher", "names", "recipes", "register"]
+__all__ = ["Kind", "Signature", "builtin_entries", "check_entries", "check_recipe", "get", "launcher", "names",
+           "recipes", "register"]
 
 # the launch recipes servers/recipes.py knows itself; a kind's `launch` adds its own
 BUILTIN_RECIPES = ("llama.cpp", "vllm", "ollama")
@@ -109,3 +111,28 @@ def check_recipe(recipe: str, path: str) -> None:
     known = recipes()
     if recipe not in ("", "none", *known):
         raise ConfigError(f"unknown recipe {recipe!r} - at `{path}`; choose one of: {', '.join(known)}, none")
+
+
+def builtin_entries() -> dict[str, dict[str, Any]]:
+    """A backend entry for each kind that brings its own (`Kind.builtin`: `sglang`,
+    `lmstudio`), named as the kind, at the kind's default URL (config.py adds the others)."""
+    return {k.name: {"kind": k.name, "url": k.default_url} for k in sorted(_KINDS.values(), key=lambda k: k.name)
+            if k.builtin}
+
+
+def check_entries(backends: dict[str, Any], builtins: dict[str, dict[str, Any]]) -> None:
+    """The backend entries of the options, as given (the built-in entries `builtins` merged in):
+    ConfigError naming the first whose kind no record has, and the kinds there are; an entry
+    without a URL gets its kind's default one (in place)."""
+    kinds = names()
+    for name, value in backends.items():
+        if not isinstance(value, dict):
+            continue
+        kind = value.get("kind", DEFAULT_KIND)
+        if kind not in kinds:
+            # a built-in entry's name given as a kind ('vllm') says which kind that server speaks
+            meant = builtins.get(kind, {}).get("kind") if isinstance(kind, str) else None
+            why = f"; {kind!r} servers speak kind {meant!r}" if meant and meant != kind else ""
+            raise ConfigError(f"unknown kind {kind!r} - at `$.backends.{name}.kind`{why}; choose one of: {', '.join(kinds)}")
+        if "url" not in value:
+            value["url"] = get(kind).default_url

@@ -30,7 +30,8 @@ from typing import Any
 
 import msgspec
 
-from ..config import BackendConfig, load_config
+from ..backend_config import BackendConfig
+from ..config import load_config
 from ..errors import BackendError, ConfigError, LocalCopilotError, PrivateText, ServerUnavailable
 from ..server_options import ServerOptions, server_options
 from ..transport.limits import clip_message

@@ -17,10 +17,11 @@ from urllib.parse import urlsplit
 import httpx
 import msgspec
 
+from ..backend_config import BackendConfig
 from ..backends import FimRequest, make_backend, registry
 from ..backends.base import HttpBackend
 from ..backends.models import describe, list_models
-from ..config import BackendConfig, Config
+from ..config import Config
 from ..errors import BackendError, ConfigError, ModelLoading, TokenRefused
 from ..server_options import ServerOptions
 from ..transport.access import auth_headers, tls_failure, token_refused

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import httpx
 
+from ..backend_config import BackendConfig
 from ..backends import registry
 from ..backends.detect import detect
-from ..config import BackendConfig
 from .checks import Item
 
 __all__ = ["kind_items"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..backend_config import BackendConfig
 from ..backends.base import FimRequest
-from ..config import BackendConfig
 from ..pipeline.postprocess import PostContext, process
 from .checks import Item
 

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from ..config import BackendConfig
+from ..backend_config import BackendConfig
 from ..transport.access import certificate_verdict, tls_context
 from .checks import Item
 

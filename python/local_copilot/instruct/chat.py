@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import httpx
 
+from ..backend_config import BackendConfig
 from ..backends import registry
 from ..backends.chat import ChatBackend, ChatChunk
-from ..config import BackendConfig
 from ..errors import ConfigError
 
 __all__ = ["ChatBackend", "ChatChunk", "chat_backend", "chat_kinds"]

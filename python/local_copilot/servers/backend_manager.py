@@ -15,7 +15,8 @@ from typing import Any
 import httpx
 import msgspec
 
-from ..config import BackendConfig, Config
+from ..backend_config import BackendConfig
+from ..config import Config
 from ..errors import BackendError, LocalCopilotError
 from ..log import log
 from ..server_options import server_options

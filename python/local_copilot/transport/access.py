@@ -31,7 +31,7 @@ from .limits import CappedTransport
 from .plain_http import AnswersPlainHttp, PlainHttpCheck
 
 if TYPE_CHECKING:
-    from ..config import BackendConfig
+    from ..backend_config import BackendConfig
 
 __all__ = ["async_client", "auth_headers", "ca_file_problem", "certificate_error", "certificate_verdict", "redact", "sync_client",
            "tls_context", "tls_failure", "token_refused"]
