@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from local_copilot.prompt.slots import Slots
+from local_copilot.backends.slots import Slots
 from local_copilot.servers.llama_cpp import LlamaServer, free_port
 
 from ..helpers import wait_for

@@ -232,7 +232,7 @@ async def test_llama_cpp_renders_the_prompt_when_the_vocab_has_a_known_fim_form(
 
 
 async def test_llama_cpp_names_the_slot_a_request_asks_for(servers: list[FakeServer]) -> None:
-    """A request for a buffer's slot (prompt/slots.py) says `id_slot`; others leave the choice
+    """A request for a buffer's slot (backends/slots.py) says `id_slot`; others leave the choice
     to the server (no `id_slot` at all, as before slots were named)."""
     from ..fakes.fake_server import QWEN_FIM
 

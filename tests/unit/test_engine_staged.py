@@ -352,7 +352,7 @@ async def test_a_key_deferred_while_a_cancelled_stream_winds_down_is_not_lost(fa
     # answer, the continuation (56) streams. Two keys come in one read while a continuation
     # streams. The request of a key that cancels a live stream goes out in a task behind the
     # cancelled one, so the server sees the old stream closed first (its slot is free for the
-    # new one: prompt/slots.py). Once a key used to send its request at once, before the
+    # new one: backends/slots.py). Once a key used to send its request at once, before the
     # cancelled stream's task wound down, and that task took the next key, waiting for the
     # answer, with it: no request for it, no suggestion, a status stuck at 'waiting'
     # (tests/integration/test_soak.py, now and then). Now the second key supersedes the first

@@ -1,4 +1,4 @@
-"""prompt/slots.py: which slot a buffer's first request takes, from the slots as llama-server's
+"""backends/slots.py: which slot a buffer's first request takes, from the slots as llama-server's
 `/slots` shows them (a slot that has run a task shows its `id_task`; one running shows
 `is_processing`)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from local_copilot.prompt.slots import Slots, SlotState
+from local_copilot.backends.slots import Slots, SlotState
 
 
 def _fresh(n: int) -> list[SlotState]:

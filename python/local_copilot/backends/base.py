@@ -95,7 +95,7 @@ class Backend(Protocol):
     def places_in_slots(self) -> bool:
         """Whether the server runs each request in one of several slots of its own choosing
         and says which on the answer's last chunk (llama-server), so that a buffer's later
-        requests can name it (prompt/slots.py, pipeline/placing.py)."""
+        requests can name it (backends/slots.py, pipeline/placing.py)."""
         ...
 
     @property
@@ -116,14 +116,14 @@ class Backend(Protocol):
         ...
 
     async def slot_states(self) -> list[SlotState] | None:
-        """The server's slots as it shows them now (prompt/slots.py), None where it does not
+        """The server's slots as it shows them now (backends/slots.py), None where it does not
         show them or does not answer at once."""
         ...
 
     @property
     def slots(self) -> Slots:
         """Which slot holds each buffer's prompt, as this editor's requests to the server left
-        them (prompt/slots.py; every request sent through an Exchange tells it)."""
+        them (backends/slots.py; every request sent through an Exchange tells it)."""
         ...
 
     def complete(self, req: FimRequest) -> AsyncIterator[Chunk]:

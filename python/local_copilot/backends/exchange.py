@@ -64,7 +64,7 @@ class Exchange:
         self._url = backend.base + wire.path
         self._inflight: Sent | StreamResponse | None = None  # sent by answer_now(), not read yet
         self.sent = False
-        # the server's slots, told when this request starts and ends (prompt/slots.py)
+        # the server's slots, told when this request starts and ends (backends/slots.py)
         self._slots: Slots | None = None
 
     def answer_now(self) -> Chunk | None:

@@ -222,7 +222,7 @@ class LlamaCppBackend(HttpBackend):
         return self.props is not None and self.props.total_slots > 1
 
     # /slots answers in a few ms even while a prompt is evaluated; longer, and the server
-    # chooses the slot instead (prompt/slots.py), which costs the next request a wait at most
+    # chooses the slot instead (backends/slots.py), which costs the next request a wait at most
     SLOTS_TIMEOUT_S = 0.25
 
     async def slot_states(self) -> list[SlotState] | None:
@@ -392,7 +392,7 @@ class LlamaCppBackend(HttpBackend):
         body.update(self._model())
         if req.slot is not None:
             # the slot holding this buffer's prompt, named after a request of it was superseded:
-            # the server runs this one there once that one stops (prompt/slots.py)
+            # the server runs this one there once that one stops (backends/slots.py)
             body["id_slot"] = req.slot
         return body
 

@@ -20,7 +20,7 @@ from ..errors import BackendError, ConfigError, ModelLoading, ServerError, Serve
 from ..indentation import NEAR_AFTER, NEAR_BEFORE, buffer_style, restyle_lines
 from ..log import log
 from ..privacy.policy import Gate
-from ..prompt.slots import Slots
+from ..backends.slots import Slots
 from ..stats import Stats
 from ..transport.access import async_client
 from ..updates import Editor, EditProgress, EditUpdate
@@ -58,7 +58,7 @@ class EditRunner:
         """New options: edits in flight stop (their previews say so), backends are made anew.
         `slots`: the active entry's (its ghost text's) map of the server's slots, which an edit
         sent to that entry tells too (an edit starting in one slot may empty the idle ones:
-        prompt/slots.py)."""
+        backends/slots.py)."""
         self._slots = slots
         for buf, state in self._buffers.items():
             for edit_id, task in list(state.edits.items()):

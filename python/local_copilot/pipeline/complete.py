@@ -366,7 +366,7 @@ class Pipeline:
     def _in_slot(self, req: FimRequest, buf: int) -> FimRequest:
         """`req` naming the server slot that holds `buf`'s prompt, once the server has placed
         one of its requests and while no request in another slot may have emptied it
-        (prompt/slots.py): every request of a buffer, warm-ups and speculation included, goes
+        (backends/slots.py): every request of a buffer, warm-ups and speculation included, goes
         to its slot, and one sent while a superseded one still runs there waits for it instead
         of evaluating the whole window in another slot."""
         assert self.backend is not None

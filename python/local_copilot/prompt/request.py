@@ -32,5 +32,5 @@ class FimRequest(msgspec.Struct, frozen=True, kw_only=True):
     # an unstreamed answer expected within a frame: awaited in poll() before the event loop
     # (Exchange.QUICK_ANSWER_S)
     quick: bool = False
-    # the server slot to run in (llama-server's id_slot), None: the server's choice (prompt/slots.py)
+    # the server slot to run in (llama-server's id_slot), None: the server's choice (backends/slots.py)
     slot: int | None = None
