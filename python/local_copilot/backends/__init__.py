@@ -23,4 +23,5 @@ __all__ = ["Backend", "Chunk", "FimRequest", "LlamaCppBackend", "OllamaBackend",
 
 
 def make_backend(name: str, cfg: BackendConfig, client: httpx.AsyncClient) -> Backend:
-    return registry.get(cfg.kind).dialect(name, cfg, client)
+    backend: Backend = registry.get(cfg.kind).dialect(name, cfg, client)
+    return backend

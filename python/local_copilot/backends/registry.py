@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     import httpx
 
     from ..backend_config import BackendConfig
-    from .base import Backend
-    from .chat import ChatBackend
 
 __all__ = ["Kind", "Signature", "builtin_entries", "check_entries", "check_recipe", "get", "launcher", "names",
            "recipes", "register"]
@@ -52,8 +50,9 @@ class Signature:
 @dataclass(frozen=True, kw_only=True)
 class Kind:
     name: str  # the `kind` option's value
-    # the dialect: Backend(name, its BackendConfig, the host's httpx client)
-    dialect: Callable[[str, BackendConfig, httpx.AsyncClient], Backend]
+    # the dialect: base.py's Backend(name, its BackendConfig, the host's httpx client). Typed as
+    # Any here: the dialects import the registry to register, so it names none of their classes
+    dialect: Callable[[str, BackendConfig, httpx.AsyncClient], Any]
     default_url: str  # where such a server listens unless the options say otherwise
     # a cheap GET that answers 200 once the server takes requests (supervisor, switcher, health)
     ready_path: str
@@ -75,7 +74,7 @@ class Kind:
     builtin: bool = False
     # the chat dialect for instruction edits (chat.py's ChatBackend or a subclass): Backend(name,
     # its BackendConfig, the host's httpx client, timeout_s=...); None: the server has none known
-    chat: Callable[..., ChatBackend] | None = None
+    chat: Callable[..., Any] | None = None
 
 
 _KINDS: dict[str, Kind] = {}

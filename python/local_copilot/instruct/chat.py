@@ -28,4 +28,5 @@ def chat_backend(name: str, cfg: BackendConfig, client: httpx.AsyncClient, *, ti
     if dialect is None:
         raise ConfigError(f"{name}: instruction edits need a chat endpoint, and kind {cfg.kind!r} has none known "
                           f"here; set edit.backend to an entry of kind {', '.join(chat_kinds())}")
-    return dialect(name, cfg, client, timeout_s=timeout_s)
+    backend: ChatBackend = dialect(name, cfg, client, timeout_s=timeout_s)
+    return backend
