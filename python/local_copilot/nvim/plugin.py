@@ -6,31 +6,25 @@ an exception in a pynvim handler would print a stack trace into :messages.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 import pynvim
 
 from .. import updates
 from ..config import Config, load_config
-from ..core import Core
 from ..errors import ConfigError
-from ..health.checks import Item
-from ..log import log, log_path, setup_logging
-from ..privacy.policy import Policy
-from ..servers.backend_manager import BackendManager, Change
+from ..log import log, setup_logging
+from ..servers.backend_manager import Change
 from ..snapshot import Snapshot
 from . import protocol
-from .bridge import NvimEditor
 from .channel import NvimChannel
-from .worker import Worker
-
-if TYPE_CHECKING:
-    from .lsp_requests import LspRequests
+from .queries import Queries
+from .running import Running
+from .windows import Windows
 
 __all__ = ["LocalCopilotPlugin"]
 
@@ -53,56 +47,29 @@ def _call_now(fn: Callable[..., Any], *args: Any) -> None:
     fn(*args)
 
 
-class _Running:
-    """What runs once the host is used: the worker loop, the editor port, the core and the
-    backend switcher (built together, so none is there without the others)."""
-
-    def __init__(self, nvim: pynvim.Nvim, use_config: Callable[[Change], None],
-                 start_hint: Callable[[str], str | None]) -> None:
-        self.editor = NvimEditor(nvim)
-        self.worker = Worker()
-        self.editor.worker_thread = self.worker.thread
-        self.core = Core(self.editor, start_hint)
-        self.backends = BackendManager(updates.notices(self.editor), use_config,
-                                       lambda name: self.editor.update(updates.BackendReady(backend=name)))
-        self._lsp: LspRequests | None = None
-
-    @property
-    def lsp(self) -> LspRequests:
-        """The in-process language server's requests (lsp.lua), built at the first: lsprotocol
-        takes longer to import than the rest of the host, and only `lsp = true` needs it."""
-        if self._lsp is None:
-            from .lsp_requests import LspRequests
-
-            self._lsp = LspRequests(self.core, self.editor)
-        return self._lsp
-
-
 @pynvim.plugin
 class LocalCopilotPlugin:
     def __init__(self, nvim: pynvim.Nvim) -> None:
         # nothing with side effects here: the module is imported by :UpdateRemotePlugins too
         self.nvim = nvim
-        self._running: _Running | None = None  # what runs once the host is used (see _start)
+        self._running: Running | None = None  # what runs once the host is used (see _start)
         self.config: Config | None = None
         self.config_error: str | None = None
-        self._channel_events = 0  # events that came on it (tests: the keystroke path uses it)
-        self._channel_note = "the host has not started it yet"  # why not, for :checkhealth
-        # buf -> the last whole snapshot window; Lua sends only the cursor line while nothing
-        # else in the window changed (see _snapshot)
-        self._windows: dict[int, Snapshot] = {}
-        self._seqs: dict[int, int] = {}  # buf -> the newest snapshot seq handled
-        self._submitted: dict[int, int] = {}  # buf -> the newest seq given to the core (worker loop)
+        self.channel_events = 0  # events that came on it (tests: the keystroke path uses it)
+        self.channel_note = "the host has not started it yet"  # why not, for :checkhealth
+        # the snapshot windows Lua sent, and the order their snapshots reach the core in
+        self.windows = Windows()
+        self._queries = Queries(self)  # the sync calls (LocalCopilotCall)
 
-    def _start(self) -> _Running:
+    def _start(self) -> Running:
         if self._running is None:
             setup_logging()
-            self._running = _Running(self.nvim, self._use_config, self._start_hint)
+            self._running = Running(self.nvim, self._use_config, self._start_hint)
             address = os.environ.get("NVIM") or ""
             if address:
                 self._running.worker.call(self._open_channel, address)
             else:
-                self._channel_note = "Neovim gave it no server address ($NVIM)"
+                self.channel_note = "Neovim gave it no server address ($NVIM)"
         return self._running
 
     # -- the worker's own channel to Neovim (see channel.py) ---------------------------------
@@ -112,12 +79,12 @@ class LocalCopilotPlugin:
 
     async def _connect(self, address: str) -> None:
         # Neovim answers the new channel once it is not waiting on a call of the host's own
-        self._channel_note = "Neovim has not answered it yet"
+        self.channel_note = "Neovim has not answered it yet"
         try:
             await NvimChannel.open(address, self._on_channel_event, self._on_channel_ready, self._on_channel_lost)
         except Exception as exc:  # e.g. no unix sockets here: the host's own channel carries on
-            self._channel_note = f"cannot connect to {address}: {exc or type(exc).__name__}"
-            log.info("no second channel to Neovim: %s", self._channel_note)
+            self.channel_note = f"cannot connect to {address}: {exc or type(exc).__name__}"
+            log.info("no second channel to Neovim: %s", self.channel_note)
 
     def _on_channel_ready(self, channel: NvimChannel) -> None:
         editor = self._start().editor
@@ -126,20 +93,20 @@ class LocalCopilotPlugin:
         if channel.id is not None:
             editor.update(updates.UseChannel(channel=channel.id))
 
-    def _live_channel_id(self) -> int | None:
+    def live_channel_id(self) -> int | None:
         """The worker's own channel to Neovim while it is connected (the editor holds it)."""
         channel = self._running.editor.channel if self._running is not None else None
         return channel.id if channel is not None and channel.connected else None
 
     def _on_channel_lost(self) -> None:
-        self._channel_note = "it was closed"
+        self.channel_note = "it was closed"
         if self._running is not None:
             self._running.editor.channel = None
 
     @guarded
     def _on_channel_event(self, name: str, payload: Any) -> None:
         """An event on the worker's channel: handled right here on the worker loop."""
-        self._channel_events += 1
+        self.channel_events += 1
         self._dispatch(name, payload, _call_now)
 
     def _start_hint(self, name: str) -> str | None:
@@ -179,45 +146,17 @@ class LocalCopilotPlugin:
         run(core.configure, cfg)
 
     def _snapshot(self, msg: protocol.SnapshotMsg) -> Snapshot | None:
-        """The engine's snapshot of a snapshot message. Lua owns the window: it reads the
-        buffer, picks the window's rows and decides when to send it whole. While the user types
-        on one line it sends that line only (`base` = the seq of the last whole window it
-        sent): the window per keystroke would cost Neovim and the host a decode of ~260 lines
-        each. The host keeps the last whole window of each buffer exactly as sent (every one,
-        answered or not) and only applies that line to it; it decides nothing about the window.
-        Lua sends the window whole again to a new host and after a channel switch; a base
-        missing here all the same (a message lost) makes the host ask for it (Resync)."""
-        buf, seq = msg.buf, msg.seq
-        if seq < self._seqs.get(buf, 0):
-            # the same Lua sent a newer one already: it came first on the worker's channel
-            # while this one waited on the host's (only while Lua switches channels)
-            return None
-        self._seqs[buf] = seq
-        if msg.base is None:
-            snap = protocol.to_snapshot(msg, msg.lines or [""])
-            self._windows[buf] = snap
-            return snap
-        base = self._windows.get(buf)
-        if base is None or base.seq != msg.base or msg.first != base.first or msg.line is None:
-            log.info("buffer %s: no window %s here for snapshot %s; asking for it whole", buf, msg.base, seq)
-            self._start().editor.update(updates.Resync(buf=buf))
-            return None
-        lines = list(base.lines)
-        lines[msg.row - base.first] = msg.line
-        return protocol.to_snapshot(msg, lines)
+        """The engine's snapshot of a snapshot message (windows.py: Lua owns the window; a
+        base window missing here makes the host ask for it whole)."""
+        return self.windows.read(msg, lambda buf: self._start().editor.update(updates.Resync(buf=buf)))
 
     def _submit(self, snap: Snapshot) -> None:
-        """On the worker loop: the core gets a buffer's snapshots oldest first. _snapshot
-        drops an older one as it is read, but one read on the host's channel reaches this
-        loop a hop later, maybe after a newer one read here on the worker's own channel (only
-        while Lua switches channels): it would cancel the newer one's request."""
-        if snap.seq < self._submitted.get(snap.buf, 0):
-            return
-        self._submitted[snap.buf] = snap.seq
-        self._start().core.ghost.submit(snap)
+        """On the worker loop: the core gets a buffer's snapshots oldest first (windows.py)."""
+        if self.windows.in_order(snap):
+            self._start().core.ghost.submit(snap)
 
     def _forget(self, buf: int) -> None:
-        self._submitted.pop(buf, None)
+        self.windows.forget_order(buf)
         self._start().core.forget(buf)
 
     @pynvim.rpc_export("local_copilot_event", sync=False)
@@ -313,8 +252,7 @@ class LocalCopilotPlugin:
             case protocol.PathChanged(path=path):
                 run(core.privacy.forget_path, path)
             case protocol.Forget(buf=buf):  # the buffer was wiped: its window and seq are of no use
-                self._windows.pop(buf, None)
-                self._seqs.pop(buf, None)
+                self.windows.forget(buf)
                 run(self._forget, buf)
 
     def _next_edit(self, msg: protocol.NextEditRequest) -> None:
@@ -349,202 +287,5 @@ class LocalCopilotPlugin:
     @pynvim.function("LocalCopilotCall", sync=True)
     @guarded
     def on_call(self, args: list[Any]) -> Any:
-        name = args[0]
-        if name == "status":
-            return {
-                "backend": self.config.backend if self.config else None,
-                "url": self.config.active.url if self.config else None,
-                "config_error": self.config_error,
-                "stats": self._summary(),
-                "log": str(log_path()),
-            }
-        if name == "privacy":  # why the file at args[1] is never sent ('' = it may be), for :checkhealth
-            return self._privacy(str(args[1]), args[2] if len(args) > 2 else None)
-        if name == "debug_state":  # tests and bench/: what is still running (0 when idle)
-            return self._debug_state()
-        if name == "backend_status":
-            return self._backend_status()
-        if name == "models":  # the completion of :LocalCopilotBackend model (args[1]: setup()'s options)
-            return self._models(args[1] if len(args) > 1 else None)
-        if name == "leaving":  # sync, so the servers are released before Neovim exits
-            if self._running is not None:
-                self._running.worker.run(asyncio.to_thread(self._running.backends.close), timeout=5)
-            return True
-        elif name == "health":
-            return self._health(args[1] if len(args) > 1 else None)
-        elif name == "stats":
-            return self._stats()
-        return None
-
-    # -- :checkhealth and :LocalCopilot stats (sync calls from Lua) ----------------------
-
-    def _privacy(self, path: str, raw: Any) -> str:
-        """The privacy policy's reason for never sending the file at `path` under the options
-        `raw` (the host's own when None), '' when it may be sent."""
-        try:
-            cfg = load_config(raw) if raw is not None else self.config
-        except ConfigError:
-            cfg = self.config
-        policy = Policy.from_config(cfg) if cfg is not None else Policy()
-        return policy.path_reason(path) or ""
-
-    def _on_worker(self, fn: Callable[[], Any], timeout: float = 5.0) -> Any:
-        """Run `fn` on the worker loop, where the core mutates its stats, and wait for it."""
-        worker = self._start().worker
-
-        async def call() -> Any:
-            return fn()
-
-        return worker.run(call(), timeout)
-
-    def _debug_state(self) -> dict[str, Any]:
-        """Requests in flight and every live task on the worker loop (tests: nothing stuck)."""
-        running = self._start()
-        core, loop = running.core, running.worker.loop
-
-        def state() -> dict[str, Any]:
-            running = [state.in_flight() for state in core.buffers.values()]
-            return {
-                "tasks": sum(r["tasks"] for r in running),
-                "speculative": sum(r["speculative"] for r in running),
-                # first parts shown whose rest is fetched once the user pauses (not a task yet)
-                "pauses": sum(r["pauses"] for r in running),
-                "edits": sum(r["edits"] for r in running),
-                "warmups": sum(r["warmups"] for r in running),
-                # minus the task running this very check
-                "loop_tasks": sum(1 for t in asyncio.all_tasks(loop) if not t.done()) - 1,
-                "bytes_per_token": core.prompts.estimator.bytes_per_token,
-                # the worker's own channel to Neovim, when connected (channel.py)
-                "channel": self._live_channel_id(),
-                "channel_events": self._channel_events,
-                # buffers something is kept for (a window of their text)
-                "buffers": sorted(set(self._windows) | {b for b, st in core.buffers.items() if st.last}),
-            }
-
-        result: dict[str, Any] = self._on_worker(state)
-        return result
-
-    def _summary(self) -> dict[str, Any]:
-        """The engine's stats, with the suggestions Lua showed since it last told (it tells
-        with the next request; a stats call must not wait for that)."""
-        core = self._start().core
-        try:
-            shown = int(self.nvim.exec_lua(protocol.LUA_TAKE_SHOWN) or 0)
-        except Exception:  # an older Lua, or none loaded: nothing to add
-            shown = 0
-
-        def take() -> dict[str, Any]:
-            if shown:
-                core.stats.count("shown", shown)
-            summary = core.stats.summary()
-            summary["sizing"] = core.sizing()
-            return summary
-
-        summary: dict[str, Any] = self._on_worker(take)
-        return summary
-
-    def _stats(self) -> dict[str, Any]:
-        summary = self._summary()
-        active = self.config.backend if self.config else None
-        summary["active"] = active
-        if active and "?" in summary["backends"] and active not in summary["backends"]:
-            # counted before any sample named a backend: while nothing switched, the active one
-            summary["backends"][active] = summary["backends"].pop("?")
-        return summary
-
-    def _health(self, raw: Any) -> list[dict[str, Any]]:
-        """The health report as plain data for health.lua. `raw` is the table Lua's setup()
-        holds; without it, the options this host last received (and its last ConfigError)."""
-        import asyncio
-
-        from ..health import report as diagnostics
-
-        worker = self._start().worker  # it runs the probes
-        config_error = None
-        if raw is None:
-            if self.config is not None:
-                raw = msgspec.to_builtins(self.config)
-            config_error = self.config_error
-        stats = self._summary()
-        coro = diagnostics.collect(raw, config_error=config_error, stats=stats, log_file=log_path(), editor=True)
-        future = asyncio.run_coroutine_threadsafe(coro, worker.loop)
-        try:
-            report = future.result(45.0)
-        except Exception as exc:  # a timeout or a bug: say so in the report instead of a stack trace
-            future.cancel()  # stop its probes; Neovim has waited long enough
-            log.exception("health check failed")
-            return [{"name": "python3 host", "items": [{"level": "error", "message": f"the health check failed: {exc!r}",
-                                                        "advice": [f"see {log_path()}"]}]}]
-        host = next((sec for sec in report.sections if sec.name == "host interpreter and packages"), None)
-        if host is not None:
-            host.items.append(self._channel_item())
-        sections: list[dict[str, Any]] = msgspec.to_builtins(report.sections)
-        return sections
-
-    def _channel_item(self) -> Item:
-        chan = self._live_channel_id()
-        if chan is not None:
-            return Item(level="ok", message=f"keystrokes reach the host's network thread on its own "
-                                    f"channel to Neovim (channel {chan})")
-        return Item(level="info", message="keystrokes go through the python3 host's channel "
-                                f"(its network thread has no channel of its own: {self._channel_note})",
-                                advice=["this works, with a little more host CPU per keystroke"])
-
-    def _backend_status(self) -> dict[str, Any]:
-        core = self._start().core
-        cfg = self.config
-        if cfg is None:
-            return {"error": self.config_error or "no configuration yet"}
-        active = cfg.active
-        backend = core.backend
-        template = getattr(backend, "template", None)
-        model = getattr(backend, "model", None)
-        summary = core.stats.summary()["backends"].get(cfg.backend, {})
-        backends = self._start().backends
-        return {
-            "backend": cfg.backend,
-            "kind": active.kind,
-            "url": active.url,
-            "model": getattr(model, "id", "") or active.model or "(server decides)",
-            "template": getattr(template, "name", "") or active.fim_template or
-                        ("server-side (/infill)" if active.kind == "llama.cpp" and (
-                            active.endpoint == "infill" or getattr(backend, "resolved", False))
-                         else "detected on first request"),
-            "server": backends.server_state(cfg.backend),
-            "pending": backends.pending,
-            "latency": {k: summary.get(k) for k in ("n", "ttft_ms", "total_ms")},
-            "names": sorted(cfg.backends),
-            "next_edit": self._next_edit_status(cfg),
-        }
-
-    def _models(self, raw: Any) -> dict[str, Any]:
-        """The models the active entry's server lists ({'models': [{id, state}], 'error'}). The
-        options in force here, else `raw` (a host that has not had them yet: a command line
-        completed before any event went)."""
-        from ..backends.models import entry_models
-        from ..errors import BackendError
-
-        cfg = self.config
-        if cfg is None and raw is not None:
-            try:
-                cfg = load_config(raw)
-            except ConfigError as exc:
-                return {"models": [], "error": str(exc)}
-        if cfg is None:
-            return {"models": [], "error": self.config_error or "no configuration yet"}
-        try:
-            models = self._start().worker.run(entry_models(cfg.backend, cfg.active, timeout_s=2.0), 3.0)
-        except (BackendError, TimeoutError) as exc:
-            return {"models": [], "error": str(exc) or type(exc).__name__}
-        return {"models": msgspec.to_builtins(models), "error": None}
-
-    def _next_edit_status(self, cfg: Config) -> dict[str, Any] | None:
-        """The next-edit backend, its format and its server, while next edits are on."""
-        if not cfg.next_edit.enabled:
-            return None
-        next_edits = self._start().core.next_edits
-        name = cfg.next_edit.backend or cfg.backend
-        detected = next_edits.format_name
-        return {"backend": name, "url": cfg.backends[name].url,
-                "format": cfg.next_edit.format or detected or "detected on first request",
-                "server": self._start().backends.server_state(name)["state"]}
+        """A sync call from Lua: status, :checkhealth, stats and the like (queries.py)."""
+        return self._queries.answer(args)
