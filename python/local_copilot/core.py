@@ -24,7 +24,7 @@ from .notify import Episodes
 from .pipeline.complete import Pipeline
 from .pipeline.prepare import Preparer
 from .pipeline.reading import Reader
-from .privacy.policy import Gate
+from .privacy.gate import Gate
 from .stats import Stats
 from .transport.access import async_client
 from .updates import Editor, notices
@@ -45,7 +45,7 @@ class Core:
         # failure messages, one per episode of each backend (shared with next edits)
         self.episodes = Episodes(notices(editor))
         self.prompts = Preparer()  # snapshots into requests (pipeline/prepare.py)
-        self.privacy = Gate(editor, self.prompts.ring)  # what may be sent (privacy/policy.py)
+        self.privacy = Gate(editor, self.prompts.ring)  # what may be sent (privacy/gate.py)
         reader = Reader(editor, self.prompts, self.stats, self.episodes.of(""), start_hint)
         self.pipeline = Pipeline(self.prompts, reader, self.stats, self.episodes)
         self.ghost = Engine(editor, self.pipeline, self.stats, self.privacy, self.state, self.buffers)

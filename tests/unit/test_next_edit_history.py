@@ -9,7 +9,7 @@ import httpx
 from local_copilot.config import load_config
 from local_copilot.next_edit.history import History, unified_hunk
 from local_copilot.next_edit.request import NextEdits
-from local_copilot.privacy.policy import Gate
+from local_copilot.privacy.gate import Gate
 from local_copilot.stats import Stats
 
 

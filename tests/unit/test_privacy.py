@@ -1,4 +1,4 @@
-"""The privacy policy (python/local_copilot/privacy/policy.py) and every path that asks it: the
+"""The privacy policy (python/local_copilot/privacy/) and every path that asks it: the
 engine's requests (typed window, alternatives, speculative), the ring (chunks, yanks) and
 `local-copilot complete`, each against a capturing FAKE server that records what it got."""
 
@@ -15,6 +15,8 @@ import pytest
 from local_copilot.cli import main as cli
 from local_copilot.config import load_config
 from local_copilot.core import Core
+from local_copilot.privacy import binary, lua_rules, rules
+from local_copilot.privacy.gate import Gate
 from local_copilot.privacy import policy as privacy
 from local_copilot.privacy.policy import Policy
 from local_copilot.prompt.ring import ContextRing
@@ -105,8 +107,8 @@ def test_a_url_whose_password_is_a_placeholder_or_absent_passes(url: str) -> Non
 
 def test_each_line_is_judged_once_so_a_keystroke_scans_the_line_it_changed(monkeypatch: pytest.MonkeyPatch) -> None:
     judged: list[str] = []
-    real = privacy._line_reason
-    monkeypatch.setattr(privacy, "_line_reason", lambda line: judged.append(line) or real(line))
+    real = privacy.line_reason
+    monkeypatch.setattr(privacy, "line_reason", lambda line: judged.append(line) or real(line))
     policy = Policy()
     window = [f"line_{i} = {i} * some_value_here" for i in range(260)]
     assert policy.text_reason(window) is None
@@ -131,10 +133,10 @@ def test_user_exclude_globs(tmp_path: Path) -> None:
 
 def test_the_project_ignore_file_in_gitignore_syntax(tmp_path: Path) -> None:
     (tmp_path / "sub" / "deep").mkdir(parents=True)
-    (tmp_path / privacy.IGNORE_FILE).write_text("# comment\n*.csv\n/top.py\nbuild/\n!keep.csv\nsub/deep/*.py\n")
+    (tmp_path / rules.IGNORE_FILE).write_text("# comment\n*.csv\n/top.py\nbuild/\n!keep.csv\nsub/deep/*.py\n")
     policy = Policy()
     reason = policy.path_reason(str(tmp_path / "sub" / "Data.CSV"))
-    assert reason == f"listed in {tmp_path / privacy.IGNORE_FILE}"
+    assert reason == f"listed in {tmp_path / rules.IGNORE_FILE}"
     assert policy.path_reason(str(tmp_path / "sub" / "keep.csv")) is None  # negation
     assert policy.path_reason(str(tmp_path / "top.py"))
     assert policy.path_reason(str(tmp_path / "sub" / "top.py")) is None  # anchored to the file's directory
@@ -144,7 +146,7 @@ def test_the_project_ignore_file_in_gitignore_syntax(tmp_path: Path) -> None:
     assert Policy(ignore_file="").path_reason(str(tmp_path / "sub" / "Data.CSV")) is None
 
 
-@pytest.mark.parametrize("name", privacy.AI_IGNORE_FILES)
+@pytest.mark.parametrize("name", rules.AI_IGNORE_FILES)
 def test_other_ai_tools_ignore_files_are_obeyed(tmp_path: Path, name: str) -> None:
     # JetBrains' .aiignore, Gemini's .aiexclude, Cursor's .cursorignore: a project that says
     # "never send these" to another tool says it to this one, whatever ignore_file is
@@ -244,7 +246,7 @@ def test_a_link_made_after_the_path_was_judged_counts_once_the_editor_says_the_f
     path = tmp_path / "notes.py"
     path.write_text("x = 1\n")
     ring = ContextRing()
-    gate = privacy.Gate(RecordingEditor(), ring)
+    gate = Gate(RecordingEditor(), ring)
     assert gate.policy.path_reason(str(path)) is None
     assert ring.add(str(path), code("a"))
     path.unlink()
@@ -259,26 +261,26 @@ def test_an_ignore_file_written_is_read_anew(tmp_path: Path) -> None:
     policy = Policy()
     path = str(tmp_path / "data.csv")
     assert policy.path_reason(path) is None
-    (tmp_path / privacy.IGNORE_FILE).write_text("*.csv\n")
-    policy.forget_path(str(tmp_path / privacy.IGNORE_FILE))
-    assert policy.path_reason(path) == f"listed in {tmp_path / privacy.IGNORE_FILE}"
+    (tmp_path / rules.IGNORE_FILE).write_text("*.csv\n")
+    policy.forget_path(str(tmp_path / rules.IGNORE_FILE))
+    assert policy.path_reason(path) == f"listed in {tmp_path / rules.IGNORE_FILE}"
 
 
 # -- binary files: git's rule -------------------------------------------------------------------
 
 def test_binary_files_by_gits_rule() -> None:
     nul = "a binary file (a NUL byte in its first 8000 bytes)"
-    assert privacy.binary_reason(b"\x7fELF\x02\x01\x01\x00\x00") == nul
-    assert privacy.binary_reason(b"x" * 7999 + b"\x00") == nul
-    assert privacy.binary_reason(b"x" * 8000 + b"\x00", more=True) is None  # past the first 8000 bytes
-    assert privacy.binary_reason(b"caf\xc3\xa9 = 1\n") is None
-    assert privacy.binary_reason(b"abc\xff\xfedef\n") == "a binary file (not valid utf-8)"
-    assert privacy.binary_reason(b"abc\xff\xfedef\n", "latin1") is None  # valid in the file's encoding
-    assert privacy.binary_reason(b"x" * 7999 + b"\xc3", more=True) is None  # a character cut by the 8000
-    assert privacy.binary_reason(b"x" * 7999 + b"\xc3") == "a binary file (not valid utf-8)"
-    assert privacy.binary_reason("héllo".encode("utf-16-le"), "utf-16le") is None  # its NULs are text
-    assert privacy.binary_reason(b"\x00\x00", "no-such-encoding") == nul
-    assert privacy.binary_reason(b"abc", "no-such-encoding") is None
+    assert binary.binary_reason(b"\x7fELF\x02\x01\x01\x00\x00") == nul
+    assert binary.binary_reason(b"x" * 7999 + b"\x00") == nul
+    assert binary.binary_reason(b"x" * 8000 + b"\x00", more=True) is None  # past the first 8000 bytes
+    assert binary.binary_reason(b"caf\xc3\xa9 = 1\n") is None
+    assert binary.binary_reason(b"abc\xff\xfedef\n") == "a binary file (not valid utf-8)"
+    assert binary.binary_reason(b"abc\xff\xfedef\n", "latin1") is None  # valid in the file's encoding
+    assert binary.binary_reason(b"x" * 7999 + b"\xc3", more=True) is None  # a character cut by the 8000
+    assert binary.binary_reason(b"x" * 7999 + b"\xc3") == "a binary file (not valid utf-8)"
+    assert binary.binary_reason("héllo".encode("utf-16-le"), "utf-16le") is None  # its NULs are text
+    assert binary.binary_reason(b"\x00\x00", "no-such-encoding") == nul
+    assert binary.binary_reason(b"abc", "no-such-encoding") is None
 
 
 # -- the ring -------------------------------------------------------------------------------
@@ -407,6 +409,6 @@ def test_local_copilot_complete_sends_no_byte_of_a_binary_file(
 
 
 def test_the_lua_copy_of_the_built_in_rules_is_generated_from_these() -> None:
-    # Lua judges paths with it before the host has started; `python -m local_copilot.privacy.policy` writes it
+    # Lua judges paths with it before the host has started; `python -m local_copilot.privacy.lua_rules` writes it
     root = Path(__file__).resolve().parents[2]
-    assert (root / privacy.LUA_RULES_FILE).read_text() == privacy.lua_source()
+    assert (root / lua_rules.LUA_RULES_FILE).read_text() == lua_rules.lua_source()

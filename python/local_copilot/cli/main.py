@@ -253,7 +253,7 @@ def _position(spec: str) -> tuple[str, int | None, int | None]:
 
 
 def _cmd_complete(args: argparse.Namespace) -> int:
-    from ..privacy.policy import BINARY_HEAD, binary_reason
+    from ..privacy.binary import BINARY_HEAD, binary_reason
     from .oneshot import complete_text
 
     path, line, col = _position(args.file)

@@ -30,7 +30,7 @@ from ..buffer_state import KEYSTROKE, BufferState
 from ..config import Config
 from ..pipeline.complete import Ask, Completion, Pipeline
 from ..pipeline.reading import Stop
-from ..privacy.policy import Gate
+from ..privacy.gate import Gate
 from ..snapshot import Snapshot, char_to_byte_col
 from ..stats import Stats
 from ..updates import Editor, Render, RenderPlan

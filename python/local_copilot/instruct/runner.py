@@ -19,7 +19,7 @@ from ..config import Config
 from ..errors import BackendError, ConfigError, ModelLoading, ServerError, ServerUnavailable, TooLarge
 from ..indentation import NEAR_AFTER, NEAR_BEFORE, buffer_style, restyle_lines
 from ..log import log
-from ..privacy.policy import Gate
+from ..privacy.gate import Gate
 from ..backends.slots import Slots
 from ..stats import Stats
 from ..transport.access import async_client

@@ -28,7 +28,7 @@ from ..errors import BackendError, ConfigError, ModelLoading, ServerHeld
 from ..indentation import IndentStyle, buffer_style, restyle_lines
 from ..log import log
 from ..notify import Episodes
-from ..privacy.policy import Gate
+from ..privacy.gate import Gate
 from ..prompt.long_lines import cut_lines
 from ..snapshot import Snapshot
 from ..stats import Stats
