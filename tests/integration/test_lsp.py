@@ -30,9 +30,9 @@ import httpx
 import pytest
 
 from local_copilot.devtools.tiny_model import write_gguf
+from local_copilot.servers.directories import runtime_dir
 from local_copilot.servers.llama_cpp import LlamaServer, free_port
 from local_copilot.servers.registry import ServerFiles, pid_alive
-from local_copilot.servers.supervisor import runtime_dir
 
 from ..conftest import PHRASE
 from ..fakes.recording_proxy import RecordingProxy

@@ -25,7 +25,8 @@ from local_copilot.errors import ServerStartError
 from local_copilot.server_options import ServerOptions
 from local_copilot.servers.ports import free_port
 from local_copilot.servers.registry import pid_alive
-from local_copilot.servers.supervisor import ServerEvent, Supervisor
+from local_copilot.servers.server_status import ServerEvent
+from local_copilot.servers.supervisor import Supervisor
 
 from ..helpers import wait_for
 

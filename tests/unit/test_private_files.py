@@ -73,15 +73,15 @@ def test_a_state_directory_planted_by_another_user_is_refused(tmp_path: Path) ->
 @pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="needs root to make a directory another user's")
 def test_server_state_in_tmp_is_not_kept_in_a_directory_another_user_planted(tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    from local_copilot.servers import supervisor
+    from local_copilot.servers import directories
 
-    monkeypatch.setattr(supervisor.tempfile, "gettempdir", lambda: str(tmp_path))
-    monkeypatch.setattr(supervisor, "_writable_dir", lambda path: False)  # no usable XDG_RUNTIME_DIR
+    monkeypatch.setattr(directories.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(directories, "_writable_dir", lambda path: False)  # no usable XDG_RUNTIME_DIR
     planted = tmp_path / f"local-copilot-{os.getuid()}"
     (planted / "servers").mkdir(parents=True)
     os.chown(planted, 65534, 65534)
     with pytest.raises(ServerStartError, match="belongs to uid 65534"):
-        supervisor.runtime_dir({})
+        directories.runtime_dir({})
     os.chown(planted, 0, 0)
     planted.chmod(0o777)
-    assert supervisor.runtime_dir({}) == planted / "servers" and mode(planted) == 0o700
+    assert directories.runtime_dir({}) == planted / "servers" and mode(planted) == 0o700

@@ -192,7 +192,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
                 raise  # asked for it by name: say why (e.g. a remote URL)
     others: list[dict[str, Any]] = []
     if not args.backend:  # also servers started for backends or ports this configuration does not name
-        from ..servers.supervisor import list_servers
+        from ..servers.directories import list_servers
 
         known = {(s.backend, s.url) for s in statuses}
         others = [o for o in list_servers() if o.get("alive") and (o.get("backend"), o.get("url")) not in known]

@@ -217,7 +217,7 @@ async def _fim_probe(name: str, backend: Any, timeout: float, *, on_500: str | N
 
 def _server_items(name: str, url: str, env: Mapping[str, str]) -> list[Item]:
     """A server local-copilot started for this backend: where its log is, whether it died."""
-    from ..servers.supervisor import list_servers
+    from ..servers.directories import list_servers
 
     items: list[Item] = []
     try:

@@ -22,7 +22,8 @@ from ..log import log
 from ..server_options import server_options
 from ..transport.access import async_client, auth_headers
 from .auto import detect_backend
-from .supervisor import ServerEvent, Supervisor
+from .server_status import ServerEvent
+from .supervisor import Supervisor
 
 __all__ = ["BackendManager", "Change"]
 

@@ -7,13 +7,13 @@ last user is gone (after `keep_alive_s`), which a small janitor process beside t
 enforces even when Neovim is killed (see janitor.py). A server started from the terminal
 (`local-copilot start`) is pinned: it runs until `local-copilot stop`.
 
-Files: state, users and lock in the runtime dir (`LOCAL_COPILOT_RUNTIME_DIR`, else platformdirs'
+Files (directories.py): state, users and lock in the runtime dir (`LOCAL_COPILOT_RUNTIME_DIR`, else platformdirs'
 user runtime dir, else a temp dir), output in `<log dir>/servers/<backend>.log` (rotated, two
 old files kept). Servers always bind 127.0.0.1.
 
 Blocking calls (start, stop, restart) are meant for a worker thread; `start_async` and
-`watch_async` wrap them for asyncio. Progress and events are callbacks, called from whichever
-thread runs the work.
+`watch_async` wrap them for asyncio. Progress and events (server_status.py) are callbacks,
+called from whichever thread runs the work.
 """
 
 from __future__ import annotations
@@ -26,46 +26,28 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
-import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import httpx
-import msgspec
-import platformdirs
 
 from ..errors import ServerStartError
-from ..privacy.files import check_private_dir
 from ..server_options import ServerOptions, server_options
 from ..transport.access import sync_client
 from .detached import start_detached
+from .directories import runtime_dir, server_log_dir
 from .janitor import rotate
 from .ports import port_free, port_owner
 from .recipes import INSTALL_HINTS, Recipe, check_ollama_model, local_port, make_recipe
 from .registry import ServerFiles, kill_group, pid_alive
 from .server_log import error_quote, model_failed, tail_lines
+from .server_status import EventFn, EventKind, ProgressFn, ServerEvent, ServerStatus
 
-__all__ = [
-    "Supervisor",
-    "ServerStatus",
-    "ServerEvent",
-    "ProgressFn",
-    "EventFn",
-    "runtime_dir",
-    "server_log_dir",
-    "list_servers",
-]
-
-ProgressFn = Callable[[float, str], None]  # (seconds since the start, the server's latest log line)
-
-State = Literal["stopped", "starting", "ready", "external", "crashed", "failed"]
-EventKind = Literal["starting", "attached", "progress", "ready", "external", "crashed", "restarting", "failed",
-                    "stopped"]
+__all__ = ["Supervisor"]
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # .../python, for the janitor's sys.path
 KEEP_LOGS = 2
@@ -75,90 +57,10 @@ STOP_TIMEOUT_S = 15.0
 MAX_BACKOFF_S = 60.0
 
 
-class ServerEvent(msgspec.Struct, frozen=True, kw_only=True):
-    backend: str
-    kind: EventKind
-    message: str
-    elapsed: float = 0.0
-    log_line: str = ""
-
-
-EventFn = Callable[[ServerEvent], None]
-
-
-class ServerStatus(msgspec.Struct, frozen=True, kw_only=True):
-    backend: str
-    url: str
-    state: State
-    kind: str = ""  # recipe: llama.cpp | vllm | ollama | custom ('' when unknown)
-    pid: int | None = None
-    pinned: bool = False  # started from the terminal: runs until `local-copilot stop`
-    users: int = 0
-    uptime_s: float = 0.0
-    exit_code: int | None = None
-    log_path: str = ""
-    argv: list[str] = []
-    error: str = ""  # why it failed (state failed/crashed)
-    notes: list[str] = []  # the recipe's explanations (sizing, defaults)
-
-
-# ------------------------------------------------------------------------------------ dirs
-
-
-def _writable_dir(path: Path) -> bool:
-    try:
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        return os.access(path, os.W_OK | os.X_OK)
-    except OSError:
-        return False
-
-
-def runtime_dir(env: Mapping[str, str] | None = None) -> Path:
-    """Where pid/lock/users files live: shared by every Neovim of this user on this machine."""
-    env = os.environ if env is None else env
-    if env.get("LOCAL_COPILOT_RUNTIME_DIR"):
-        return Path(env["LOCAL_COPILOT_RUNTIME_DIR"]) / "servers"
-    with warnings.catch_warnings():  # no XDG_RUNTIME_DIR: platformdirs warns, then falls back to /tmp
-        warnings.simplefilter("ignore")
-        path = Path(platformdirs.user_runtime_dir("local-copilot")) / "servers"
-    if _writable_dir(path):
-        return check_private_dir(path)
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    # /tmp is everyone's: a directory planted there by another user (or a link) is refused
-    base = check_private_dir(Path(tempfile.gettempdir()) / f"local-copilot-{uid}")
-    return check_private_dir(base / "servers")
-
-
-def server_log_dir(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    base = env.get("LOCAL_COPILOT_LOG_DIR") or platformdirs.user_log_dir("local-copilot")
-    return Path(base) / "servers"
-
-
-def list_servers(env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """The state of every server the plugin started on this machine (for `status` without a name)."""
-    out = []
-    for p in sorted(runtime_dir(env).glob("*.json")):
-        try:
-            state = json.loads(p.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(state, dict):
-            state["alive"] = state.get("exit_code") is None and pid_alive(state.get("pid"), state.get("proc_start"))
-            out.append(state)
-    return out
-
-
-# ------------------------------------------------------------------------------------ helpers
-
-
 def _resolve_exe(exe: str, env: Mapping[str, str]) -> str | None:
     if os.sep in exe:
         return exe if os.access(exe, os.X_OK) and not os.path.isdir(exe) else None
     return shutil.which(exe, path=env.get("PATH"))
-
-
-# ------------------------------------------------------------------------------------ supervisor
 
 
 class Supervisor:
