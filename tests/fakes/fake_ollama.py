@@ -1,5 +1,5 @@
 """A FAKE Ollama (it cannot be installed here) that follows its documented API:
-/api/show (template, details.family, capabilities, model_info), /api/tags, and
+/api/version, /api/show (template, details.family, capabilities, model_info), /api/tags, and
 /api/generate streaming NDJSON that ends with `done: true`. Unknown models get 404
 `{"error": "model 'x' not found"}`, as Ollama answers.
 """
@@ -19,17 +19,24 @@ def fake_ollama(models: dict[str, dict[str, Any]], answer: list[str]) -> FakeSer
 
     def script(path: str, body: dict[str, Any]) -> tuple[int, list[Step]]:
         name = body.get("model", "")
+        if path == "/api/version":
+            return 200, [json.dumps({"version": "0.12.6"}).encode()]
         if path == "/api/tags":
             return 200, [json.dumps({"models": [{"name": n} for n in models]}).encode()]
         if name not in models:
             return 404, [json.dumps({"error": f"model '{name}' not found"}).encode()]
         info = models[name]
         if path == "/api/show":
+            template = info.get("template", "")
+            # as Ollama answers: "insert" when the template has a suffix slot; the architecture
+            # under general.architecture and each hyperparameter under its name
+            capabilities = ["completion", *(["insert"] if ".Suffix" in template else [])]
+            arch = info.get("family", "x")
             return 200, [json.dumps({
-                "template": info.get("template", ""),
+                "template": template,
                 "details": {"family": info.get("family", "")},
-                "capabilities": info.get("capabilities", ["completion"]),
-                "model_info": {f"{info.get('family', 'x')}.context_length": 32768},
+                "capabilities": info.get("capabilities", capabilities),
+                "model_info": {"general.architecture": arch, f"{arch}.context_length": 32768},
             }).encode()]
         if path == "/api/generate":
             steps: list[Step] = []

