@@ -56,7 +56,7 @@ end, {
 vim.api.nvim_create_user_command('LocalCopilot', function(o) require('local_copilot.commands').run(o.fargs) end, {
   nargs = '?',
   complete = function() return require('local_copilot.commands').names() end,
-  desc = 'local-copilot: enable|disable|toggle|status|stats|log',
+  desc = 'local-copilot: enable|disable|toggle|status|stats|log|doctor',
 })
 
 vim.api.nvim_create_user_command('LocalCopilotBackend', function(o)

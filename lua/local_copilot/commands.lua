@@ -1,4 +1,4 @@
--- :LocalCopilot {enable|disable|toggle|status|stats|log}
+-- :LocalCopilot {enable|disable|toggle|status|stats|log|doctor}
 local M = {}
 
 -- A failure, as one line that fits (message.lua); the listings below are asked for, and show whole.
@@ -45,6 +45,8 @@ local subs = {
     vim.notify(table.concat(lines, '\n'), vim.log.levels.INFO)
   end,
   stats = function() require('local_copilot.stats_view').open() end,
+  -- the health report on the options in force (setup()'s), as :checkhealth local_copilot
+  doctor = function() vim.cmd('checkhealth local_copilot') end,
   log = function()
     local st, why = host_call('status')
     if not st then return show('local-copilot: ' .. why) end

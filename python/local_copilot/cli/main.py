@@ -35,6 +35,7 @@ from ..config import load_config
 from ..errors import BackendError, ConfigError, LocalCopilotError, PrivateText, ServerUnavailable
 from ..server_options import ServerOptions, server_options
 from ..transport.limits import clip_message
+from . import about
 from .config_file import config_file, read_config_file
 
 __all__ = ["main", "build_parser", "resolve_backend"]
@@ -224,10 +225,15 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     from ..health import report as diagnostics
     from ..log import log_path
 
-    raw = read_config_file(config_file(args.config))
+    path = config_file(args.config)
+    raw = read_config_file(path)
     name, flagged = _flagged_backend(args, raw)
     report = diagnostics.collect_sync(raw, backend=args.backend or (name if flagged else None), editor=False,
-                                      log_file=log_path(), probe_timeout=args.timeout)
+                                      log_file=log_path(), probe_timeout=args.timeout,
+                                      options_source=about.config_item(args.config, path))
+    python = next((s for s in report.sections if s.name == "python"), None)
+    if python is not None:
+        python.items.insert(0, about.install_item())
     if args.json:
         print(msgspec.json.encode(report).decode())
     else:
@@ -341,8 +347,21 @@ def _backend_flags(p: argparse.ArgumentParser, *, server: bool) -> None:
     g.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment of the server")
 
 
+class _Version(argparse.Action):
+    """--version: several lines, as they are (argparse's own action rewraps them into one)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(about.version_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="local-copilot", description="local-copilot.nvim from the terminal")
+    parser = argparse.ArgumentParser(prog="local-copilot", description="local-copilot.nvim from the terminal",
+                                     epilog=about.help_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action=_Version, help="the version, where this command and its python are")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("start", help="start a backend's server (or reuse the running one) and wait until ready")

@@ -146,8 +146,12 @@ def load_options(raw: Any, backend: str | None = None
     return cfg, options, error
 
 
-def config_section(cfg: Config | None, error: str | None, env: Mapping[str, str]) -> Section:
+def config_section(cfg: Config | None, error: str | None, env: Mapping[str, str],
+                   source: Item | None = None) -> Section:
+    """`source`: where the options come from (the first line)."""
     sec = Section(name="configuration")
+    if source is not None:
+        sec.items.append(source)
     if error:
         path = _field_path(error)
         where = f"the option at `{path}`" if path else "the options"
@@ -239,10 +243,12 @@ def log_section(path: Path, level: str) -> Section:
 async def collect(raw: Any = None, *, backend: str | None = None, config_error: str | None = None,
                   stats: Mapping[str, Any] | None = None, log_file: Path | None = None, editor: bool = True,
                   env: Mapping[str, str] | None = None, transport: httpx.AsyncBaseTransport | None = None,
-                  probe_timeout: float = 10.0, quick_timeout: float = 0.3) -> Report:
+                  probe_timeout: float = 10.0, quick_timeout: float = 0.3,
+                  options_source: Item | None = None) -> Report:
     """The whole report. `raw`: the setup() table (None: no options, unless `config_error`
     says the host's last ones were rejected); `backend`: check this one as the active one;
-    `editor`: called from Neovim (its own checks come from Lua) rather than the terminal."""
+    `editor`: called from Neovim (its own checks come from Lua) rather than the terminal;
+    `options_source`: where `raw` came from (in Neovim: the options in force)."""
     env = dict(os.environ if env is None else env)
     report = Report()
     report.sections.append(python_section("host interpreter and packages" if editor else "python"))
@@ -250,7 +256,10 @@ async def collect(raw: Any = None, *, backend: str | None = None, config_error: 
         report.sections.append(await asyncio.to_thread(neovim_section, env))
     cfg, options, error = load_options(raw, backend)
     error = error or config_error
-    report.sections.append(config_section(cfg, error, env))
+    if options_source is None and editor:
+        options_source = Item(level="info", message="options in force: the ones given to setup() in this Neovim "
+                                                    "(a config.toml is read by the local-copilot command only)")
+    report.sections.append(config_section(cfg, error, env, options_source))
     if cfg is not None:
         timeout = httpx.Timeout(probe_timeout, connect=2.0)
         # answers bounded (limits.py): a hostile server's probe answer must not fill memory
