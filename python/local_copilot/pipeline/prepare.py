@@ -1,10 +1,12 @@
 """A snapshot turned into what a request needs: the window around the cursor fitted to the
-server's context, the cross-file chunks that fit beside it, the FIM request, what the
-post-processor needs to know of the buffer, and the cache key.
+server's context, the repository context that fits beside it (the signatures of the files the
+buffer's file imports, then the ring's chunks of other buffers and yanks), the FIM request, what
+the post-processor needs to know of the buffer, and the cache key.
 
 The Preparer owns what prompt building learns and keeps between keystrokes: the bytes-per-token
 estimate (calibrated from the token counts the server reports), the server's context where
-only a refused prompt said it, the fitted windows, and the ring of cross-file chunks.
+only a refused prompt said it, the fitted windows, the ring of cross-file chunks and the
+imported files' signatures.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from ..errors import ConfigError
 from ..indentation import NEAR_AFTER, NEAR_BEFORE, buffer_style
 from ..prompt.budget import MIN_PROMPT_BUDGET, PROMPT_OVERHEAD, TokenEstimator, utf8_len
 from ..prompt.context import FimContext
+from ..prompt.imports import Imports, as_comments
 from ..prompt.request import FimRequest
 from ..prompt.ring import ContextRing
 from ..prompt.speed import MIN_CONTEXT_CHARS, ServerSpeed
@@ -28,10 +31,14 @@ __all__ = ["Prepared", "Preparer", "prompt_bytes"]
 class Prepared:
     """A snapshot turned into what a request needs."""
 
-    __slots__ = ("snap", "ctx", "req", "pctx", "key")
+    __slots__ = ("snap", "ctx", "req", "pctx", "key", "sources")
 
-    def __init__(self, snap: Snapshot, ctx: FimContext, req: FimRequest, pctx: PostContext, key: str) -> None:
+    def __init__(self, snap: Snapshot, ctx: FimContext, req: FimRequest, pctx: PostContext, key: str,
+                 sources: tuple[tuple[str, str], ...] = ()) -> None:
         self.snap, self.ctx, self.req, self.pctx, self.key = snap, ctx, req, pctx, key
+        # what the prompt holds besides the window: (source, file name), source one of
+        # "imports" (an imported file's signatures) and "ring" (another buffer's or a yank's text)
+        self.sources = sources
 
 
 class Preparer:
@@ -46,6 +53,8 @@ class Preparer:
         # not say it otherwise, or says more than it holds)
         self.said_limit: int | None = None
         self.ring = ContextRing()
+        # the signatures of the files each file imports, read off the keystroke path (imports.py)
+        self.imports = Imports()
         starts: dict[int, int] = {}  # where each buffer's prompt starts, shared (window.py)
         self._window = WindowFitter(starts)  # the last snapshot's window, fitted
         # the speculative request's own: it must not evict the window the user types in (the
@@ -97,19 +106,34 @@ class Preparer:
             # they come first and stay cached while they do not change, but a cold prompt holds
             # them too: on a slow server they get at most half the window's time
             extra_budget = min(extra_budget, sizing.window_tokens // 2)
-        extra: tuple[ExtraChunk, ...] = ()
-        if extra_budget > 0 and len(self.ring):
+        defs: list[ExtraChunk] = []
+        chunks: tuple[ExtraChunk, ...] = ()
+        if extra_budget > 0:
+            # the imported files' signatures first: they change seldom, so the prompt's start
+            # stays cached, and they name what the code at the cursor calls
+            for d in self.imports.ready(snap.path, snap.ft, self.ring.policy):
+                cost = self.estimator.tokens(d.text) + self.CHUNK_OVERHEAD
+                if cost <= extra_budget:
+                    defs.append(ExtraChunk(d.filename, d.text))
+                    extra_budget -= cost
+        if extra_budget > 0 and len(self.ring) and style != "continue":
             local = ctx.prefix + ctx.middle + ctx.suffix
-            chunks = self.ring.extra_for(local, extra_budget, lambda t: self.estimator.tokens(t) + self.CHUNK_OVERHEAD)
-            extra = tuple(ExtraChunk(c.filename, c.text) for c in chunks)
-        middle, heal = ctx.middle, ""
+            found = self.ring.extra_for(local, extra_budget, lambda t: self.estimator.tokens(t) + self.CHUNK_OVERHEAD)
+            chunks = tuple(ExtraChunk(c.filename, c.text) for c in found)
+        extra = (*defs, *chunks)
+        prefix, middle, heal = ctx.prefix, ctx.middle, ""
         if style == "continue":
             # a base model reads no text after the cursor: none is sent (the post-processor
-            # still knows it) and no other files, which would read as this one's start
+            # still knows it), and other files' text would read as this one's start: the
+            # imported signatures go first as comments, under their files' names
             extra = ()
+            preamble = as_comments(defs, snap.ft)
+            if not preamble:
+                defs = []  # (no line comment known for the language)
+            prefix = preamble + prefix
             middle, heal = heal_trailing_space(middle)
         req = FimRequest(
-            prefix=ctx.prefix,
+            prefix=prefix,
             middle=middle,
             suffix="" if style == "continue" else ctx.suffix,
             n_predict=cfg.n_predict,
@@ -120,7 +144,9 @@ class Preparer:
             extra=extra,
         )
         pctx = post_context(snap, ctx, cfg, stop_strings, chat=style == "chat", heal=heal)
-        return Prepared(snap, ctx, req, pctx, key)
+        sources = (*(("imports", d.filename) for d in defs),
+                   *(("ring", c.filename) for c in req.extra if style != "continue" and c not in defs))
+        return Prepared(snap, ctx, req, pctx, key, sources)
 
     def budget(self, limit: int | None, cfg: Config) -> tuple[int | None, int]:
         """The prompt's tokens for the local window and cross-file chunks together (None: the
