@@ -1,53 +1,9 @@
--- The options Lua itself needs on the keystroke path. Python validates the whole table
--- (python/local_copilot/config.py holds the same defaults; a test keeps the two equal).
+-- The options Lua itself needs on the keystroke path. Python validates the whole table; their
+-- defaults, the types checked here and the `---@class` annotations of setup()'s table are
+-- generated from Python's schema (schema.lua, written by `python -m local_copilot.lua_schema`
+-- from python/local_copilot/config.py; a test fails when it differs).
+local schema = require('local_copilot.schema')
 local M = {}
-
----@class local_copilot.BackendOptions one model server (:help local-copilot-backends)
----@field kind? 'llama.cpp'|'openai'|'ollama'|'sglang'|'lmstudio' the wire dialect (vLLM speaks 'openai')
----@field url? string
----@field model? string
----@field fim_template? string
----@field endpoint? 'auto'|'completion'|'infill'
----@field prompt? ''|'fim'|'continue'|'chat'
----@field api_key_env? string the environment variable holding the token
----@field ca_file? string
----@field tls_verify? boolean
----@field cmd? string[] how to start the server (a managed backend)
----@field timeout_ms? integer
----@field temperature? number
----@field top_p? number
----@field samplers? string[]
----@field server? table the managed server's own options
-
----@class local_copilot.ContextOptions
----@field lines_before? integer
----@field lines_after? integer
----@field prefix_share? number
----@field extra_tokens? integer
-
----@class local_copilot.PrivacyOptions
----@field ignore_file? string
----@field git_ignored? boolean
-
----@class local_copilot.NextEditOptions
----@field enabled? boolean
----@field backend? string
----@field format? ''|'sweep'|'zeta'|'zeta2'
----@field debounce_ms? integer
----@field n_predict? integer
----@field history_events? integer
----@field history_bytes? integer
----@field history_minutes? integer
-
----@class local_copilot.EditOptions
----@field backend? string
----@field n_predict? integer
----@field temperature? number
----@field context_lines? integer
----@field warm? boolean
----@field timeout_ms? integer
----@field accept_key? string|false
----@field cancel_key? string|false
 
 ---@class local_copilot.Keymaps keys the plugin maps (:help local-copilot-keymaps); false = none
 ---@field accept? string|false
@@ -60,51 +16,7 @@ local M = {}
 ---@field next_edit_accept? string|false Normal mode
 ---@field next_edit_dismiss? string|false Normal mode
 
----@class local_copilot.Options what setup() takes (:help local-copilot-config); Python checks ranges
----@field backend? string the active entry of `backends`
----@field backends? table<string, local_copilot.BackendOptions>
----@field fallback? string[] entries tried in order when the active one cannot answer
----@field fallback_after_ms? integer
----@field filetypes? table<string, boolean> `['*']` for the rest
----@field keymaps? local_copilot.Keymaps
----@field lsp? boolean an in-process language server for completion menus
----@field auto_trigger? boolean
----@field adaptive_debounce? boolean
----@field hide_during_completion? boolean
----@field request_during_completion? boolean
----@field warm_up? boolean
----@field n_predict? integer
----@field n_predict_first? integer
----@field t_max_predict_ms? integer
----@field debounce_ms? integer
----@field latency_target_ms? integer
----@field max_lines? integer
----@field reuse? boolean
----@field speculative? boolean
----@field context? local_copilot.ContextOptions
----@field exclude? string[] path patterns never sent
----@field privacy? local_copilot.PrivacyOptions
----@field next_edit? local_copilot.NextEditOptions
----@field edit? local_copilot.EditOptions
----@field log_level? 'debug'|'info'|'warn'|'error'
-
-M.defaults = {
-  auto_trigger = true,
-  debounce_ms = 0,
-  adaptive_debounce = false,
-  hide_during_completion = true,
-  request_during_completion = false,
-  reuse = true,
-  warm_up = true,
-  -- an in-process language server offering the suggestions to completion menus (lsp.lua)
-  lsp = false,
-  filetypes = {},
-  keymaps = {},
-  context = { lines_before = 200, lines_after = 60, prefix_share = 0.75, extra_tokens = 1024 },
-  next_edit = { enabled = false, debounce_ms = 100 },
-  -- the instruction edits' options Lua reads (config.py's EditConfig holds them all)
-  edit = { context_lines = 60, warm = true, accept_key = '<Tab>', cancel_key = '<Esc>' },
-}
+M.defaults = schema.defaults
 
 -- Filetypes off unless the user turns them on (commit messages, help).
 M.filetype_defaults = { gitcommit = false, gitrebase = false, help = false, hgcommit = false, svn = false, cvs = false }
@@ -117,22 +29,18 @@ M.version = 0
 
 -- The types of the options Lua reads (a wrong one would fail on the keystroke path, a stack
 -- trace per key) and of those it passes on whole; Python checks every option, ranges too.
-local KEY = { 'string', 'boolean' } -- a key, or false for none
-local types = {
-  auto_trigger = 'boolean', debounce_ms = 'number', adaptive_debounce = 'boolean', hide_during_completion = 'boolean',
-  request_during_completion = 'boolean', reuse = 'boolean', warm_up = 'boolean', lsp = 'boolean', backend = 'string',
-  backends = { each = 'table' }, exclude = 'table', filetypes = { each = 'boolean' }, keymaps = { each = KEY },
-  context = { fields = { lines_before = 'number', lines_after = 'number', prefix_share = 'number', extra_tokens = 'number' } },
-  next_edit = { fields = { enabled = 'boolean', debounce_ms = 'number', backend = 'string' } },
-  edit = { fields = { context_lines = 'number', warm = 'boolean', accept_key = KEY, cancel_key = KEY, backend = 'string' } },
-}
+local types = schema.types
+local KEY = 'key' -- a key, or false for none
 
 local WORDS = { boolean = 'true or false', number = 'a number', string = 'a string', table = 'a table' }
 
+local function is_key(value) return type(value) == 'string' or value == false end
+
+-- Whether `value` has the type `want` names. vim.validate judges it; it raises an error, and
+-- the plugin says one line naming the option instead (bad() below), so it runs under pcall.
 local function fits(value, want)
-  if type(want) == 'string' then return type(value) == want end
-  if want == KEY then return type(value) == 'string' or value == false end
-  return type(value) == 'table'
+  local validator = want == KEY and is_key or (type(want) == 'string' and want or 'table')
+  return (pcall(vim.validate, 'value', value, validator))
 end
 
 local function bad(path, value, want)
@@ -142,7 +50,8 @@ local function bad(path, value, want)
 end
 
 -- nil when every field of `value` named in `shape` has its type; else one line naming the
--- first that does not (`prefix` goes before its name).
+-- first that does not (`prefix` goes before its name). setup() and edit() check their
+-- arguments with it.
 ---@param value table
 ---@param shape table<string, string|table>
 ---@param prefix? string

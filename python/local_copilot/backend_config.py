@@ -65,7 +65,7 @@ class BackendConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """One model server. `kind` names its record in backends/registry.py (the wire dialect,
     default URL, launch recipe); the name in `backends` is the user's."""
 
-    kind: str = DEFAULT_KIND
+    kind: Annotated[str, Meta(description="the wire dialect (vLLM speaks 'openai')")] = DEFAULT_KIND
     url: str = "http://127.0.0.1:8012"  # a new entry without one gets its kind's default_url
     model: str = ""
     # '' = detect from the server's model name; otherwise a name from prompt.templates.names()
@@ -80,13 +80,13 @@ class BackendConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # instruct model fills a marked hole); '' = decided from what the server tells of its model
     prompt: Literal["", "fim", "continue", "chat"] = ""
     # name of an environment variable holding a Bearer token; the key itself never sits in config
-    api_key_env: str = ""
+    api_key_env: Annotated[str, Meta(description="the environment variable holding the token")] = ""
     # https: a PEM bundle of CAs trusted beside the system's (a team server's own CA)
     ca_file: str = ""
     # https: false checks no certificate at all (checkhealth and doctor warn on every run)
     tls_verify: bool = True
     # launch command as an argv list (server management); empty = the built-in recipe
-    cmd: list[str] = []
+    cmd: Annotated[list[str], Meta(description="how to start the server (a managed backend)")] = []
     timeout_ms: PositiveInt = 10_000
     temperature: Annotated[float, Meta(ge=0)] = 0.1
     top_p: Annotated[float, Meta(gt=0, le=1)] = 0.9
@@ -94,4 +94,4 @@ class BackendConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # does); "temperature" must be in the chain or the temperature option is ignored
     samplers: list[str] = msgspec.field(default_factory=lambda: ["top_k", "top_p", "temperature", "infill"])
     # how :LocalCopilotBackend starts and supervises this backend's server
-    server: ServerOptions = ServerOptions()
+    server: Annotated[ServerOptions, Meta(description="the managed server's own options")] = ServerOptions()

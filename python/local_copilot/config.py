@@ -21,7 +21,7 @@ from .errors import ConfigError
 from .transport.access import ca_file_problem
 
 __all__ = ["BackendConfig", "Config", "ContextConfig", "EditConfig", "NextEditConfig", "PrivacyConfig", "BUILTIN_BACKENDS",
-           "NARROWING", "builtin_backends", "load_config", "merge_options", "url_problem"]
+           "LUA_PASSES", "LUA_READS", "NARROWING", "builtin_backends", "load_config", "merge_options", "url_problem"]
 
 PositiveInt = Annotated[int, Meta(gt=0)]
 NonNegInt = Annotated[int, Meta(ge=0)]
@@ -89,13 +89,14 @@ class EditConfig(_Base, frozen=True):  # type: ignore[misc]  # msgspec allows a 
 
 
 class Config(_Base):
-    backend: str = "llama.cpp"
+    # (a `description` is what the option's Lua annotation says of it: lua_schema.py)
+    backend: Annotated[str, Meta(description="the active entry of `backends`")] = "llama.cpp"
     backends: dict[str, BackendConfig] = {}
     # entries that answer ghost text, in order, when the active one is down, refuses, or has
     # not started answering within fallback_after_ms (pipeline/fallback.py)
-    fallback: list[str] = []
+    fallback: Annotated[list[str], Meta(description="entries tried in order when the active one cannot answer")] = []
     fallback_after_ms: PositiveInt = 1500
-    filetypes: dict[str, bool] = {}
+    filetypes: Annotated[dict[str, bool], Meta(description="`['*']` for the rest")] = {}
     keymaps: dict[str, str | bool] = {}
     auto_trigger: bool = True
     # the Lua side reads these; listed here so they are validated like the rest
@@ -103,7 +104,7 @@ class Config(_Base):
     hide_during_completion: bool = True
     request_during_completion: bool = False
     # the in-process language server for completion menus (lua/local_copilot/lsp.lua)
-    lsp: bool = False
+    lsp: Annotated[bool, Meta(description="an in-process language server for completion menus")] = False
     # when the cursor rests at a new place in Normal mode, have the server evaluate its prompt
     # with nothing to generate, so the first key there finds it cached (llama.cpp only)
     warm_up: bool = True
@@ -129,7 +130,7 @@ class Config(_Base):
     speculative: bool | None = None
     context: ContextConfig = ContextConfig()
     # globs of files never read or sent, beside the built-in secret rules (privacy.py)
-    exclude: list[str] = []
+    exclude: Annotated[list[str], Meta(description="path patterns never sent")] = []
     privacy: PrivacyConfig = PrivacyConfig()
     next_edit: NextEditConfig = NextEditConfig()
     edit: EditConfig = EditConfig()
@@ -145,6 +146,16 @@ class Config(_Base):
             return self.speculative
         host = urlsplit(self.active.url).hostname or ""
         return host in ("localhost", "::1") or host.startswith("127.")
+
+
+# The options Lua reads itself, an option or a table's field: lua/local_copilot/schema.lua holds
+# their defaults and the types setup() checks (a wrong one would fail on the keystroke path, a
+# stack trace per key), generated from these Structs by lua_schema.py. Python checks every
+# option, ranges too. LUA_PASSES: those Lua passes on whole, checked for their type only.
+LUA_READS = ("auto_trigger", "debounce_ms", "adaptive_debounce", "hide_during_completion", "request_during_completion",
+             "reuse", "warm_up", "lsp", "filetypes", "keymaps", "context", "next_edit.enabled", "next_edit.debounce_ms",
+             "edit.context_lines", "edit.warm", "edit.accept_key", "edit.cancel_key")
+LUA_PASSES = ("backend", "backends", "exclude", "next_edit.backend", "edit.backend")
 
 
 # Defaults for the built-in backend names; user options merge over these, field by field.
@@ -237,13 +248,16 @@ def _convert_dict_values(value: Any, typ: Any, path: str) -> None:
         item = value.get(field.encode_name)
         if not isinstance(item, dict):
             continue
-        if typing.get_origin(field.type) is dict:
-            item_type = typing.get_args(field.type)[1]
+        ftype = field.type
+        while typing.get_origin(ftype) is Annotated:  # (a described field: its type is inside)
+            ftype = typing.get_args(ftype)[0]
+        if typing.get_origin(ftype) is dict:
+            item_type = typing.get_args(ftype)[1]
             for key, each in item.items():
                 if not isinstance(each, msgspec.Struct):  # (backends: converted already)
                     _convert(each, item_type, f"{path}.{field.name}.{key}")
         else:
-            _convert_dict_values(item, field.type, f"{path}.{field.name}")
+            _convert_dict_values(item, ftype, f"{path}.{field.name}")
 
 
 def url_problem(url: str) -> str | None:
