@@ -79,7 +79,8 @@ function M.backend_names(lead, cmdline)
     return matching(served_models(), lead)
   end
   local config = require('local_copilot.config')
-  local names = { 'auto', 'start', 'stop', 'restart', 'model', 'llama.cpp', 'vllm', 'ollama', 'openai', 'sglang', 'lmstudio' }
+  local names = { 'auto', 'start', 'stop', 'restart', 'model' }
+  vim.list_extend(names, require('local_copilot.schema').builtin_backends) -- the registry's, generated
   for name in pairs(config.user.backends or {}) do
     if not vim.tbl_contains(names, name) then names[#names + 1] = name end
   end

@@ -6,9 +6,13 @@ the plugin naming it."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import re
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -22,7 +26,8 @@ from local_copilot.core import Core
 from local_copilot.errors import ConfigError
 from local_copilot.health.report import Report, Section, collect
 from local_copilot.instruct.prompt import EditSpec
-from local_copilot.servers.backend_manager import _healthy
+from local_copilot.servers.backend_manager import BackendManager, _healthy
+from local_copilot.servers.ports import free_port
 from local_copilot.snapshot import Snapshot
 from local_copilot.transport.streaming import NDJSONParser, SSEParser
 
@@ -116,13 +121,19 @@ def test_a_new_entry_of_a_kind_gets_the_kinds_default_url(toy_kind: Any) -> None
     assert cfg.backends["other"].url == "http://127.0.0.1:9"
 
 
+# the kinds built in today; a new kind's module adds itself to the registry, and to no list here
+BUILT_IN = {"llama.cpp", "lmstudio", "ollama", "openai", "sglang"}
+
+
 def test_an_unknown_kind_names_the_known_ones() -> None:
-    with pytest.raises(ConfigError, match=r"unknown kind 'tpy' - at `\$\.backends\.x\.kind`; choose one of: llama.cpp, lmstudio, ollama, openai, sglang"):
+    assert set(registry.names()) >= BUILT_IN
+    known = re.escape(", ".join(registry.names()))  # every registered kind, sorted
+    with pytest.raises(ConfigError, match=rf"unknown kind 'tpy' - at `\$\.backends\.x\.kind`; choose one of: {known}$"):
         load_config({"backends": {"x": {"kind": "tpy"}}})
 
 
 def test_the_built_in_kinds_say_where_they_are_ready() -> None:
-    assert {k: registry.get(k).ready_path for k in registry.names()} == {
+    assert {k: registry.get(k).ready_path for k in sorted(BUILT_IN)} == {
         "llama.cpp": "/health", "ollama": "/api/version", "openai": "/v1/models", "sglang": "/health",
         "lmstudio": "/v1/models"}
 
@@ -275,3 +286,81 @@ async def test_a_kind_on_openai_formats_gets_the_whole_health_report(toy_openai_
     assert item(edits, "edits use backend mine (toy-openai at")[0] == "ok"
     level, message = item(next_edits, "next-edit probe")
     assert level == "ok" and "zeta2 format, detected" in message and "an edit at line 2" in message
+
+
+# -- a kind with its own launcher: started by :LocalCopilotBackend's manager, then used ---------
+
+# a FAKE server of the toy protocol, started as a program by the kind's launch recipe: GET
+# /toy/ready answers once it serves, POST /toy/fill answers "42" and writes each body to argv[2]
+TOY_SERVER = """
+import http.server, json, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.answer(200 if self.path == "/toy/ready" else 404, b'{"ok": true}')
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("content-length") or 0))
+        if self.path != "/toy/fill":
+            return self.answer(404, b"{}")
+        with open(sys.argv[2], "ab") as f:
+            f.write(body + b"\\n")
+        self.answer(200, json.dumps({"text": "42"}).encode() + b"\\n" + json.dumps({"end": True}).encode() + b"\\n")
+    def answer(self, code, body):
+        self.send_response(code)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"""
+
+
+async def test_a_kind_with_its_own_launcher_is_started_and_answers(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kind defined here alone, launcher included: its built-in entry, its recipe, the
+    manager that :LocalCopilotBackend drives starting its server, the supervisor waiting on
+    its ready path, ghost text through its dialect, and the server stopped."""
+    from local_copilot.backends.launch import Recipe
+
+    monkeypatch.setenv("LOCAL_COPILOT_RUNTIME_DIR", str(tmp_path / "run"))
+    monkeypatch.setenv("LOCAL_COPILOT_LOG_DIR", str(tmp_path / "log"))
+    program, bodies, port = tmp_path / "toy_server.py", tmp_path / "bodies", free_port()
+    program.write_text(TOY_SERVER)
+
+    def launch(name: str, cfg: Any, opts: Any, port: int, facts: Any) -> Recipe:
+        return Recipe(backend=name, kind="toy-launched", argv=[sys.executable, str(program), str(port), str(bodies)],
+                      port=port, url=f"http://127.0.0.1:{port}", health_path="/toy/ready", startup_timeout_s=30.0)
+
+    kind = registry.Kind(name="toy-launched", dialect=ToyBackend, default_url=f"http://127.0.0.1:{port}",
+                         ready_path="/toy/ready", recipe="toy-launched", launch=launch, builtin=True,
+                         manual=lambda model, port: f"toy-server {port}")
+    notes: list[str] = []
+    ready: list[str] = []
+    with registered(kind):
+        cfg = load_config({"backend": "toy-launched"})  # the entry the kind brings, at its default URL
+        assert cfg.active.kind == "toy-launched" and cfg.active.url == f"http://127.0.0.1:{port}"
+        assert "toy-launched" in registry.recipes()
+        assert not await _healthy(cfg.active.url, "toy-launched")
+        manager = BackendManager(lambda msg, level: notes.append(msg), lambda change: None, ready.append)
+        editor = RecordingEditor()
+        engine = Core(editor)
+        try:
+            manager.switch(cfg, "toy-launched")
+            await wait_until(lambda: bool(ready), timeout=60.0)
+            assert ready == ["toy-launched"], notes
+            assert any(n.startswith("local-copilot: starting toy-launched") for n in notes), notes
+            assert any(n.startswith("local-copilot: using toy-launched at") for n in notes), notes
+            assert manager.server_state("toy-launched")["state"] == "ready"
+            engine.configure(cfg)
+            engine.ghost.submit(snap(1))
+            await wait_until(lambda: any(p.final for p in editor.plans), timeout=10.0)
+            assert [p.text for p in editor.plans if p.final] == ["42"]
+            sent = json.loads(bodies.read_bytes().splitlines()[0])
+            assert sent["before"] == "x = " and sent["after"] == "\ny = 2"
+        finally:
+            await engine.close()
+            stopped = await asyncio.to_thread(manager.supervisors["toy-launched"].stop) \
+                if "toy-launched" in manager.supervisors else False
+            manager.close()
+        assert stopped
+        assert not await _healthy(cfg.active.url, "toy-launched")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import stat
 import sys
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ import httpx
 import pytest
 
 from local_copilot.backend_bench.cli import parse_target
-from local_copilot.backends import FimRequest, make_backend
+from local_copilot.backends import FimRequest, make_backend, registry
 from local_copilot.backends.detect import detect
 from local_copilot.config import load_config
 from local_copilot.core import Core
@@ -210,8 +211,11 @@ def test_the_sglang_recipe(tmp_path: Path) -> None:
 
 
 def test_an_unknown_recipe_names_the_known_ones() -> None:
-    with pytest.raises(ConfigError, match=r"unknown recipe 'sglng' - at `\$\.backends\.x\.server\.recipe`; choose one "
-                                          r"of: llama.cpp, vllm, ollama, lmstudio, sglang, none"):
+    # servers/recipes.py's own, then the kinds' (a new kind with a launcher adds its own)
+    assert registry.recipes()[:3] == ["llama.cpp", "vllm", "ollama"] and {"lmstudio", "sglang"} <= set(registry.recipes())
+    known = re.escape(", ".join(registry.recipes()))
+    with pytest.raises(ConfigError, match=rf"unknown recipe 'sglng' - at `\$\.backends\.x\.server\.recipe`; choose one "
+                                          rf"of: {known}, none$"):
         load_config({"backends": {"x": {"server": {"recipe": "sglng"}}}})
 
 
