@@ -285,7 +285,8 @@ def _cmd_complete(args: argparse.Namespace) -> int:
             raise
         raise BackendError(f"{exc} (is its server running? `local-copilot status {name}`)") from None
     if args.json:
-        print(json.dumps({"backend": answer.backend, "text": answer.text, "seconds": round(answer.seconds, 3)}))
+        print(json.dumps({"backend": answer.backend, "text": answer.text, "seconds": round(answer.seconds, 3),
+                          "context": answer.context}))
     else:
         sys.stdout.write(answer.text + ("\n" if answer.text and not answer.text.endswith("\n") else ""))
     return 0
@@ -395,7 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the file (- for standard input) and the cursor: 1-based line, and column in bytes as "
                         "Neovim counts it (one past the end is the end of the line); default: the end of the file")
     p.add_argument("--backend", help="the backend to ask (default: the configured one, else llama.cpp)")
-    p.add_argument("--json", action="store_true", help='{"backend", "text", "seconds"} instead of the text')
+    p.add_argument("--json", action="store_true", help='{"backend", "text", "seconds", "context"} instead of the text')
     _backend_flags(p, server=False)
     p.set_defaults(func=_cmd_complete)
 

@@ -29,10 +29,16 @@ __all__ = ["Answer", "complete_text", "cursor_at"]
 class Answer:
     """The suggestion the editor would show at the cursor ("" when the model had none)."""
 
-    __slots__ = ("backend", "seconds", "text")
+    __slots__ = ("backend", "context", "seconds", "text")
 
-    def __init__(self, text: str, seconds: float, backend: str) -> None:
+    def __init__(self, text: str, seconds: float, backend: str, window: dict[str, int | None] | None = None,
+                 sources: tuple[tuple[str, str], ...] = ()) -> None:
         self.text, self.seconds, self.backend = text, seconds, backend
+        # what the prompt held: the window around the cursor, then each other source by file
+        self.context: list[dict[str, Any]] = [
+            {"source": "window", "lines_before": (window or {}).get("lines_before"),
+             "tokens": (window or {}).get("window_tokens")},
+            *({"source": source, "file": name} for source, name in sources)]
 
 
 def cursor_at(lines: list[str], line: int | None, col: int | None) -> tuple[int, int]:
@@ -93,6 +99,9 @@ async def _complete(raw: dict[str, Any], snap: Snapshot) -> Answer:
         # the pipeline has its own per-request timeouts; this only bounds a probe plus requests
         limit = 2 * cfg.active.timeout_ms / 1000 + 5
         async with asyncio.timeout(limit):
+            # the imported files' signatures are read now: the editor's keys read them off
+            # their path and use them from the next key on, and this is the only one
+            await asyncio.to_thread(core.prompts.imports.now, snap.path, snap.ft, core.prompts.ring.policy)
             backend = pipeline.backend
             if backend is not None and backend.warms:
                 # the editor sizes its window from the server's measured speed, and this one has
@@ -109,7 +118,7 @@ async def _complete(raw: dict[str, Any], snap: Snapshot) -> Answer:
         if isinstance(out.error, BackendError):  # its kind tells the CLI what to hint
             raise out.error
         raise BackendError(editor.failure.removeprefix("local-copilot: ") or f"{cfg.backend}: {out.error}")
-    return Answer(out.text, time.monotonic() - t0, cfg.backend)
+    return Answer(out.text, time.monotonic() - t0, cfg.backend, core.prompts.in_use, core.prompts.sources)
 
 
 def complete_text(raw: dict[str, Any], text: str, *, path: str = "", line: int | None = None,

@@ -16,7 +16,7 @@ from ..errors import ConfigError
 from ..indentation import NEAR_AFTER, NEAR_BEFORE, buffer_style
 from ..prompt.budget import MIN_PROMPT_BUDGET, PROMPT_OVERHEAD, TokenEstimator, utf8_len
 from ..prompt.context import FimContext
-from ..prompt.imports import Imports, as_comments
+from ..prompt.imports import Imports, as_comments, language_of
 from ..prompt.request import FimRequest
 from ..prompt.ring import ContextRing
 from ..prompt.speed import MIN_CONTEXT_CHARS, ServerSpeed
@@ -49,6 +49,7 @@ class Preparer:
         self.estimator = TokenEstimator()
         self.speed = ServerSpeed()  # the server's measured speeds size the window (prompt/speed.py)
         self.in_use: dict[str, int | None] = {}  # the last prompt's context, for stats and health
+        self.sources: tuple[tuple[str, str], ...] = ()  # and what it held besides the window (Prepared.sources)
         # the server's context as its refusal of a too long prompt said it (a server that does
         # not say it otherwise, or says more than it holds)
         self.said_limit: int | None = None
@@ -127,7 +128,7 @@ class Preparer:
             # still knows it), and other files' text would read as this one's start: the
             # imported signatures go first as comments, under their files' names
             extra = ()
-            preamble = as_comments(defs, snap.ft)
+            preamble = as_comments(defs, snap.ft or language_of(snap.path))  # (the CLI knows no filetype)
             if not preamble:
                 defs = []  # (no line comment known for the language)
             prefix = preamble + prefix
@@ -146,6 +147,8 @@ class Preparer:
         pctx = post_context(snap, ctx, cfg, stop_strings, chat=style == "chat", heal=heal)
         sources = (*(("imports", d.filename) for d in defs),
                    *(("ring", c.filename) for c in req.extra if style != "continue" and c not in defs))
+        if not speculative:
+            self.sources = sources
         return Prepared(snap, ctx, req, pctx, key, sources)
 
     def budget(self, limit: int | None, cfg: Config) -> tuple[int | None, int]:
