@@ -34,28 +34,43 @@ def _absolute(module: str, is_package: bool, level: int, name: str | None) -> st
     return ".".join(base + ([name] if name else []))
 
 
-def _type_checking_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
-    while node in parents:
-        node = parents[node]
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            return True
-    return False
+def _imports(node: ast.AST, under_type_checking: bool = False) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """Every import below `node`, and whether it sits under `if TYPE_CHECKING:` (never run)."""
+    found: list[tuple[ast.Import | ast.ImportFrom, bool]] = []
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.Import, ast.ImportFrom)):
+            found.append((child, under_type_checking))
+        elif isinstance(child, (ast.stmt, ast.ExceptHandler, ast.match_case)):  # imports are statements
+            typing_only = under_type_checking or (isinstance(child, ast.If)
+                                                  and "TYPE_CHECKING" in ast.unparse(child.test))
+            if isinstance(child, ast.If) and typing_only and not under_type_checking:
+                # the `if` branch is for type checking only; its `else` runs
+                for each in child.body:
+                    found += _imports_of(each, True)
+                for each in child.orelse:
+                    found += _imports_of(each, False)
+            else:
+                found += _imports(child, typing_only)
+    return found
+
+
+def _imports_of(stmt: ast.stmt, under_type_checking: bool) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return [(stmt, under_type_checking)]
+    return _imports(stmt, under_type_checking)
 
 
 def edges(mods: dict[str, tuple[Path, bool]], runtime: bool) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {m: set() for m in mods}
     for mod, (path, is_package) in mods.items():
         tree = ast.parse(path.read_text())
-        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-        for node in ast.walk(tree):
+        for node, typing_only in _imports(tree):
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
+            else:
                 base = _absolute(mod, is_package, node.level, node.module) if node.level else node.module or ""
                 targets = [base] + [f"{base}.{a.name}" for a in node.names]
-            else:
-                continue
-            if runtime and _type_checking_only(node, parents):
+            if runtime and typing_only:
                 continue
             for target in targets:
                 parts = target.split(".")
