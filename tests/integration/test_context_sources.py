@@ -15,8 +15,10 @@ import pytest
 from local_copilot.cli import main as cli
 from local_copilot.servers.llama_cpp import LlamaServer
 
+from ..conftest import PHRASE
 from ..fakes.recording_proxy import RecordingProxy
-from .nvim_session import REPO
+from ..helpers import wait_for
+from .nvim_session import REPO, start_nvim, wait_ghost
 
 pytestmark = pytest.mark.integration
 
@@ -98,6 +100,31 @@ def test_an_imported_file_the_project_ignores_is_never_sent(
     for body in proxy.bodies("/infill"):
         assert "scale_points(points" not in json.dumps(body)
         assert body.get("input_extra", []) == []
+
+
+def test_in_the_editor_the_keys_after_the_first_send_the_signature(
+        proxy: RecordingProxy, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
+    """geometry.py is not open: its signature comes from main.py's import, read off the
+    keystroke path (the first key asks for it, a later one carries it)."""
+    main = _project(tmp_path)
+    nvim = start_nvim(nvim_bin, manifest, nvim_env, setup={
+        "backends": {"llama.cpp": {"url": proxy.url, "endpoint": "infill"}}, "debounce_ms": 0,
+        "adaptive_debounce": False})
+    try:
+        nvim.command(f"edit {main}")
+        nvim.command("call cursor(4, 1)")
+        nvim.input("A")
+        wait_ghost(nvim, lambda t: t.startswith(PHRASE.split("\n")[0]))  # the host runs now
+        def sent() -> bool:
+            nvim.input("c")  # one more key: a request of its own
+            return any(c["filename"] == "geometry.py" for b in proxy.bodies("/infill") for c in b.get("input_extra", []))
+        wait_for(sent, what="the imported signature sent", interval=0.3)
+        extra = next(b["input_extra"] for b in proxy.bodies("/infill") if b.get("input_extra"))
+        assert extra == [{"filename": "geometry.py",
+                          "text": "def scale_points(points, factor, *, origin=(0.0, 0.0)):\n    ...\n"}]
+        assert "_unused" not in repr(proxy.requests)  # a private helper is not context
+    finally:
+        nvim.close()
 
 
 @pytest.fixture()
