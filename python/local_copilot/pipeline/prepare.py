@@ -25,7 +25,11 @@ from ..prompt.window import WindowFitter
 from ..snapshot import Snapshot
 from .postprocess import PostContext
 
-__all__ = ["Prepared", "Preparer", "prompt_bytes"]
+__all__ = ["Prepared", "Preparer", "SOURCES", "prompt_bytes"]
+
+# "headers": a cut window's enclosing headers (prompt/scope.py); "imports": the imported files'
+# signatures (prompt/imports.py); "ring": other buffers' and yanks' chunks (prompt/ring.py)
+SOURCES = frozenset({"headers", "imports", "ring"})
 
 
 class Prepared:
@@ -56,6 +60,9 @@ class Preparer:
         self.ring = ContextRing()
         # the signatures of the files each file imports, read off the keystroke path (imports.py)
         self.imports = Imports()
+        # the context sources in use besides the window: a measurement turns them off one by
+        # one (bench/context_eval.py)
+        self.sources_on: frozenset[str] = SOURCES
         starts: dict[int, int] = {}  # where each buffer's prompt starts, shared (window.py)
         self._window = WindowFitter(starts)  # the last snapshot's window, fitted
         # the speculative request's own: it must not evict the window the user types in (the
@@ -84,6 +91,7 @@ class Preparer:
             limit = self.said_limit if limit is None else min(limit, self.said_limit)
         budget, extra_budget = self.budget(limit, cfg)
         window = self._spec_window if speculative else self._window
+        window.headers = "headers" in self.sources_on
         window_budget = None if budget is None else budget - extra_budget
         # the window a cold evaluation of which fits the latency target at the measured speed
         sizing = self.speed.sizing(cfg.latency_target_ms, self.estimator.bytes_per_token, cfg.context.lines_after)
@@ -109,7 +117,7 @@ class Preparer:
             extra_budget = min(extra_budget, sizing.window_tokens // 2)
         defs: list[ExtraChunk] = []
         chunks: tuple[ExtraChunk, ...] = ()
-        if extra_budget > 0:
+        if extra_budget > 0 and "imports" in self.sources_on:
             # the imported files' signatures first: they change seldom, so the prompt's start
             # stays cached, and they name what the code at the cursor calls
             for d in self.imports.ready(snap.path, snap.ft, self.ring.policy):
@@ -117,7 +125,7 @@ class Preparer:
                 if cost <= extra_budget:
                     defs.append(ExtraChunk(d.filename, d.text))
                     extra_budget -= cost
-        if extra_budget > 0 and len(self.ring) and style != "continue":
+        if extra_budget > 0 and len(self.ring) and style != "continue" and "ring" in self.sources_on:
             local = ctx.prefix + ctx.middle + ctx.suffix
             found = self.ring.extra_for(local, extra_budget, lambda t: self.estimator.tokens(t) + self.CHUNK_OVERHEAD)
             chunks = tuple(ExtraChunk(c.filename, c.text) for c in found)

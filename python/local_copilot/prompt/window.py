@@ -40,6 +40,7 @@ class WindowFitter:
     """build_context, the cut to the budget and context_key for successive snapshots of one window."""
 
     def __init__(self, starts: dict[int, int] | None = None) -> None:
+        self.headers = True  # a cut window keeps its enclosing headers (scope.py); False: a measurement's switch
         self._clear()
         # buf -> the row an anchored prefix last started at: kept while the budget's cut stays
         # within a step of it. The budget drifts as the measured speed and the bytes-per-token
@@ -61,7 +62,7 @@ class WindowFitter:
         self._tail = b""
         # joins of the kept lines (under the enclosing headers of a cut window, scope.py) and
         # the headers' bytes, by where they were cut (a few per window: bpt drifts)
-        self._prefixes: dict[tuple[int, int], tuple[str, tuple[str, ...], int]] = {}
+        self._prefixes: dict[tuple[int, int, bool], tuple[str, tuple[str, ...], int]] = {}
         self._suffixes: dict[int, tuple[str, tuple[str, ...]]] = {}
 
     def forget_buffer(self, buf: int) -> None:
@@ -191,14 +192,15 @@ class WindowFitter:
         the scopes they lie in when lines above were cut (the model then still sees the
         function and class it completes in; scope.py); the kept lines alone; the bytes the
         headers add."""
-        found = self._prefixes.get((keep_from, tabstop))
+        found = self._prefixes.get((keep_from, tabstop, self.headers))
         if found is None:
             prev = self._prev[keep_from:]
-            headers, start = scope_start(self._prev, keep_from, tabstop) if keep_from else ((), 0)
+            headers, start = scope_start(self._prev, keep_from, tabstop) if keep_from and self.headers \
+                else ((), keep_from)
             # (the lines between a near header and the cut go into the prompt, not into `prev`:
             # the post-processor's lines above stay the window the budget chose)
             head = join_prefix(headers) + join_prefix(self._prev[start:keep_from])
-            found = self._prefixes[keep_from, tabstop] = (head + join_prefix(prev), prev, utf8_len(head))
+            found = self._prefixes[keep_from, tabstop, self.headers] = (head + join_prefix(prev), prev, utf8_len(head))
         return found
 
     def _suffix(self, keep: int) -> tuple[str, tuple[str, ...]]:
