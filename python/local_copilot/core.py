@@ -2,7 +2,7 @@
 
 One `Core` per host (and one per `local-copilot complete`): the completion pipeline every
 surface shares (pipeline/), the ghost-text strategy (ghost/), next edits (next_edit/),
-instruction edits (instruct/), the privacy gate, the per-buffer states and the stats. The
+instruction edits (instruct/), the privacy gate, the per-buffer sessions and the stats. The
 adapter (nvim/plugin.py) hands it the user's options and the editor's events; everything here
 runs on the worker's asyncio loop.
 """
@@ -15,7 +15,6 @@ from collections.abc import Callable
 import httpx
 
 from .backends import Backend, make_backend
-from .buffer_state import BufferState
 from .config import Config
 from .ghost.engine import Engine
 from .instruct.runner import EditRunner
@@ -25,6 +24,7 @@ from .pipeline.complete import Pipeline
 from .pipeline.prepare import Preparer
 from .pipeline.reading import Reader
 from .privacy.gate import Gate
+from .session import Session
 from .stats import Stats
 from .transport.access import async_client
 from .updates import Editor, notices
@@ -40,7 +40,6 @@ class Core:
         self.editor = editor
         self.config: Config | None = None
         self._client: httpx.AsyncClient | None = None
-        self.buffers: dict[int, BufferState] = {}  # what is in flight and kept, per buffer
         self.stats = Stats()
         # failure messages, one per episode of each backend (shared with next edits)
         self.episodes = Episodes(notices(editor))
@@ -48,7 +47,10 @@ class Core:
         self.privacy = Gate(editor, self.prompts.ring)  # what may be sent (privacy/gate.py)
         reader = Reader(editor, self.prompts, self.stats, self.episodes.of(""), start_hint)
         self.pipeline = Pipeline(self.prompts, reader, self.stats, self.episodes)
-        self.ghost = Engine(editor, self.pipeline, self.stats, self.privacy, self.state, self.buffers)
+        self.ghost = Engine(editor, self.pipeline, self.stats, self.privacy)
+        # what is in flight and kept, per buffer: one session each (session.py), the ghost
+        # text's and the other surfaces' requests alike
+        self.buffers: dict[int, Session] = self.ghost.sessions
         self.next_edits = NextEdits(editor, self.stats, self.privacy, self.state, self.episodes)
         self.edits = EditRunner(editor, self.stats, self.privacy, self.buffers, self.state, lambda: self.config)
 
@@ -85,29 +87,17 @@ class Core:
         return {**self.prompts.speed.describe(), "context": dict(self.prompts.in_use),
                 "latency_target_ms": self.config.latency_target_ms if self.config else None}
 
-    def state(self, buf: int) -> BufferState:
-        """`buf`'s state, made on first use (every request kind keeps its tasks there)."""
-        state = self.buffers.get(buf)
-        if state is None:
-            state = self.buffers[buf] = BufferState()
-        return state
+    def state(self, buf: int) -> Session:
+        """`buf`'s session, made on first use (every request kind keeps its tasks there)."""
+        return self.ghost.session(buf)
 
     def forget(self, buf: int) -> None:
-        """The buffer is gone: drop what is kept for it (its last suggestion's snapshot holds
-        a whole window of its text)."""
-        self.ghost.cancel(buf)
-        state = self.buffers.pop(buf, None)
-        if state is not None:
-            state.cancel()
-        self.prompts.forget_buffer(buf)
-        if self.backend is not None:
-            self.backend.slots.forget(buf)
-        self.privacy.forget(buf)
+        """The buffer is gone: its session stops everything and drops what is kept for it
+        (its last suggestion's snapshot holds a whole window of its text)."""
+        self.ghost.forget(buf)
 
     def cancel_all(self) -> None:
-        for buf in list(self.buffers):
-            self.ghost.cancel(buf)
-            self.buffers[buf].cancel("warm")
+        self.ghost.cancel_all()
 
     def add_chunk(self, filename: str, lines: list[str], around: int | None = None) -> None:
         """Text of another buffer (entered, left, written, or around a cursor jump)."""

@@ -1,4 +1,4 @@
-"""Instruction edits in flight: each runs as a task of its buffer's `BufferState` (keyed by the
+"""Instruction edits in flight: each runs as a task of its buffer's `Session` (session.py; keyed by the
 edit's id, so several edits in different places run at once on a server with several
 slots), streams its answer's code to the editor as `EditUpdate`s, and ends with the whole
 answer or one clear message. Nothing here touches a buffer: the editor replaces the range only
@@ -14,13 +14,13 @@ from contextlib import aclosing
 
 import httpx
 
-from ..buffer_state import BufferState
+from ..backends.slots import Slots
 from ..config import Config
 from ..errors import BackendError, ConfigError, ModelLoading, ServerError, ServerUnavailable, TooLarge
 from ..indentation import NEAR_AFTER, NEAR_BEFORE, buffer_style, restyle_lines
 from ..log import log
 from ..privacy.gate import Gate
-from ..backends.slots import Slots
+from ..session import Session
 from ..stats import Stats
 from ..transport.access import async_client
 from ..updates import Editor, EditProgress, EditUpdate
@@ -40,8 +40,8 @@ class EditRunner:
     # a retry asks at this temperature at least: the same one would give the same answer
     RETRY_TEMPERATURE = 0.7
 
-    def __init__(self, editor: Editor, stats: Stats, privacy: Gate, buffers: Mapping[int, BufferState],
-                 state: Callable[[int], BufferState], config: Callable[[], Config | None]) -> None:
+    def __init__(self, editor: Editor, stats: Stats, privacy: Gate, buffers: Mapping[int, Session],
+                 state: Callable[[int], Session], config: Callable[[], Config | None]) -> None:
         """`buffers`: the buffers' states, each kept while its buffer is (`state` makes one on
         first use); `config`: the options in effect, None while there are none (a bad option)."""
         self.editor = editor

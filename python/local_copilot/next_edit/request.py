@@ -22,7 +22,6 @@ import httpx
 from ..backends import make_backend
 from ..backends.base import FimRequest, HttpBackend
 from ..backends.exchange import Exchange
-from ..buffer_state import BufferState
 from ..config import Config, NextEditConfig
 from ..errors import BackendError, ConfigError, ModelLoading, ServerHeld
 from ..indentation import IndentStyle, buffer_style, restyle_lines
@@ -30,6 +29,7 @@ from ..log import log
 from ..notify import Episodes
 from ..privacy.gate import Gate
 from ..prompt.long_lines import cut_lines
+from ..session import Session
 from ..snapshot import Snapshot
 from ..stats import Stats
 from ..updates import Editor, NextEditPlan, notices
@@ -51,7 +51,7 @@ class Outcome:
 
 class NextEdits:
     def __init__(self, editor: Editor, stats: Stats, privacy: Gate,
-                 state: Callable[[int], BufferState], episodes: Episodes | None = None) -> None:
+                 state: Callable[[int], Session], episodes: Episodes | None = None) -> None:
         self.editor = editor
         self.stats = stats
         self.privacy = privacy
