@@ -23,8 +23,7 @@ Expected errors become one concise, rate-limited notification; details go to the
 
 Outside the tree, private to the modules that raise and catch them and never shown as an
 error: `pipeline/reading.py`'s `PromptTooLong` and `Stop` (a request to retry; a caller's
-callback abandoning a completion, as `ghost/engine.py`'s `Superseded` does for a request
-made stale), `nvim/protocol.py`'s
+callback abandoning a completion), `nvim/protocol.py`'s
 `ProtocolViolation` (an event from a Lua side of another version: logged by the plugin), and
 `devtools/rplugin.py`'s `RegistrationError` (the tests' and benchmarks' set-up).
 """

@@ -106,7 +106,7 @@ class Session:
         self.buf, self.shared = buf, shared
         self.task: asyncio.Task[None] | None = None  # the suggestion's request task (None: ran eagerly)
         # counts the suggestion's requests started or cancelled: a request whose number it no
-        # longer is has been replaced (owns())
+        # longer is has been replaced
         self.generation = 0
         self.speculative: asyncio.Task[None] | None = None
         self.pause: asyncio.TimerHandle | None = None  # continues a first part once typing pauses
@@ -183,7 +183,7 @@ class Session:
 
     def start(self, run: Callable[..., Coroutine[Any, Any, None]], *args: Any, eager: bool = False) -> None:
         """Run `run(*args, number)` as the suggestion's request (the one before must be done or
-        cancelled); `number` is what owns() asks of it. `eager`: stepped right here, up to its
+        cancelled); a request whose `number` `generation` no longer is has been replaced. `eager`: stepped right here, up to its
         first wait (eager.py)."""
         self.generation += 1
         number = self.generation
@@ -193,14 +193,6 @@ class Session:
         if self.generation == number:  # (a request that finished eagerly may have started the next)
             self.task = task
 
-    def owns(self, number: int) -> bool:
-        """Whether request `number` is still the suggestion's (not replaced by a newer one)."""
-        return self.generation == number
-
-    def pending(self) -> bool:
-        """A live request task whose server has not answered: a new key waits for it."""
-        return self.unanswered and self.task is not None and not self.task.done()
-
     def pause_end(self) -> float:
         """The loop time at which the user has stopped typing for a bit."""
         iv = self.interval_s
@@ -208,16 +200,11 @@ class Session:
 
     # -- a suggestion --------------------------------------------------------------------------
 
-    def _answered(self) -> None:
-        """The server started answering the buffer's request: it is answered, and stale (Stop:
-        the pipeline stops reading it) when a newer snapshot waited for that (key())."""
+    def _answered(self) -> bool:
+        """The server started answering the buffer's request: it is answered, and stale (True:
+        the pipeline abandons it) when a newer snapshot waited for that (key())."""
         self.unanswered = False
-        if self.deferred is not None:
-            raise Stop()
-
-    def _draw_from(self, snap: Snapshot, shown: str) -> None:
-        """A request's answer for `snap` is drawn from here on (`shown`: its text on screen)."""
-        self.drawing, self.shown, self.drawn, self.drawn_at = snap, shown, bool(shown), float("-inf")
+        return self.deferred is not None
 
     def _partial(self, text: str) -> None:
         """A partial text of the answer being drawn: drawn at most once a frame, the first at once."""
@@ -246,12 +233,13 @@ class Session:
     async def _suggest(self, snap: Snapshot, gen: int) -> None:
         shared = self.shared
         editor = shared.editor
-        self._draw_from(snap, "")
+        # its answer is drawn from here on (nothing of it on screen yet)
+        self.drawing, self.shown, self.drawn, self.drawn_at = snap, "", False, float("-inf")
         try:
             self.unanswered = True
             out = await shared.pipeline.complete(snap, FIRST, on_text=self._partial, on_answer=self._answered)
             if out.stop == "error":
-                if self.drawn and self.owns(gen):  # a stream that broke half-way: its partial text is not to be accepted
+                if self.drawn and self.generation == gen:  # a stream that broke half-way: its partial text is not to be accepted
                     editor.update(Render(plan=plan(snap, [""], final=True)))
                 return
             if out.continuable:
@@ -266,7 +254,7 @@ class Session:
         except Stop:
             pass
         except Exception:  # a bug (e.g. probing the server) must be said: a task's own is never read
-            shared.pipeline.reader.internal_error()
+            shared.pipeline.internal_error()
         finally:
             self._settle(gen)
 
@@ -277,7 +265,8 @@ class Session:
     async def _rest(self, snap: Snapshot, first: Completion, gen: int) -> None:
         """The rest of a suggestion after its first part, once the user paused."""
         shared = self.shared
-        self._draw_from(snap, first.text)
+        # its answer is drawn from here on, the first part on screen already
+        self.drawing, self.shown, self.drawn, self.drawn_at = snap, first.text, bool(first.text), float("-inf")
         try:
             shared.stats.count("continuations")
             self.unanswered = True
@@ -297,12 +286,13 @@ class Session:
     def _settle(self, gen: int) -> None:
         """A request ends (its last plan shown: a partial one still pending is not drawn, and
         no loop turn came between): a snapshot that waited for its answer goes next."""
-        if not self.owns(gen):
+        if self.generation != gen:
             # cancelled, and wound down only now: a newer request owns the buffer (and its
             # drawing), and a snapshot waiting for that one's answer is its to send (it was
             # dropped here)
             return
-        self._stop_drawing()
+        if self.draw_timer is not None:
+            self._stop_drawing()
         self.unanswered = False
         newer, self.deferred = self.deferred, None
         if newer is not None:

@@ -121,6 +121,11 @@ class Pipeline:
             backend.close()
         self._entries = []
 
+    def internal_error(self) -> None:
+        """A bug in a caller's handling of a completion (a task's own exception is never read):
+        said once per episode, its details in the log."""
+        self.reader.internal_error()
+
     @property
     def continues(self) -> bool:
         """Whether a completion can be continued (`after=`): the prompt ends with the start
@@ -129,11 +134,12 @@ class Pipeline:
 
     async def complete(self, snap: Snapshot, ask: Ask = _DEFAULT, *, after: Completion | None = None,
                        on_text: Callable[[str], None] | None = None,
-                       on_answer: Callable[[], None] | None = None) -> Completion:
+                       on_answer: Callable[[], bool | None] | None = None) -> Completion:
         """The completion at `snap`'s cursor. `after`: a completion cut off by its token limit,
         continued (its prompt plus its text; only the new tokens are evaluated). `on_text` gets
-        each partial text of a streamed answer, `on_answer` runs when the server starts
-        answering; either may raise reading.Stop to abandon the completion."""
+        each partial text of a streamed answer (it may raise reading.Stop to abandon the
+        completion), `on_answer` runs when the server starts answering and returns True to
+        abandon it."""
         backend, cfg = self.backend, self.config
         assert backend is not None and cfg is not None, "complete() before configure()"
         if after is not None:
@@ -160,7 +166,7 @@ class Pipeline:
             chain.fall_back(_why(out.error, chain.after_s))
 
     async def _continue(self, after: Completion, ask: Ask, on_text: Callable[[str], None] | None,
-                        on_answer: Callable[[], None] | None) -> Completion:
+                        on_answer: Callable[[], bool | None] | None) -> Completion:
         """The rest of `after`, a first part. Ghost text continues it once the user pauses and
         a completion menu asked at the same place continues it too: one continuation serves
         both (a second caller waits for the one running, or takes the whole text the cache kept
@@ -203,7 +209,7 @@ class Pipeline:
                 del self._continuing[key]
 
     async def _within(self, chain: Chain, cfg: Config, snap: Snapshot, ask: Ask,
-                      on_text: Callable[[str], None] | None, on_answer: Callable[[], None] | None) -> Completion:
+                      on_text: Callable[[str], None] | None, on_answer: Callable[[], bool | None] | None) -> Completion:
         """_on() the entry that answers now, its start in time or late told to the chain; where
         one more late start makes the chain leave the entry, the request is cut at `after_s`
         (a later entry is there to ask), else a late answer is awaited. Its failures are not
@@ -216,12 +222,11 @@ class Pipeline:
         start, first = loop.time(), None
         try:
             async with asyncio.timeout(chain.after_s if chain.leaves_if_late() else None) as watchdog:
-                def answered() -> None:
+                def answered() -> bool | None:
                     nonlocal first
                     first = loop.time()
                     watchdog.reschedule(None)  # it answers: however long the rest takes
-                    if on_answer is not None:
-                        on_answer()
+                    return on_answer() if on_answer is not None else None
 
                 out = await self._on(backend, cfg, snap, ask, on_text, answered, report=False)
                 if first is None and out.stop != "error" and not out.cached:
@@ -258,7 +263,7 @@ class Pipeline:
         return False
 
     async def _on(self, backend: Backend, cfg: Config, snap: Snapshot, ask: Ask,
-                  on_text: Callable[[str], None] | None, on_answer: Callable[[], None] | None, *,
+                  on_text: Callable[[str], None] | None, on_answer: Callable[[], bool | None] | None, *,
                   report: bool = True) -> Completion:
         """The completion from `backend`, the entry that answers now. `report`: its failures
         are told to the user (once per episode)."""

@@ -100,13 +100,14 @@ class Reader:
         self._placing = {}
 
     async def read(self, prep: Prepared, req: FimRequest, *, on_text: Callable[[str], None] | None = None,
-                   on_answer: Callable[[], None] | None = None, base_raw: str = "",
+                   on_answer: Callable[[], bool | None] | None = None, base_raw: str = "",
                    retry_overflow: bool = False, quiet: bool = False, report_failure: bool = True) -> Completion:
         """Send `req` and read its answer through the post-processor.
 
         `base_raw` is model text a continuation request carries in its prompt: the answer's
         text is appended to it before post-processing. `on_answer` runs when the server's first
-        chunk arrives (before any text is drawn), `on_text` with each new partial text. `quiet`:
+        chunk arrives (before any text is drawn) and returns True when the caller no longer wants
+        the answer (it is then abandoned: Stop), `on_text` with each new partial text. `quiet`:
         the server's state is not reported (a warm-up: the next real request reports it);
         `report_failure` False: a failure is not (the caller reports it, or falls back).
         Raises PromptTooLong (with `retry_overflow`), Stop, CancelledError."""
@@ -145,8 +146,8 @@ class Reader:
                     answered = True
                     if not quiet:
                         self.succeeded()
-                    if on_answer is not None:
-                        on_answer()
+                    if on_answer is not None and on_answer():
+                        raise Stop()  # (a newer request of the caller's waited for this answer to start)
                 text = chunk.text
                 if text:
                     count = len(chunk.parts) or 1
