@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +25,8 @@ from local_copilot.devtools.tiny_model import write_gguf  # noqa: E402
 from local_copilot.servers.llama_cpp import LlamaServer  # noqa: E402
 from local_copilot.servers.recipes import find_llama_server  # noqa: E402
 
-from .integration.nvim_session import isolated_env  # noqa: E402
+from .fakes.recording_proxy import RecordingProxy  # noqa: E402
+from .integration.nvim_session import isolated_env, start_nvim  # noqa: E402
 from .launch import suite_options  # noqa: E402
 
 
@@ -76,6 +79,21 @@ def branch_server(llama_bin: str, tmp_path_factory: pytest.TempPathFactory) -> I
     model = write_gguf(d / "branch.gguf", phrase=PHRASE, alt="zq")
     with LlamaServer.for_model(model, binary=llama_bin, log_file=d / "server.log", options=suite_options()) as server:
         yield server
+
+
+@pytest.fixture()
+def upstream(phrase_server: LlamaServer) -> LlamaServer:
+    """The real server a test's `proxy` stands in front of: the phrase model's, unless the
+    module overrides this fixture to name another."""
+    return phrase_server
+
+
+@pytest.fixture()
+def proxy(upstream: LlamaServer) -> Iterator[RecordingProxy]:
+    """A recording proxy in front of `upstream`: what the plugin sent, as the server got it."""
+    p = RecordingProxy(upstream.port)
+    yield p
+    p.close()
 
 
 @pytest.fixture(scope="session")
@@ -155,6 +173,34 @@ def manifest(nvim_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture()
 def nvim_env(tmp_path: Path, manifest: Path) -> dict[str, str]:
     return isolated_env(tmp_path, manifest)
+
+
+@pytest.fixture()
+def open_nvim(nvim_bin: str, manifest: Path, nvim_env: dict[str, str]) -> Iterator[Callable[..., Any]]:
+    """Starts real headless Neovims with the plugin registered: `open_nvim(setup, env, columns=,
+    lines=)` (start_nvim's options; `env` defaults to the test's nvim_env). Each is closed when
+    the test ends. A module that opens its files the same way in every test overrides this
+    fixture with one that asks for it."""
+    opened: list[Any] = []
+
+    def make(setup: dict[str, Any] | None = None, env: dict[str, str] | None = None, **options: Any) -> Any:
+        nvim = start_nvim(nvim_bin, manifest, env or nvim_env, setup=setup, **options)
+        opened.append(nvim)
+        return nvim
+
+    yield make
+    for nvim in opened:
+        nvim.close()
+
+
+@pytest.fixture()
+def silent_port() -> Iterator[int]:
+    """A port that accepts connections and requests and never says a byte (fault injection)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    yield sock.getsockname()[1]
+    sock.close()
 
 
 NOBODY = 65534

@@ -1,5 +1,6 @@
 """Shared test helpers: waiting on conditions (never bare sleeps), time constants, whether a
-Unix socket accepts, and the kernel's table of TCP sockets."""
+Unix socket accepts, the kernel's table of TCP sockets, and what a completion through one
+server entry fails with."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
+
+from local_copilot.backends import FimRequest, make_backend
+from local_copilot.config import load_config
+from local_copilot.transport.access import async_client
 
 T = TypeVar("T")
 
@@ -54,3 +59,19 @@ def tcp_sockets() -> Iterator[TcpSocket]:
             f = row.split()
             addr, port = f[1].rsplit(":", 1)
             yield TcpSocket(addr, int(port, 16), int(f[2].rsplit(":", 1)[1], 16), f[3], f[9])
+
+
+async def first_failure(raw: dict[str, Any], name: str = "team", client_timeout: float = 5.0) -> Exception:
+    """What one completion through the entry `name` of the options `raw` fails with: the
+    error the user is told about. Fails the test if the completion goes through."""
+    cfg = load_config(raw).backends[name]
+    async with async_client([cfg], timeout=client_timeout) as client:
+        backend = make_backend(name, cfg, client)
+        try:
+            async for _ in backend.complete(FimRequest(prefix="", middle="a = ", suffix="", n_predict=4)):
+                pass
+        except Exception as exc:  # noqa: BLE001  (the one the user is told about)
+            return exc
+        finally:
+            backend.close()
+    raise AssertionError("the request went through")

@@ -127,3 +127,46 @@ def screen_lines(nvim: pynvim.Nvim) -> list[str]:
 
 def lua(nvim: pynvim.Nvim, expr: str) -> Any:
     return nvim.exec_lua("return " + expr)
+
+
+def messages(nvim: pynvim.Nvim) -> str:
+    """:messages, as the user reads them."""
+    return nvim.exec_lua("return vim.fn.execute('messages')")
+
+
+def health_report(nvim: pynvim.Nvim) -> str:
+    """:checkhealth local_copilot, as the user reads it (it opens in the current window)."""
+    nvim.command("checkhealth local_copilot")
+    return "\n".join(nvim.current.buffer[:])
+
+
+def log_text(env: dict[str, str]) -> str:
+    """The plugin's log file in the environment `env` (isolated_env's), '' before it exists."""
+    path = Path(env["LOCAL_COPILOT_LOG_DIR"]) / "local_copilot.log"
+    return path.read_text() if path.exists() else ""
+
+
+class Typist:
+    """Types at the end of the buffer's last line in a real Neovim as a user does: a key at a
+    time, each shown before the next goes."""
+
+    def __init__(self, nvim: pynvim.Nvim) -> None:
+        self.nvim, self.typed, self.line = nvim, "", ""
+
+    def start(self, lines: list[str]) -> None:
+        """`lines` in the buffer, and Insert mode at the end of the last one."""
+        self.nvim.current.buffer[:] = lines
+        self.nvim.command(f"call cursor({len(lines)}, 1)")
+        self.nvim.input("A")
+        wait_for(lambda: self.nvim.api.get_mode()["mode"] == "i", what="insert mode")
+        self.line, self.typed = lines[-1], ""
+
+    def last_line(self) -> str:
+        return self.nvim.current.buffer[-1]
+
+    def type(self, keys: str) -> None:
+        """Each key, once the line shows all typed so far (nothing else changed it)."""
+        for k in keys:
+            self.nvim.input(k)
+            self.typed += k
+            wait_for(lambda: self.last_line() == self.line + self.typed, what=f"{k!r} typed")

@@ -16,13 +16,9 @@ from local_copilot.config import builtin_backends
 from local_copilot.servers.ports import free_port
 
 from ..helpers import wait_for
-from .nvim_session import lua, start_nvim, wait_ghost
+from .nvim_session import lua, messages, start_nvim, wait_ghost
 
 pytestmark = pytest.mark.integration
-
-
-def messages(nvim: Any) -> str:
-    return nvim.exec_lua("return vim.fn.execute('messages')")
 
 
 def healthy(url: str) -> bool:

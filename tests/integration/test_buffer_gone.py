@@ -26,12 +26,18 @@ REQUEST_CANCELLED = -32800
 LONG_OPTIONS = {"n_predict": LONG, "n_predict_first": 0, "max_lines": 1000, "t_max_predict_ms": 60000}
 
 
+@pytest.fixture()
+def upstream(llama_server: LlamaServer) -> LlamaServer:
+    """What `proxy` (conftest.py) stands in front of."""
+    return llama_server
+
+
 def test_a_wiped_buffer_closes_its_menu_requests_stream_and_asks_nothing_more(
-        nvim_bin: str, manifest: Path, nvim_env: dict[str, str], llama_server: LlamaServer, tmp_path: Path) -> None:
+        nvim_bin: str, manifest: Path, nvim_env: dict[str, str], llama_server: LlamaServer, proxy: RecordingProxy,
+        tmp_path: Path) -> None:
     """`:bwipeout!` while the menu's request streams: the stream is closed at once (the server
     stops generating), the client is answered (nothing to offer), and nothing more is asked
     for the wiped buffer (not the alternatives an invoked request samples after the first)."""
-    proxy = RecordingProxy(llama_server.port)
     nv = start(nvim_bin, manifest, nvim_env, proxy.url, tmp_path / "long.py", "def f():\n    \n")
     try:
         nv.exec_lua("require('local_copilot').setup(...)",
@@ -52,12 +58,10 @@ def test_a_wiped_buffer_closes_its_menu_requests_stream_and_asks_nothing_more(
         assert len(fills(proxy)) == asked + 1, fills(proxy)[asked:]  # the one request, nothing after it
     finally:
         nv.close()
-        proxy.close()
 
 
 def test_a_closed_document_closes_its_requests_stream_and_asks_nothing_more(
-        llama_server: LlamaServer, tmp_path: Path) -> None:
-    proxy = RecordingProxy(llama_server.port)
+        llama_server: LlamaServer, proxy: RecordingProxy, tmp_path: Path) -> None:
     client = RawClient(tmp_path)
     try:
         client.initialize({"backends": {"llama.cpp": {"url": proxy.url}}, **LONG_OPTIONS}, tmp_path)
@@ -83,4 +87,3 @@ def test_a_closed_document_closes_its_requests_stream_and_asks_nothing_more(
         assert client.exit_code() == 0
     finally:
         client.close()
-        proxy.close()

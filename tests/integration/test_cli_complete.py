@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,13 +19,6 @@ from ..fakes.recording_proxy import RecordingProxy
 from .nvim_session import REPO
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture()
-def proxy(phrase_server: LlamaServer) -> Iterator[RecordingProxy]:
-    p = RecordingProxy(phrase_server.port)
-    yield p
-    p.close()
 
 
 def _config(tmp_path: Path, url: str) -> str:

@@ -17,13 +17,6 @@ from .nvim_session import lua, start_nvim, wait_ghost
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture()
-def proxy(phrase_server: Any):
-    p = RecordingProxy(phrase_server.port)
-    yield p
-    p.close()
-
-
 def test_other_buffers_reach_the_server_as_input_extra_but_secrets_never(
     proxy: RecordingProxy, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path
 ) -> None:

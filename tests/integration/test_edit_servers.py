@@ -4,7 +4,7 @@ limit), and vLLM's chat endpoint with the tiny HF model."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from local_copilot.servers.ports import free_port
 from ..fakes.fake_chat import FakeChat, chat_sse
 from ..helpers import wait_for
 from ..launch import suite_options
-from .nvim_session import attach_ui, buffer_text, lua, screen_lines, start_nvim
+from .nvim_session import attach_ui, buffer_text, lua, screen_lines
 
 pytestmark = pytest.mark.integration
 
@@ -37,68 +37,66 @@ def two_slots(models: dict[str, Path], llama_bin: str, tmp_path_factory: pytest.
         yield server
 
 
-def open_nvim(nvim_bin: str, manifest: Path, env: dict[str, str], tmp_path: Path, setup: dict[str, Any]) -> Any:
-    nvim = start_nvim(nvim_bin, manifest, env, setup={"auto_trigger": False, "edit": {"n_predict": N}, **setup},
-                      columns=100, lines=24)
-    attach_ui(nvim, 100, 24)
-    path = tmp_path / "sample.py"
-    path.write_text("\n".join(LINES) + "\n")
-    nvim.command(f"edit {path}")
-    return nvim
+@pytest.fixture()
+def open_nvim(open_nvim: Callable[..., Any], tmp_path: Path) -> Callable[..., Any]:
+    """conftest's open_nvim at 100x24 with a UI, no automatic ghost text, edits of N tokens,
+    and LINES in a file."""
+
+    def make(setup: dict[str, Any]) -> Any:
+        nvim = open_nvim({"auto_trigger": False, "edit": {"n_predict": N}, **setup}, columns=100, lines=24)
+        attach_ui(nvim, 100, 24)
+        path = tmp_path / "sample.py"
+        path.write_text("\n".join(LINES) + "\n")
+        nvim.command(f"edit {path}")
+        return nvim
+
+    return make
 
 
 def edit_state(nvim: Any, edit_id: int) -> str | None:
     return nvim.exec_lua("local e = require('local_copilot.edit').edits[...]; return e and e.state", edit_id)
 
 
-def test_an_edit_end_to_end_with_llama_server(two_slots: LlamaServer, nvim_bin: str, manifest: Path,
-                                              nvim_env: dict[str, str], tmp_path: Path) -> None:
-    nvim = open_nvim(nvim_bin, manifest, nvim_env, tmp_path, {"backends": {"llama.cpp": {"url": two_slots.url}}})
-    try:
-        # the first edit starts the host and probes the server; the ones after it are what a
-        # user feels once the plugin runs (reported, not asserted: the machine is shared)
-        timings = []
-        for line in (4, 4, 4, 4, 4, 1):
-            edit_id = nvim.exec_lua("return require('local_copilot').edit(...)",
-                                    {"line1": line, "line2": line, "instruction": "fill it"})
-            timings.append(wait_for(lambda: nvim.exec_lua(
-                "return require('local_copilot.edit').first_line_ms(...)", edit_id), what="the first previewed line"))
-            wait_for(lambda: edit_state(nvim, edit_id) == "done", what="the answer complete")
-            if line == 4 and len(timings) < 5:
-                nvim.command("normal! 4G")
-                assert lua(nvim, "require('local_copilot').edit_cancel()") is True
-        warm = sorted(timings[1:])
-        print(f"first previewed line: cold {timings[0]:.0f} ms (host start, probe); then median "
-              f"{warm[len(warm) // 2]:.1f} ms, max {warm[-1]:.1f} ms over {len(warm)} edits")
-        screen = "\n".join(screen_lines(nvim))
-        assert "x" * N in screen and f"stopped at the limit of {N} tokens" in screen
-        assert buffer_text(nvim) == "\n".join(LINES)
-        # two previews: the one at the cursor is accepted, then the other
-        nvim.command("normal! 4G")
-        assert lua(nvim, "require('local_copilot').edit_accept()") is True
-        nvim.command("normal! 1G")
-        assert lua(nvim, "require('local_copilot').edit_accept()") is True
-        assert buffer_text(nvim) == "\n".join(["x" * N, "    return a + b", "", "x" * N])
-        nvim.command("undo")
-        assert buffer_text(nvim) == "\n".join(["def add(a, b):", "    return a + b", "", "x" * N])
-    finally:
-        nvim.close()
+def test_an_edit_end_to_end_with_llama_server(two_slots: LlamaServer, open_nvim: Callable[..., Any]) -> None:
+    nvim = open_nvim({"backends": {"llama.cpp": {"url": two_slots.url}}})
+    # the first edit starts the host and probes the server; the ones after it are what a
+    # user feels once the plugin runs (reported, not asserted: the machine is shared)
+    timings = []
+    for line in (4, 4, 4, 4, 4, 1):
+        edit_id = nvim.exec_lua("return require('local_copilot').edit(...)",
+                                {"line1": line, "line2": line, "instruction": "fill it"})
+        timings.append(wait_for(lambda: nvim.exec_lua(
+            "return require('local_copilot.edit').first_line_ms(...)", edit_id), what="the first previewed line"))
+        wait_for(lambda: edit_state(nvim, edit_id) == "done", what="the answer complete")
+        if line == 4 and len(timings) < 5:
+            nvim.command("normal! 4G")
+            assert lua(nvim, "require('local_copilot').edit_cancel()") is True
+    warm = sorted(timings[1:])
+    print(f"first previewed line: cold {timings[0]:.0f} ms (host start, probe); then median "
+          f"{warm[len(warm) // 2]:.1f} ms, max {warm[-1]:.1f} ms over {len(warm)} edits")
+    screen = "\n".join(screen_lines(nvim))
+    assert "x" * N in screen and f"stopped at the limit of {N} tokens" in screen
+    assert buffer_text(nvim) == "\n".join(LINES)
+    # two previews: the one at the cursor is accepted, then the other
+    nvim.command("normal! 4G")
+    assert lua(nvim, "require('local_copilot').edit_accept()") is True
+    nvim.command("normal! 1G")
+    assert lua(nvim, "require('local_copilot').edit_accept()") is True
+    assert buffer_text(nvim) == "\n".join(["x" * N, "    return a + b", "", "x" * N])
+    nvim.command("undo")
+    assert buffer_text(nvim) == "\n".join(["def add(a, b):", "    return a + b", "", "x" * N])
 
 
-def test_two_edits_run_at_once_on_two_slots(two_slots: LlamaServer, nvim_bin: str, manifest: Path,
-                                            nvim_env: dict[str, str], tmp_path: Path) -> None:
-    nvim = open_nvim(nvim_bin, manifest, nvim_env, tmp_path, {
+def test_two_edits_run_at_once_on_two_slots(two_slots: LlamaServer, open_nvim: Callable[..., Any]) -> None:
+    nvim = open_nvim({
         "backends": {"llama.cpp": {"url": two_slots.url}}, "edit": {"n_predict": 400}})
-    try:
-        ids = [nvim.exec_lua("return require('local_copilot').edit(...)",
-                             {"line1": line, "line2": line, "instruction": "fill it"}) for line in (1, 4)]
-        # both in flight at one moment: the server's slots both busy
-        wait_for(lambda: sum(1 for s in httpx.get(two_slots.url + "/slots", timeout=5).json() if s.get("is_processing"))
-                 == 2, interval=0.005, what="two slots processing at once")
-        for edit_id in ids:
-            wait_for(lambda: edit_state(nvim, edit_id) == "done", what="done")
-    finally:
-        nvim.close()
+    ids = [nvim.exec_lua("return require('local_copilot').edit(...)",
+                         {"line1": line, "line2": line, "instruction": "fill it"}) for line in (1, 4)]
+    # both in flight at one moment: the server's slots both busy
+    wait_for(lambda: sum(1 for s in httpx.get(two_slots.url + "/slots", timeout=5).json() if s.get("is_processing"))
+             == 2, interval=0.005, what="two slots processing at once")
+    for edit_id in ids:
+        wait_for(lambda: edit_state(nvim, edit_id) == "done", what="done")
 
 
 async def test_the_warm_up_fills_the_prompt_cache_the_edit_then_reuses(two_slots: LlamaServer) -> None:

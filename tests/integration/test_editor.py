@@ -3,6 +3,7 @@ attached where the screen matters. The phrase model writes "run(a, b)\\n\\tok" a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,14 +11,14 @@ import pytest
 
 from ..conftest import PHRASE
 from ..helpers import wait_for
-from .nvim_session import attach_ui, buffer_text, extmarks, ghost_text, lua, screen_lines, start_nvim, wait_ghost
+from .nvim_session import attach_ui, buffer_text, extmarks, ghost_text, lua, screen_lines, wait_ghost
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture()
-def open_nvim(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path):
-    sessions: list[Any] = []
+def open_nvim(open_nvim: Callable[..., Any], tmp_path: Path) -> Callable[..., Any]:
+    """conftest's open_nvim, with `lines` in a file of this test's and a UI attached if `ui`."""
 
     def make(url: str, lines: list[str], *, name: str = "sample.py", ui: bool = False, **opts: Any) -> Any:
         # /infill: the phrase model writes PHRASE after the middle marker, and /infill ends the
@@ -26,17 +27,14 @@ def open_nvim(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path:
         # prompt is tested in test_three_backends.py and test_ghost_e2e.py)
         setup = {"backends": {"llama.cpp": {"url": url, "endpoint": "infill"}}, "debounce_ms": 0,
                  "adaptive_debounce": False, **opts}
-        nv = start_nvim(nvim_bin, manifest, nvim_env, setup=setup)
-        sessions.append(nv)
+        nv = open_nvim(setup)
         if ui:
             attach_ui(nv)
         nv.command(f"edit {tmp_path / name}")
         nv.current.buffer[:] = lines
         return nv
 
-    yield make
-    for nv in sessions:
-        nv.close()
+    return make
 
 
 def counters(nvim: Any) -> dict[str, int]:

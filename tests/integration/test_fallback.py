@@ -6,9 +6,7 @@ local one PHRASE); the server that takes requests and never answers is a fault-i
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +31,6 @@ def options(team_url: str, local_url: str, **more: Any) -> dict[str, Any]:
     return {"backend": "team", "fallback": ["local"], "speculative": False, "n_predict": 8, **more,
             "backends": {"team": {"kind": "llama.cpp", "url": team_url},
                          "local": {"kind": "llama.cpp", "url": local_url}}}
-
-
-@pytest.fixture()
-def silent_port() -> Iterator[int]:
-    """A port that accepts connections and requests and never answers (fault injection)."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
-    yield sock.getsockname()[1]
-    sock.close()
 
 
 async def local_alone(url: str) -> str:

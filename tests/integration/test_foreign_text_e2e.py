@@ -13,27 +13,22 @@ import pytest
 
 from ..fakes.fake_server import QWEN_FIM, FakeServer, infill_stream, llama_props
 from ..helpers import wait_for
-from .nvim_session import ghost_text, lua, start_nvim, suggestion, wait_ghost
+from .nvim_session import Typist, ghost_text, lua, start_nvim, suggestion, wait_ghost
 
 pytestmark = pytest.mark.integration
 
 LINES = ["def handler(request):", "    value = "]
 
 
-class Typist:
+class FakeServerTypist(Typist):
+    """A Typist who also sees the fake server's requests and the plugin's status."""
+
     def __init__(self, nvim: Any, fake: FakeServer, endpoint: str) -> None:
-        self.nvim, self.fake, self.endpoint = nvim, fake, endpoint
+        super().__init__(nvim)
+        self.fake, self.endpoint = fake, endpoint
 
     def requests(self) -> int:
         return len([p for p, _ in self.fake.requests if p in ("/infill", "/completion")])
-
-    def last_line(self) -> str:
-        return self.nvim.current.buffer[-1]
-
-    def type(self, keys: str) -> None:
-        before = self.last_line()
-        self.nvim.input(keys)
-        wait_for(lambda: self.last_line() == before + keys, what=f"{keys!r} typed")
 
     def sent(self, n: int) -> None:
         wait_for(lambda: self.requests() > n, what="the request after the key reached the server")
@@ -51,7 +46,7 @@ class Typist:
 
 @pytest.fixture(params=["infill", "completion"])
 def typist(request: pytest.FixtureRequest, nvim_bin: str, manifest: Path, nvim_env: dict[str, str],
-           tmp_path: Path) -> Iterator[Typist]:
+           tmp_path: Path) -> Iterator[FakeServerTypist]:
     # /infill: no template, so no own stop strings at all; /completion: the plugin renders Qwen's
     # template and cuts Qwen's tokens, and another family's are the ones in the answers below
     fake = FakeServer(answer([]))  # (an empty answer until a test says what the model writes)
@@ -62,11 +57,8 @@ def typist(request: pytest.FixtureRequest, nvim_bin: str, manifest: Path, nvim_e
     nvim = start_nvim(nvim_bin, manifest, nvim_env, setup=setup)
     try:
         nvim.command(f"edit {tmp_path / 'sample.py'}")
-        nvim.current.buffer[:] = LINES
-        nvim.command(f"call cursor({len(LINES)}, 1)")
-        nvim.input("A")
-        wait_for(lambda: nvim.api.get_mode()["mode"] == "i", what="insert mode")
-        typist = Typist(nvim, fake, request.param)
+        typist = FakeServerTypist(nvim, fake, request.param)
+        typist.start(LINES)
         typist.idle()  # (whatever entering Insert mode asked for is answered: the counts start here)
         yield typist
     finally:
@@ -78,7 +70,7 @@ def answer(chunks: list[str]) -> Any:
     return lambda path, body: (200, llama_props()) if path == "/props" else (200, infill_stream(chunks))
 
 
-def test_the_answer_ends_at_another_familys_token_split_over_chunks(typist: Typist) -> None:
+def test_the_answer_ends_at_another_familys_token_split_over_chunks(typist: FakeServerTypist) -> None:
     # Llama 3's end of turn, in pieces, then text the model wrote after it
     typist.fake.script = answer(["ok", "ay<|eo", "t_", "id|>", "\nimport os"])
     n = typist.requests()
@@ -93,7 +85,7 @@ def test_the_answer_ends_at_another_familys_token_split_over_chunks(typist: Typi
     assert typist.nvim.current.buffer[:] == LINES[:-1] + [LINES[-1] + "aokay"]
 
 
-def test_a_suggestion_with_an_invisible_character_is_not_shown_and_tab_inserts_none_of_it(typist: Typist) -> None:
+def test_a_suggestion_with_an_invisible_character_is_not_shown_and_tab_inserts_none_of_it(typist: FakeServerTypist) -> None:
     typist.fake.script = answer(["ok", "\u200b", "ay"])
     n = typist.requests()
     typist.type("a")

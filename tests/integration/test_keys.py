@@ -5,6 +5,7 @@ the real llama-server whose phrase model writes "run(a, b)\\n\\tok" at any spot.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,19 +13,19 @@ import pytest
 
 from ..conftest import PHRASE
 from ..helpers import wait_for
-from .nvim_session import lua, start_nvim, wait_ghost
+from .nvim_session import lua, wait_ghost
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture()
-def open_nvim(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path):
-    sessions: list[Any] = []
+def open_nvim(open_nvim: Callable[..., Any], tmp_path: Path) -> Callable[..., Any]:
+    """conftest's open_nvim, with `lines` in a file of this test's and the phrase model asked
+    through /infill (unless `setup` is false)."""
 
     def make(lines: list[str], *, url: str = "http://127.0.0.1:9", setup: bool = True,
              before: str = "", name: str = "sample.py", **opts: Any) -> Any:
-        nv = start_nvim(nvim_bin, manifest, nvim_env)
-        sessions.append(nv)
+        nv = open_nvim()
         if before:
             nv.exec_lua(before)
         if setup:
@@ -35,9 +36,7 @@ def open_nvim(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path:
         nv.current.buffer[:] = lines
         return nv
 
-    yield make
-    for nv in sessions:
-        nv.close()
+    return make
 
 
 def settled(nvim: Any) -> bool:

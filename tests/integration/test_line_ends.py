@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from local_copilot.cli import main as cli
-from local_copilot.servers.llama_cpp import LlamaServer
 
 from ..conftest import PHRASE
 from ..fakes.recording_proxy import RecordingProxy
@@ -25,13 +24,6 @@ from .test_lsp import fills, options
 from .test_lsp_protocol import RawClient
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture()
-def proxy(phrase_server: LlamaServer) -> Iterator[RecordingProxy]:
-    p = RecordingProxy(phrase_server.port)
-    yield p
-    p.close()
 
 
 @pytest.fixture()

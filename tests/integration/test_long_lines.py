@@ -46,10 +46,9 @@ def small_server(llama_bin: str, models: dict[str, Path],
 
 
 @pytest.fixture()
-def proxy(small_server: LlamaServer) -> Iterator[RecordingProxy]:
-    p = RecordingProxy(small_server.port)
-    yield p
-    p.close()
+def upstream(small_server: LlamaServer) -> LlamaServer:
+    """What `proxy` (conftest.py) stands in front of."""
+    return small_server
 
 
 def _setup(proxy: RecordingProxy) -> dict[str, Any]:

@@ -90,13 +90,6 @@ def fills(proxy: RecordingProxy) -> list[dict[str, Any]]:
     return [body for path, body in proxy.requests if path in ("/infill", "/completion")]
 
 
-@pytest.fixture()
-def proxy(phrase_server: LlamaServer) -> Iterator[RecordingProxy]:
-    p = RecordingProxy(phrase_server.port)
-    yield p
-    p.close()
-
-
 # ------------------------------------------------------------------------------------ node
 
 

@@ -50,13 +50,6 @@ end, 0)
 """
 
 
-@pytest.fixture()
-def proxy(phrase_server: LlamaServer) -> Iterator[RecordingProxy]:
-    p = RecordingProxy(phrase_server.port)
-    yield p
-    p.close()
-
-
 def start(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], url: str, path: Path, text: str,
           **more: Any) -> Any:
     path.write_text(text)

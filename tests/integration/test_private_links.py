@@ -30,10 +30,9 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture()
-def proxy(llama_server: LlamaServer) -> Iterator[RecordingProxy]:
-    p = RecordingProxy(llama_server.port)
-    yield p
-    p.close()
+def upstream(llama_server: LlamaServer) -> LlamaServer:
+    """What `proxy` (conftest.py) stands in front of."""
+    return llama_server
 
 
 @pytest.fixture()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,39 +27,15 @@ from local_copilot.servers.ports import free_port
 from ..fakes.fake_server import FakeServer, infill_stream, llama
 from ..fakes.recording_proxy import RecordingProxy
 from ..helpers import tcp_sockets, wait_for
-from .nvim_session import lua, start_nvim, wait_ghost
+from .nvim_session import health_report, log_text, lua, messages, wait_ghost
 
 pytestmark = pytest.mark.integration
 
 
-def messages(nvim: Any) -> str:
-    return nvim.exec_lua("return vim.fn.execute('messages')")
-
-
-def log_text(nvim_env: dict[str, str]) -> str:
-    path = Path(nvim_env["LOCAL_COPILOT_LOG_DIR"]) / "local_copilot.log"
-    return path.read_text() if path.exists() else ""
-
-
 @pytest.fixture()
-def proxy(llama_server: LlamaServer) -> Iterator[RecordingProxy]:
-    p = RecordingProxy(llama_server.port)
-    yield p
-    p.close()
-
-
-@pytest.fixture()
-def open_nvim(nvim_bin: str, manifest: Path, nvim_env: dict[str, str]) -> Iterator[Any]:
-    opened: list[Any] = []
-
-    def make(setup: dict[str, Any], env: dict[str, str] | None = None) -> Any:
-        nv = start_nvim(nvim_bin, manifest, env or nvim_env, setup=setup)
-        opened.append(nv)
-        return nv
-
-    yield make
-    for nv in opened:
-        nv.close()
+def upstream(llama_server: LlamaServer) -> LlamaServer:
+    """What `proxy` (conftest.py) stands in front of."""
+    return llama_server
 
 
 def test_buffer_text_and_completions_are_not_logged_at_the_default_level(
@@ -255,8 +230,7 @@ def test_api_keys_come_only_from_the_environment(proxy: RecordingProxy, open_nvi
     wait_ghost(nvim)
     infill = [h for p, h in proxy.headers if p in ("/completion", "/infill")]
     assert infill and all(h.get("authorization") == f"Bearer {key}" for h in infill), infill
-    nvim.command("checkhealth local_copilot")
-    health = "\n".join(nvim.current.buffer[:])
+    health = health_report(nvim)
     assert "LC_TEST_API_KEY is set" in health, health
     assert key not in health
     assert key not in messages(nvim)
@@ -429,13 +403,11 @@ def test_checkhealth_says_why_the_buffer_is_never_sent(open_nvim: Any, tmp_path:
         for name, why in [(".ssh/config", "a secret directory (.ssh/)"),
                           ("data.csv", f"listed in {tmp_path / '.local-copilot-ignore'}")]:
             nvim.command(f"edit {tmp_path / name}")
-            nvim.command("checkhealth local_copilot")
-            report = "\n".join(nvim.current.buffer[:])
+            report = health_report(nvim)
             assert f"is never sent: {why}" in report, report
             nvim.command("silent! tabclose")
         nvim.command(f"edit {tmp_path / 'main.py'}")
-        nvim.command("checkhealth local_copilot")
-        assert "main.py may be sent" in "\n".join(nvim.current.buffer[:])
+        assert "main.py may be sent" in health_report(nvim)
     finally:
         fake.close()
 

@@ -15,17 +15,13 @@ import pytest
 
 from ..fakes.fake_server import FakeServer, infill_stream, llama_props
 from ..helpers import wait_for
-from .nvim_session import lua, start_nvim, suggestion, wait_ghost
+from .nvim_session import Typist, lua, messages, suggestion, wait_ghost
 
 pytestmark = pytest.mark.integration
 
 LINES = ["def handler(request):", "    value = "]
 HTML = b"<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body>Proxy login</body></html>\n"
 TRACES = ("Traceback", "Error executing", "E5108", "stack traceback", 'File "', "Error invoking")
-
-
-def messages(nvim: Any) -> str:
-    return nvim.exec_lua("return vim.fn.execute('messages')")
 
 
 def ours(nvim: Any) -> list[str]:
@@ -56,36 +52,16 @@ def completions(fake: FakeServer) -> int:
     return len([p for p, _ in fake.requests if p in ("/infill", "/completion")])
 
 
-class Typist:
-    def __init__(self, nvim: Any) -> None:
-        self.nvim, self.typed = nvim, ""
-
-    def start(self) -> None:
-        self.nvim.current.buffer[:] = LINES
-        self.nvim.command(f"call cursor({len(LINES)}, 1)")
-        self.nvim.input("A")
-        wait_for(lambda: self.nvim.api.get_mode()["mode"] == "i", what="insert mode")
-
-    def type(self, keys: str) -> None:
-        for k in keys:
-            self.nvim.input(k)
-            self.typed += k
-            wait_for(lambda: self.nvim.current.buffer[-1] == LINES[-1] + self.typed, what=f"{k!r} typed")
-
-
 @pytest.fixture()
-def editor(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[..., Any]]:
-    opened: list[Any] = []
+def editor(open_nvim: Callable[..., Any], tmp_path: Path) -> Callable[..., Any]:
+    """conftest's open_nvim, editing a file of this test's."""
 
     def make(setup: dict[str, Any] | None = None) -> Any:
-        nvim = start_nvim(nvim_bin, manifest, nvim_env, setup=setup)
-        opened.append(nvim)
+        nvim = open_nvim(setup)
         nvim.command(f"edit {tmp_path / 'faulty.py'}")
         return nvim
 
-    yield make
-    for nv in opened:
-        nv.close()
+    return make
 
 
 @pytest.fixture()
@@ -99,7 +75,7 @@ def healthy(editor: Callable[..., Any]) -> Iterator[Callable[[], tuple[Any, Typi
         fakes.append(fake)
         nvim = editor({"backends": {"llama.cpp": {"url": fake.url}}, "debounce_ms": 0, "speculative": False})
         typist = Typist(nvim)
-        typist.start()
+        typist.start(LINES)
         typist.type("a")
         wait_ghost(nvim, lambda t: t == "okay")
         return nvim, typist, script, fake
@@ -119,7 +95,7 @@ def test_a_url_no_request_can_go_to_is_one_message_naming_the_option(url: str, p
                                                                       editor: Callable[..., Any]) -> None:
     nvim = editor({"backends": {"llama.cpp": {"url": url}}, "debounce_ms": 0, "log_level": "debug"})
     typist = Typist(nvim)
-    typist.start()
+    typist.start(LINES)
     typist.type("abc")
     said = wait_for(lambda: ours(nvim), what="a message")
     expected = (f"local-copilot: bad option: `$.backends.llama.cpp.url` = {url!r} {problem}; "
@@ -211,7 +187,7 @@ def test_a_wrong_type_given_to_setup_is_one_message_naming_it_never_a_traceback(
     assert ours(nvim) == [said]
     assert status(nvim) == "bad option"
     typist = Typist(nvim)  # typing goes on, without an error per key
-    typist.start()
+    typist.start(LINES)
     typist.type("ab")
     nvim.command("stopinsert")
     assert ours(nvim) == [said]

@@ -18,7 +18,7 @@ import os
 import ssl
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,6 @@ import httpx
 import pytest
 
 from local_copilot.backend_bench.runner import Params, Target, bench_backend
-from local_copilot.backends import FimRequest, make_backend
 from local_copilot.config import load_config
 from local_copilot.core import Core
 from local_copilot.errors import CertificateRejected, TokenRefused
@@ -39,11 +38,11 @@ from local_copilot.transport.access import async_client, tls_failure
 from local_copilot.transport.http_stream import StreamClient
 
 from ..fakes.editor import RecordingEditor
-from ..helpers import wait_for
+from ..helpers import first_failure, wait_for
 from ..launch import suite_options
 from ..pki import Pki
 from ..unit.test_engine import snap, wait_until
-from .nvim_session import lua, start_nvim, wait_ghost
+from .nvim_session import health_report, log_text, lua, wait_ghost
 
 pytestmark = pytest.mark.integration
 
@@ -91,9 +90,12 @@ def options(url: str, **entry: Any) -> dict[str, Any]:
     return {"backend": "team", "backends": {"team": {"kind": "llama.cpp", "url": url, **entry}}}
 
 
-def log_text(env: dict[str, str]) -> str:
-    path = Path(env["LOCAL_COPILOT_LOG_DIR"]) / "local_copilot.log"
-    return path.read_text() if path.exists() else ""
+def typing(open_nvim: Callable[..., Any], tmp_path: Path, setup: dict[str, Any], env: dict[str, str]) -> Any:
+    """A Neovim with the plugin set up by `setup`, "a = " just typed in a new Python file."""
+    nvim = open_nvim(setup, env)
+    nvim.command(f"edit {tmp_path / 'a.py'}")
+    nvim.input("ia = ")
+    return nvim
 
 
 def said(nvim: Any) -> str:
@@ -105,25 +107,19 @@ def said(nvim: Any) -> str:
 
 
 def test_ghost_text_from_a_team_server_over_tls_with_its_own_ca_and_a_token(
-        team: LlamaServer, pki: Pki, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
+        team: LlamaServer, pki: Pki, open_nvim: Callable[..., Any], nvim_env: dict[str, str], tmp_path: Path) -> None:
     env = dict(nvim_env, TEAM_TOKEN=TOKEN)
-    nvim = start_nvim(nvim_bin, manifest, env, setup={
+    nvim = typing(open_nvim, tmp_path, {
         **options(team.url, ca_file=str(pki.ca), api_key_env="TEAM_TOKEN"), "log_level": "debug",
-        "debounce_ms": 0})
-    try:
-        nvim.command(f"edit {tmp_path / 'a.py'}")
-        nvim.input("ia = ")
-        assert wait_ghost(nvim).startswith("x")
-        nvim.command("checkhealth local_copilot")
-        health = "\n".join(nvim.current.buffer[:])
-        assert "certificate trusted through backends['team'].ca_file: subject CN=team-server for 127.0.0.1, " \
-               "issuer O=Team, CN=Team Test CA, expires 20" in health, health
-        assert "TEAM_TOKEN is set" in health
-        assert TOKEN not in health
-        assert TOKEN not in said(nvim)
-        assert TOKEN not in log_text(env)
-    finally:
-        nvim.close()
+        "debounce_ms": 0}, env)
+    assert wait_ghost(nvim).startswith("x")
+    health = health_report(nvim)
+    assert "certificate trusted through backends['team'].ca_file: subject CN=team-server for 127.0.0.1, " \
+           "issuer O=Team, CN=Team Test CA, expires 20" in health, health
+    assert "TEAM_TOKEN is set" in health
+    assert TOKEN not in health
+    assert TOKEN not in said(nvim)
+    assert TOKEN not in log_text(env)
 
 
 async def test_next_edits_instruction_edits_probes_the_bench_and_the_supervisor_use_the_ca_and_token(
@@ -181,41 +177,21 @@ def test_the_cli_completes_from_the_team_server(team: LlamaServer, pki: Pki, tmp
 # -- what goes wrong, said as what it is ------------------------------------------------------
 
 
-async def first_failure(cfg_raw: dict[str, Any]) -> Exception:
-    cfg = load_config(cfg_raw)
-    async with async_client(cfg.backends.values(), timeout=5.0) as client:
-        backend = make_backend("team", cfg.backends["team"], client)
-        try:
-            async for _ in backend.complete(FimRequest(prefix="", middle="a = ", suffix="", n_predict=4)):
-                pass
-        except Exception as exc:  # noqa: BLE001  (the one the user is told about)
-            return exc
-        finally:
-            backend.close()
-    raise AssertionError("the request went through")
-
-
 def test_an_untrusted_certificate_is_one_message_that_says_so(
-        team: LlamaServer, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
+        team: LlamaServer, open_nvim: Callable[..., Any], nvim_env: dict[str, str], tmp_path: Path) -> None:
     env = dict(nvim_env, TEAM_TOKEN=TOKEN)
-    nvim = start_nvim(nvim_bin, manifest, env, setup={**options(team.url, api_key_env="TEAM_TOKEN"), "debounce_ms": 0})
-    try:
-        nvim.command(f"edit {tmp_path / 'a.py'}")
-        nvim.input("ia = ")
-        wait_for(lambda: lua(nvim, "require('local_copilot').status()") == "backend down", what="backend down")
-        shown = wait_for(lambda: [ln for ln in said(nvim).splitlines() if ln.startswith("local-copilot: team")],
-                         what="the message")
-        assert shown[0].startswith(f"local-copilot: team: the certificate of {team.url} is not trusted "
-                                   "(unable to get local issuer certificate); set backends.team.ca_file"), shown
-        assert "cannot reach" not in said(nvim)
-        nvim.command("checkhealth local_copilot")
-        health = "\n".join(nvim.current.buffer[:])
-        assert "certificate is not trusted (unable to get local issuer certificate): subject CN=team-server " \
-               "for 127.0.0.1, issuer O=Team, CN=Team Test CA, expires" in health, health
-        assert "set backends['team'].ca_file to the PEM of the CA that issued it (O=Team, CN=Team Test CA)" in health
-        assert TOKEN not in health + said(nvim) + log_text(env)
-    finally:
-        nvim.close()
+    nvim = typing(open_nvim, tmp_path, {**options(team.url, api_key_env="TEAM_TOKEN"), "debounce_ms": 0}, env)
+    wait_for(lambda: lua(nvim, "require('local_copilot').status()") == "backend down", what="backend down")
+    shown = wait_for(lambda: [ln for ln in said(nvim).splitlines() if ln.startswith("local-copilot: team")],
+                     what="the message")
+    assert shown[0].startswith(f"local-copilot: team: the certificate of {team.url} is not trusted "
+                               "(unable to get local issuer certificate); set backends.team.ca_file"), shown
+    assert "cannot reach" not in said(nvim)
+    health = health_report(nvim)
+    assert "certificate is not trusted (unable to get local issuer certificate): subject CN=team-server " \
+           "for 127.0.0.1, issuer O=Team, CN=Team Test CA, expires" in health, health
+    assert "set backends['team'].ca_file to the PEM of the CA that issued it (O=Team, CN=Team Test CA)" in health
+    assert TOKEN not in health + said(nvim) + log_text(env)
 
 
 async def test_a_certificate_for_another_name_and_an_expired_one_say_so(
@@ -253,26 +229,20 @@ async def test_tls_verify_false_completes_and_doctor_warns_every_time(team: Llam
 
 
 def test_a_refused_token_names_its_variable_and_is_never_shown(
-        team: LlamaServer, pki: Pki, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
+        team: LlamaServer, pki: Pki, open_nvim: Callable[..., Any], nvim_env: dict[str, str], tmp_path: Path) -> None:
     wrong = "sk-wrong-31b7aa0c92"
     env = dict(nvim_env, TEAM_TOKEN=wrong)
-    nvim = start_nvim(nvim_bin, manifest, env, setup={
-        **options(team.url, ca_file=str(pki.ca), api_key_env="TEAM_TOKEN"), "debounce_ms": 0, "log_level": "debug"})
-    try:
-        nvim.command(f"edit {tmp_path / 'a.py'}")
-        nvim.input("ia = ")
-        shown = wait_for(lambda: [ln for ln in said(nvim).splitlines() if ln.startswith("local-copilot: team")],
-                         what="the message")
-        assert shown[0].startswith("local-copilot: team: the server refused the token in $TEAM_TOKEN (401"), shown
-        nvim.command("checkhealth local_copilot")
-        health = "\n".join(nvim.current.buffer[:])
-        assert "the server refused the token in $TEAM_TOKEN" in health, health
-        # the failure went to the log (where :LocalCopilot log leads), the token did not
-        assert "refused the token in $TEAM_TOKEN" in wait_for(lambda: log_text(env), what="the log")
-        for text in (health, said(nvim), log_text(env)):
-            assert wrong not in text and TOKEN not in text
-    finally:
-        nvim.close()
+    nvim = typing(open_nvim, tmp_path, {
+        **options(team.url, ca_file=str(pki.ca), api_key_env="TEAM_TOKEN"), "debounce_ms": 0, "log_level": "debug"}, env)
+    shown = wait_for(lambda: [ln for ln in said(nvim).splitlines() if ln.startswith("local-copilot: team")],
+                     what="the message")
+    assert shown[0].startswith("local-copilot: team: the server refused the token in $TEAM_TOKEN (401"), shown
+    health = health_report(nvim)
+    assert "the server refused the token in $TEAM_TOKEN" in health, health
+    # the failure went to the log (where :LocalCopilot log leads), the token did not
+    assert "refused the token in $TEAM_TOKEN" in wait_for(lambda: log_text(env), what="the log")
+    for text in (health, said(nvim), log_text(env)):
+        assert wrong not in text and TOKEN not in text
 
 
 async def test_no_token_sent_says_so(team: LlamaServer, pki: Pki, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -289,26 +259,20 @@ async def test_no_token_sent_says_so(team: LlamaServer, pki: Pki, monkeypatch: p
 
 
 def test_https_to_the_real_plain_http_llama_server_says_it_answers_plain_http(
-        llama_server: LlamaServer, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
+        llama_server: LlamaServer, open_nvim: Callable[..., Any], nvim_env: dict[str, str], tmp_path: Path) -> None:
     # llama-server without a certificate reads the TLS hello as the start of a request and
     # waits for the rest: it stays silent, the handshake never ends (Python's http.server
     # answers it with a 400 instead)
     https = llama_server.url.replace("http://", "https://")
     said_plain = f"{https} answers plain http, not TLS; set backends.team.url to {llama_server.url}"
-    nvim = start_nvim(nvim_bin, manifest, nvim_env, setup={**options(https), "debounce_ms": 0})
-    try:
-        nvim.command(f"edit {tmp_path / 'a.py'}")
-        nvim.input("ia = ")
-        wait_for(lambda: lua(nvim, "require('local_copilot').status()") == "backend down", what="backend down")
-        shown = wait_for(lambda: [ln for ln in said(nvim).splitlines() if ln.startswith("local-copilot: team")],
-                         what="the message")
-        assert shown[0] == f"local-copilot: team: {said_plain}", shown
-        nvim.command("checkhealth local_copilot")
-        health = "\n".join(nvim.current.buffer[:])
-        assert f"ERROR {said_plain}" in health, health
-        assert "cannot reach" not in health and "no answer" not in health, health
-    finally:
-        nvim.close()
+    nvim = typing(open_nvim, tmp_path, {**options(https), "debounce_ms": 0}, nvim_env)
+    wait_for(lambda: lua(nvim, "require('local_copilot').status()") == "backend down", what="backend down")
+    shown = wait_for(lambda: [ln for ln in said(nvim).splitlines() if ln.startswith("local-copilot: team")],
+                     what="the message")
+    assert shown[0] == f"local-copilot: team: {said_plain}", shown
+    health = health_report(nvim)
+    assert f"ERROR {said_plain}" in health, health
+    assert "cannot reach" not in health and "no answer" not in health, health
     config = tmp_path / "config.json"
     config.write_text(json.dumps(options(https)))
     doctor = subprocess.run([sys.executable, "-m", "local_copilot.cli", "doctor", "--config", str(config)],

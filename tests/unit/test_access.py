@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
-import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,13 +15,13 @@ import certifi
 import pytest
 
 from local_copilot.backend_bench.cli import parse_target
-from local_copilot.backends import FimRequest, make_backend
 from local_copilot.config import load_config
 from local_copilot.errors import CertificateRejected, ConfigError, ServerError, TokenRefused
-from local_copilot.transport.access import async_client, tls_context
+from local_copilot.transport.access import tls_context
 from local_copilot.transport.plain_http import answers_plain_http
 
 from ..fakes.fake_server import FakeServer
+from ..helpers import first_failure
 
 KEY = "sk-unit-4be19f0a"
 
@@ -33,16 +32,6 @@ def servers() -> Iterator[list[FakeServer]]:
     yield made
     for s in made:
         s.close()
-
-
-@pytest.fixture()
-def silent_port() -> Iterator[int]:
-    """A port that takes connections and never says a byte (fault injection)."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
-    yield sock.getsockname()[1]
-    sock.close()
 
 
 def test_a_ca_file_no_handshake_could_use_is_a_bad_option_naming_its_field(tmp_path: Path) -> None:
@@ -66,17 +55,7 @@ def test_contexts_are_built_once_per_trust() -> None:
 
 
 async def failure(url: str, client_timeout: float = 5.0, **entry: Any) -> Exception:
-    cfg = load_config({"backends": {"team": {"url": url, **entry}}}).backends["team"]
-    async with async_client([cfg], timeout=client_timeout) as client:
-        backend = make_backend("team", cfg, client)
-        try:
-            async for _ in backend.complete(FimRequest(prefix="", middle="a = ", suffix="", n_predict=4)):
-                pass
-        except Exception as exc:  # noqa: BLE001
-            return exc
-        finally:
-            backend.close()
-    raise AssertionError("no failure")
+    return await first_failure({"backends": {"team": {"url": url, **entry}}}, client_timeout=client_timeout)
 
 
 def refusing(status: int, message: str) -> Any:

@@ -15,15 +15,22 @@ from ..fakes.fake_server import infill_stream, llama
 from .test_engine import wait_until
 
 
+def engine_asking(fake: Any, chunks: list[str]) -> tuple[Core, RecordingEditor]:
+    """An engine whose server (a fake llama-server) streams `chunks` to every request, and the
+    editor it draws in."""
+    server = fake(llama(infill_stream(chunks)))
+    editor = RecordingEditor()
+    engine = Core(editor)
+    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}}))
+    return engine, editor
+
+
 def snap(seq: int, lines: list[str], row: int, line_col: int) -> Snapshot:
     return Snapshot(buf=1, tick=seq, row=row, col=line_col, first=0, lines=lines, seq=seq)
 
 
 async def test_an_answer_that_only_repeats_the_line_above_is_quiet(fake: Any) -> None:
-    server = fake(llama(infill_stream(["\n", "    total = 0"])))
-    editor = RecordingEditor()
-    engine = Core(editor)
-    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}}))
+    engine, editor = engine_asking(fake, ["\n", "    total = 0"])
     engine.ghost.submit(snap(1, ["def f():", "    total = 0", ""], 1, len("    total = 0")))
     await wait_until(lambda: any(p.final for p in editor.plans))
     assert [p.text for p in editor.plans if p.final] == [""]
@@ -32,10 +39,7 @@ async def test_an_answer_that_only_repeats_the_line_above_is_quiet(fake: Any) ->
 
 
 async def test_a_typed_through_rest_is_checked_against_the_new_line(fake: Any) -> None:
-    server = fake(llama(infill_stream([])))
-    editor = RecordingEditor()
-    engine = Core(editor)
-    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}}))
+    engine, editor = engine_asking(fake, [])
     await wait_until(lambda: engine.backend is not None)
     # `total = 0` was shown after `    tot`; the user typed through to the line's end, and the
     # rest now repeats the line above: nothing is left to show
@@ -51,10 +55,7 @@ async def test_a_typed_through_rest_is_checked_against_the_new_line(fake: Any) -
 
 async def test_a_quiet_answer_the_user_then_types_is_counted_as_a_false_one(fake: Any) -> None:
     # the model repeats the line above: quiet; the user then types that very line
-    server = fake(llama(infill_stream(["\n", "    total = 0"])))
-    editor = RecordingEditor()
-    engine = Core(editor)
-    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}}))
+    engine, editor = engine_asking(fake, ["\n", "    total = 0"])
     lines = ["def f():", "    total = 0", ""]
     engine.ghost.submit(snap(1, lines, 1, len("    total = 0")))
     await wait_until(lambda: any(p.final for p in editor.plans))
@@ -68,10 +69,7 @@ async def test_a_quiet_answer_the_user_then_types_is_counted_as_a_false_one(fake
 
 
 async def test_a_quiet_answer_the_user_types_past_is_not_a_false_one(fake: Any) -> None:
-    server = fake(llama(infill_stream(["\n", "    total = 0"])))
-    editor = RecordingEditor()
-    engine = Core(editor)
-    engine.configure(load_config({"backends": {"llama.cpp": {"url": server.url}}}))
+    engine, editor = engine_asking(fake, ["\n", "    total = 0"])
     engine.ghost.submit(snap(1, ["def f():", "    total = 0", ""], 1, len("    total = 0")))
     await wait_until(lambda: any(p.final for p in editor.plans))
     assert engine.stats["quiet"] == 1
