@@ -16,8 +16,8 @@ from local_copilot.cli import main as cli
 from local_copilot.config import load_config
 from local_copilot.core import Core
 from local_copilot.privacy import binary, lua_rules, rules
-from local_copilot.privacy.gate import Gate
 from local_copilot.privacy import policy as privacy
+from local_copilot.privacy.gate import Gate
 from local_copilot.privacy.policy import Policy
 from local_copilot.prompt.ring import ContextRing
 from local_copilot.snapshot import Snapshot
