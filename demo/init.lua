@@ -2,7 +2,7 @@
 -- project's venv, <Tab> accepting with fallback, and a banner that says what runs.
 local env = vim.env
 vim.opt.runtimepath:prepend(env.LOCAL_COPILOT_DEMO_REPO)
-vim.g.python3_host_prog = env.LOCAL_COPILOT_DEMO_PYTHON
+vim.g.local_copilot_python = env.LOCAL_COPILOT_DEMO_PYTHON
 -- $NVIM_RPLUGIN_MANIFEST points Neovim's rplugin loader at the demo's manifest
 vim.o.number = true
 vim.o.swapfile = false

@@ -3,6 +3,10 @@
 if vim.g.loaded_local_copilot then return end
 vim.g.loaded_local_copilot = true
 
+-- the plugin's own remote-plugin host type (python.lua): the rplugin manifest's functions and
+-- :UpdateRemotePlugins need it known
+require('local_copilot.python').register()
+
 local function lc() return require('local_copilot') end
 
 for _, a in ipairs({

@@ -1,5 +1,5 @@
 -- :checkhealth local_copilot
--- Lua checks what only Neovim knows (its version, the python3 host setting, whether the
+-- Lua checks what only Neovim knows (its version, the plugin's python, whether the
 -- remote plugin is registered); everything else comes from the Python host as a report
 -- (python/local_copilot/health/report.py, the same one `local-copilot doctor` prints).
 local M = {}
@@ -22,36 +22,31 @@ local deps = 'python -m pip install pynvim httpx msgspec platformdirs pygls lspr
 
 -- Returns whether the Python host can be asked.
 local function host()
-  health.start('local-copilot: python3 host')
-  local prog = vim.g.python3_host_prog
-  if prog == nil or prog == '' then
-    health.info('g:python3_host_prog is not set: Neovim looks for python3 on PATH')
-  elseif vim.fn.executable(vim.fn.expand(prog)) == 1 then
-    health.ok('g:python3_host_prog = ' .. prog)
-  else
-    health.error('g:python3_host_prog = ' .. prog .. ' is not executable', {
-      'point g:python3_host_prog at a python that has the dependencies (' .. deps .. ')',
-      "or run require('local_copilot.install').build() to make the plugin's own venv",
+  health.start('local-copilot: Python host')
+  local prog, who = require('local_copilot.python').find()
+  if not prog then
+    health.error(who, {
+      "run the build: require('local_copilot.install').build() makes the plugin's own venv",
+      'or set g:local_copilot_python to a python that has the dependencies (' .. deps .. ')',
     })
     return false
   end
-  if prog ~= nil and prog ~= '' then
-    -- a python without pynvim cannot run the host at all: say so instead of starting it
-    local done = vim.system({ vim.fn.expand(prog), '-c', 'import pynvim' }, { text = true }):wait(10000)
-    if done.code ~= 0 then
-      health.error('g:python3_host_prog = ' .. prog .. ' cannot import pynvim, so the plugin cannot run', {
-        'install the dependencies into that python: ' .. deps,
-        "or run require('local_copilot.install').build() to make the plugin's own venv",
-        'then run :UpdateRemotePlugins, restart Neovim (or :LocalCopilot enable)',
-      })
-      return false
-    end
+  health.ok("the plugin's python: " .. who .. ' (its own host: g:python3_host_prog and other Python plugins are left as they are)')
+  -- a python without pynvim cannot run the host at all: say so instead of starting it
+  local done = vim.system({ prog, '-c', 'import pynvim' }, { text = true }):wait(10000)
+  if done.code ~= 0 then
+    health.error(who .. ' cannot import pynvim, so the plugin cannot run', {
+      'install the dependencies into that python: ' .. deps,
+      "or run require('local_copilot.install').build() to make the plugin's own venv",
+      'then run :UpdateRemotePlugins, restart Neovim (or :LocalCopilot enable)',
+    })
+    return false
   end
   local lc = require('local_copilot')
   if not (lc.registered() and lc.registered('LocalCopilotCall')) then
     health.error('the remote plugin is not registered (no LocalCopilotEvent in the rplugin manifest)', {
       'run :UpdateRemotePlugins, then restart Neovim',
-      'the python in g:python3_host_prog needs pynvim for that: ' .. deps,
+      "the plugin's python needs pynvim for that: " .. deps,
     })
     return false
   end
@@ -86,9 +81,8 @@ function M.check()
   local opts = require('local_copilot.config').user
   local result, why = require('local_copilot.host').call('health', opts)
   if type(result) ~= 'table' then
-    health.error((why or 'the python3 host had no answer'):gsub('\n', ' '), {
-      'install the dependencies into the python Neovim uses: ' .. deps,
-      ':checkhealth provider.python shows which python that is',
+    health.error((why or 'the Python host had no answer'):gsub('\n', ' '), {
+      "install the dependencies into the plugin's python (the section above names it): " .. deps,
       'then run :UpdateRemotePlugins and restart Neovim',
     })
     return

@@ -2,22 +2,23 @@
 -- notifications (the keystroke path never waits on Python; protocol.lua lists them). The
 -- host starts on first use; one that exited is started anew, a few times at most.
 --
--- Neovim's python3 provider, asked to start a host whose python lacks pynvim, writes its
--- error lines with :echomsg and throws: the hit-enter prompt blocks the editor (mode 'rm'),
--- and the next call tries again, once per key. Here the start runs under :silent!, and a
--- failure gives one message naming the fix (why is asked of that python without waiting);
--- nothing is sent until :LocalCopilot enable or a restart.
+-- The host is the plugin's own process (host type 'local_copilot', python.lua), run by the
+-- plugin's own python, never Neovim's python3 host: other Python remote plugins keep theirs.
+-- A python without pynvim cannot run it: a failure gives one message naming the fix (why is
+-- read from that python's stderr, without waiting); nothing is sent until :LocalCopilot enable
+-- or a restart.
 local api = vim.api
 local config = require('local_copilot.config')
+local python = require('local_copilot.python')
 
 local M = {}
 
 local state = {
-  chan = nil, -- the python3 host's channel, once it runs
+  chan = nil, -- the host's channel, once it runs
   direct = nil, -- the host worker's own channel, once it connected (see use_channel)
   registered = false, -- the rplugin was found registered (it stays so)
   warned_unregistered = false,
-  revived = 0, -- python3 hosts started anew after one exited (see revive)
+  revived = 0, -- hosts started anew after one exited (see revive)
   gone = false, -- it kept exiting, or would not start: nothing is sent until retry()
   failed = nil, -- why the host did not start, once it did not
   generation = 0, -- hosts this module started (an older one's exit is not the current one's)
@@ -86,34 +87,16 @@ function M.retry()
 end
 
 -- The host process is started with jobstart, which returns at once: Neovim's own provider
--- (remote#host#Require -> provider#Poll) waits in the main loop until the new host answers
+-- (remote#host#Require -> provider#Poll) would wait in the main loop until a new host answers
 -- 'poll' (~250-300 ms at the first Insert, 0.2-1 s at each revival), and detecting a python
 -- first (provider#pythonx#Detect) runs it synchronously (~0.9 s for one that cannot run the
--- host). Events sent meanwhile wait in the channel's pipe: pynvim loads the plugins before it
--- reads them. The channel is registered as the python3 host, so the rplugin's functions
--- (LocalCopilotCall) and every other python3 rplugin reach this process.
-local HOST_SCRIPT = 'import sys; sys.path = [p for p in sys.path if p != ""]; import neovim; neovim.start_host()'
+-- host). Events sent meanwhile wait in the channel's pipe: pynvim loads the plugin before it
+-- reads them. The rplugin's functions (LocalCopilotCall) are bound to this channel.
 
--- The python that runs the host: g:python3_host_prog, else python3 (then python) on PATH.
-local function python_prog()
-  local prog = vim.g.python3_host_prog
-  if type(prog) == 'string' and prog ~= '' then
-    local path = vim.fn.exepath(vim.fn.expand(prog))
-    if path == '' then return nil, 'g:python3_host_prog = ' .. prog .. ' cannot run' end
-    return path
-  end
-  for _, name in ipairs({ 'python3', 'python' }) do
-    local path = vim.fn.exepath(name)
-    if path ~= '' then return path end
-  end
-  return nil, 'no python3 on PATH; set g:python3_host_prog'
-end
-
--- Why a host that exited before it connected did not start, from its last stderr lines.
-local function start_failure(prog, stderr)
+-- Why a host that exited before it connected did not start, from its last stderr lines (`who`:
+-- the python and where it came from, python.find()).
+local function start_failure(who, stderr)
   local text = table.concat(stderr, '\n')
-  local who = (vim.g.python3_host_prog and vim.g.python3_host_prog ~= '') and ('g:python3_host_prog = ' .. vim.g.python3_host_prog)
-    or ('python3 on PATH (' .. prog .. ')')
   if text:find("No module named '?neovim") or text:find("No module named '?pynvim") then
     return who .. ' has no pynvim'
   end
@@ -124,15 +107,15 @@ local function start_failure(prog, stderr)
   return who .. ' exited' .. (last ~= '' and (': ' .. last) or '')
 end
 
--- Start a python3 host without waiting for it; its channel, or nil (the failure is told).
+-- Start the host without waiting for it; its channel, or nil (the failure is told).
 local function spawn()
-  local prog, why = python_prog()
+  local prog, who = python.find()
   if not prog then
-    fail(why)
+    fail(who)
     return nil
   end
-  local args = { prog, '-c', HOST_SCRIPT }
-  for _, plugin in ipairs(vim.fn['remote#host#PluginsForHost']('python3')) do
+  local args = { prog, '-c', python.HOST_SCRIPT }
+  for _, plugin in ipairs(vim.fn['remote#host#PluginsForHost'](python.HOST)) do
     args[#args + 1] = plugin.path
   end
   state.generation = state.generation + 1
@@ -149,19 +132,19 @@ local function spawn()
     on_exit = function(chan)
       if generation ~= state.generation then return end
       if state.chan == chan then state.chan = nil end
-      -- Neovim's remote#host would hand out the dead channel: give it its own factory back
-      pcall(vim.cmd, "call remote#host#Register('python3', '*', function('provider#python3#Require'))")
+      -- Neovim's remote#host would hand out the dead channel: registered anew, it asks again
+      pcall(python.register)
       -- a host that never described itself did not start; one that did exited (the next
       -- event revives it)
       if state.up then
         state.lost = true
       else
-        fail(start_failure(prog, stderr))
+        fail(start_failure(who, stderr))
       end
     end,
   })
   if not ok or type(id) ~= 'number' or id <= 0 then
-    fail('g:python3_host_prog = ' .. prog .. ' cannot run')
+    fail(who .. ' cannot run')
     return nil
   end
   state.up = false
@@ -177,10 +160,11 @@ local function spawn()
       end
     end,
   })
-  vim.fn['remote#host#Register']('python3', '*', id)
+  -- remote#host forgets the channel it had for the type: remote#host#Require asks for this one
+  python.register()
   -- rplugin functions already defined hold an earlier host's channel in them
   pcall(api.nvim_exec2, ([[
-    for plugin in remote#host#PluginsForHost('python3')
+    for plugin in remote#host#PluginsForHost('local_copilot')
       for spec in plugin.specs
         if spec.type ==# 'function' && exists('*' . spec.name)
           call remote#define#FunctionOnChannel(%d, plugin.path.':function:'.spec.name, spec.sync, spec.name, spec.opts)
@@ -190,7 +174,7 @@ local function spawn()
   return id
 end
 
-local channel -- the python3 host's channel, found or started (below)
+local channel -- the host's channel, found or started (below)
 
 -- A sync call to the host (commands, health): its answer, or nil and why not. A host not
 -- started yet is started as an event starts it (without waiting), then the call waits for
@@ -213,10 +197,8 @@ end
 
 local MAX_REVIVALS = 3
 
--- The python3 host exited (a crash, the OOM killer): Neovim's remote#host keeps handing out
--- its dead channel and never starts another, so every event would fail. A fresh host is
--- started and registered in its place, with every registered plugin. Returns its channel, or
--- nil once the host has exited too often.
+-- The host exited (a crash, the OOM killer): a fresh one is started in its place. Returns
+-- its channel, or nil once the host has exited too often.
 local function revive()
   if state.revived >= MAX_REVIVALS then
     state.gone = true
@@ -231,21 +213,16 @@ local function revive()
   return spawn()
 end
 
--- The python3 host's channel: the one known, the one another plugin started, or a new one
--- (started without waiting; a dead one is revived). Events go to it with vim.rpcnotify; the
--- rplugin function LocalCopilotEvent would convert its arguments to Vim values first, which
--- costs a snapshot about as much again.
+-- The host's channel: the one known, or a new one (started without waiting; a dead one is
+-- revived). Events go to it with vim.rpcnotify; the rplugin function LocalCopilotEvent would
+-- convert its arguments to Vim values first, which costs a snapshot about as much again.
 function channel()
   local chan = state.chan
   if chan and api.nvim_get_chan_info(chan).id == chan then return chan end
   state.chan = nil
   if state.gone or state.failed then return nil end
-  local ok, running = pcall(vim.fn['remote#host#IsRunning'], 'python3')
   local id
-  if ok and running == 1 then
-    id = vim.fn['remote#host#Require']('python3') -- registered: returns its channel at once
-    if api.nvim_get_chan_info(id).id ~= id then id = revive() end
-  elseif state.lost then
+  if state.lost then
     id = revive()
   else
     id = spawn()
@@ -257,7 +234,13 @@ function channel()
   return state.chan
 end
 
--- Whether the python3 host's channel is known (a snapshot may then be sent relative to the
+-- The host's channel, started when none runs (python.lua's factory: a function of the plugin
+-- called before the host ran); nil when it cannot start.
+function M.start()
+  return channel()
+end
+
+-- Whether the host's channel is known (a snapshot may then be sent relative to the
 -- window it has).
 function M.connected()
   return state.chan ~= nil

@@ -49,7 +49,6 @@ function M.setup(opts)
   config.set(opts or {})
   -- the host judges the new options (a host started later too): it says again if they are bad
   if state.backend == 'bad option' then state.backend, state.backend_message = nil, '' end
-  require('local_copilot.install').use_private_host()
   M._define_highlights()
   require('local_copilot.keymaps').apply(config.get('keymaps'))
   M.attach()

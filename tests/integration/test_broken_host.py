@@ -1,4 +1,4 @@
-"""A missing or broken Python host (g:python3_host_prog names a python without pynvim), in a
+"""A missing or broken Python host (g:local_copilot_python names a python without pynvim), in a
 real headless Neovim: typing in Insert mode never blocks (Neovim never reports a blocking
 mode, e.g. the hit-enter prompt 'rm' the provider's error lines brought), one message names
 the fix, nothing is retried per key, and every command answers with one concise line."""
@@ -15,9 +15,13 @@ from typing import Any
 import pytest
 
 from ..helpers import wait_for
-from .nvim_session import health_report, messages, start_nvim
+from .nvim_session import start_nvim
 
 pytestmark = pytest.mark.integration
+
+
+def messages(nvim: Any) -> str:
+    return nvim.exec_lua("return vim.fn.execute('messages')")
 
 
 def ours(nvim: Any) -> list[str]:
@@ -37,7 +41,7 @@ def broken_python(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture()
 def nvim(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], broken_python: str) -> Iterator[Any]:
     nv = start_nvim(nvim_bin, manifest, nvim_env)
-    nv.command(f"let g:python3_host_prog = '{broken_python}'")
+    nv.command(f"let g:local_copilot_python = '{broken_python}'")
     nv.exec_lua("require('local_copilot').setup({})")
     yield nv
     nv.close()
@@ -65,7 +69,7 @@ def test_typing_with_a_python_without_pynvim_never_blocks_and_says_so_once(
     assert not [m for m in modes if m["blocking"]], modes
     assert nvim.current.buffer[:] == ["abcdefghijkl"]
     assert nvim.api.get_mode() == {"mode": "i", "blocking": False}
-    assert note == [(f"local-copilot: the Python host did not start (g:python3_host_prog = {broken_python} has no "
+    assert note == [(f"local-copilot: the Python host did not start (g:local_copilot_python = {broken_python} has no "
                      "pynvim); completion is off until :LocalCopilot enable or a restart. Run :checkhealth "
                      "local_copilot")], messages(nvim)
     text = messages(nvim)
@@ -85,8 +89,9 @@ def test_typing_with_a_python_without_pynvim_never_blocks_and_says_so_once(
         assert nvim.api.get_mode()["blocking"] is False, cmd
         assert "Python host did not start" in out and "traceback" not in out.lower(), (cmd, out)
         assert len([ln for ln in out.splitlines() if ln.strip()]) <= 2, (cmd, out)  # status adds its own line
-    report = health_report(nvim)
-    assert f"g:python3_host_prog = {broken_python} cannot import pynvim" in report, report
+    nvim.command("checkhealth local_copilot")
+    report = "\n".join(nvim.current.buffer[:])
+    assert f"g:local_copilot_python = {broken_python} cannot import pynvim" in report, report
     nvim.command("bwipe")
 
     # :LocalCopilot enable tries once more (and says so once more)

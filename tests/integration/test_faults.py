@@ -27,7 +27,7 @@ from local_copilot.servers.ports import free_port
 from ..fakes.fake_server import CLOSE, QWEN_FIM, RESET, FakeServer, Script, Step, infill_stream, llama_props, sse
 from ..helpers import wait_for
 from ..launch import suite_options
-from .nvim_session import lua, messages, start_nvim, suggestion, wait_ghost
+from .nvim_session import lua, start_nvim, suggestion, wait_ghost
 
 pytestmark = pytest.mark.integration
 
@@ -107,6 +107,10 @@ timer:start(0, 10, function()
   end)
 end)
 """
+
+
+def messages(nvim: Any) -> str:
+    return nvim.exec_lua("return vim.fn.execute('messages')")
 
 
 def ours(text: str) -> list[str]:
@@ -340,9 +344,9 @@ def test_real_llama_server_killed_mid_stream(session: Callable[..., Session], mo
 
 
 def kill_host(nvim: Any) -> int:
-    """SIGKILL the python3 host; return once Neovim has seen both its channels close (a key
+    """SIGKILL the plugin's Python host; return once Neovim has seen both its channels close (a key
     typed before that goes into the dead pipe and is lost: the next one starts a new host)."""
-    job = nvim.call("remote#host#Require", "python3")
+    job = nvim.call("remote#host#Require", "local_copilot")
     own = nvim.call("LocalCopilotCall", "debug_state")["channel"]
     pid = nvim.call("jobpid", job)
     os.kill(pid, signal.SIGKILL)
@@ -360,7 +364,7 @@ def test_python_host_killed_comes_back(session: Callable[..., Session], llama_se
     s.reset_main_loop_probe()
     s.type("b")  # the next keystroke finds the host gone and starts another
     wait_ghost(s.nvim, lambda t: t.startswith("xxxx"), timeout=30)
-    assert s.nvim.call("jobpid", s.nvim.call("remote#host#Require", "python3")) != pid
+    assert s.nvim.call("jobpid", s.nvim.call("remote#host#Require", "local_copilot")) != pid
     # the plugin's functions reach the new host too (:LocalCopilot status, stats, checkhealth)
     assert s.nvim.call("LocalCopilotCall", "status")["stats"]["counters"]["requests"] >= 1
     s.type("c")

@@ -79,7 +79,8 @@ def test_healthy_backend(health_nvim: Any, llama_server: LlamaServer) -> None:
     lines = checkhealth(health_nvim({"backends": {"llama.cpp": {"url": llama_server.url}}}))
     assert errors(lines) == []
     assert line(lines, "OK Neovim 0.11")
-    assert line(lines, "OK g:python3_host_prog = " + sys.executable)
+    assert line(lines, "OK the plugin's python: the build's venv (", "(its own host: g:python3_host_prog and other "
+                       "Python plugins are left as they are)")
     assert line(lines, "OK remote plugin registered")
     assert line(lines, "OK pynvim") and line(lines, "OK httpx") and line(lines, "OK msgspec") and line(lines, "OK platformdirs")
     assert line(lines, "OK options valid; active backend 'llama.cpp'")
@@ -146,12 +147,12 @@ def test_host_without_pynvim_says_what_to_install(nvim_bin: str, manifest: Path,
         pytest.skip("needs a python without pynvim")
     nv = start_nvim(nvim_bin, manifest, nvim_env, setup={})
     try:
-        nv.command(f"let g:python3_host_prog = '{python}'")
+        nv.command(f"let g:local_copilot_python = '{python}'")
         lines = checkhealth(nv)
     finally:
         nv.close()
     # said before the host is started (starting one that cannot start printed the provider's errors)
-    err = f"ERROR g:python3_host_prog = {python} cannot import pynvim"
+    err = f"ERROR g:local_copilot_python = {python} cannot import pynvim"
     assert line(lines, err)
     assert any("pip install pynvim httpx msgspec platformdirs" in t for t in advice(lines, err))
 

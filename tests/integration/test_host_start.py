@@ -72,7 +72,7 @@ def gate(tmp_path: Path) -> Iterator[Gate]:
 @pytest.fixture()
 def nvim(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], llama_server: LlamaServer, gate: Gate) -> Iterator[Any]:
     nv = start_nvim(nvim_bin, manifest, nvim_env)
-    nv.command(f"let g:python3_host_prog = '{gate.python}'")
+    nv.command(f"let g:local_copilot_python = '{gate.python}'")
     nv.exec_lua("require('local_copilot').setup(...)", {"backends": {"llama.cpp": {"url": llama_server.url}},
                                                          "debounce_ms": 0})
     yield nv

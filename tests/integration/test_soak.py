@@ -55,7 +55,7 @@ def host_pid(nvim: Any) -> int:
         "    return vim.fn.jobpid(c.id)\n"
         "  end\n"
         "end\n"
-        "return vim.fn.jobpid(vim.fn['remote#host#Require']('python3'))"))
+        "return vim.fn.jobpid(vim.fn['remote#host#Require']('local_copilot'))"))
 
 
 def rss_mb(pid: int) -> float:
@@ -65,9 +65,7 @@ def rss_mb(pid: int) -> float:
     raise AssertionError("no VmRSS")
 
 
-class RandomTyping:
-    """The soak's user: types, jumps, switches buffers and accepts, from a seeded random source."""
-
+class Typist:
     def __init__(self, nvim: Any, rng: random.Random, nbufs: int) -> None:
         self.nvim, self.rng, self.nbufs = nvim, rng, nbufs
         self.keys = 0
@@ -179,7 +177,7 @@ def test_soak_10000_keystrokes(nvim_bin: str, manifest: Path, nvim_env: dict[str
         nvim.input("A")
         wait_for(lambda: lua(nvim, "require('local_copilot').is_visible()"), timeout=60, what="the first suggestion")
         pid = host_pid(nvim)
-        typist = RandomTyping(nvim, random.Random(SEED), 3)
+        typist = Typist(nvim, random.Random(SEED), 3)
         baseline: float | None = None
         curve = [(0, rss_mb(pid))]  # (keys typed, host RSS MB)
         trace = Trace(pid)

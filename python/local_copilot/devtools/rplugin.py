@@ -18,12 +18,13 @@ class RegistrationError(RuntimeError):
 
 
 def register_rplugin(nvim: str, manifest: Path, python: str = sys.executable) -> Path:
-    """Write `manifest` with this checkout's plugin registered for `python` as the host."""
+    """Write `manifest` with this checkout's plugin registered, `python` running its host for
+    the registration (g:local_copilot_python)."""
     manifest.parent.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
         [nvim, "--clean", "--headless", "-n",
          "--cmd", f"set rtp^={REPO}",
-         "--cmd", f"let g:python3_host_prog = '{python}'",
+         "--cmd", f"let g:local_copilot_python = '{python}'",
          # with --clean, g:loaded_remote_plugins stays a placeholder path; it is where
          # :UpdateRemotePlugins writes, so point it at our manifest once startup is done
          "-c", f"let g:loaded_remote_plugins = '{manifest}'",

@@ -54,7 +54,8 @@ def python_section(name: str = "python3 host") -> Section:
     where = f"{v.major}.{v.minor}.{v.micro} at {sys.executable}"
     if (v.major, v.minor) < MIN_PYTHON:
         sec.add("error", f"python {where}: local-copilot needs {'.'.join(map(str, MIN_PYTHON))} or newer",
-                "point g:python3_host_prog at a newer python (e.g. the plugin's .venv: require('local_copilot.install').build())")
+                "set g:local_copilot_python to a newer python, or run the build (require('local_copilot.install')"
+                ".build()), which makes the plugin's own .venv")
     else:
         sec.add("ok", f"python {where}")
     missing = []

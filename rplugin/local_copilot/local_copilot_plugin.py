@@ -1,4 +1,5 @@
-# Thin entry for Neovim's python3 host. Its name differs from the package's on purpose:
+# Thin entry for the plugin's own remote-plugin host (host type local_copilot, run by the
+# plugin's own python: lua/local_copilot/python.lua). Its name differs from the package's on purpose:
 # pynvim appends this folder to the END of sys.path and imports the entry by name, so a file
 # called local_copilot.py would be shadowed by an installed `local_copilot` package.
 import os
