@@ -15,13 +15,9 @@ from typing import Any
 import pytest
 
 from ..helpers import wait_for
-from .nvim_session import start_nvim
+from .nvim_session import health_report, messages, start_nvim
 
 pytestmark = pytest.mark.integration
-
-
-def messages(nvim: Any) -> str:
-    return nvim.exec_lua("return vim.fn.execute('messages')")
 
 
 def ours(nvim: Any) -> list[str]:
@@ -89,8 +85,7 @@ def test_typing_with_a_python_without_pynvim_never_blocks_and_says_so_once(
         assert nvim.api.get_mode()["blocking"] is False, cmd
         assert "Python host did not start" in out and "traceback" not in out.lower(), (cmd, out)
         assert len([ln for ln in out.splitlines() if ln.strip()]) <= 2, (cmd, out)  # status adds its own line
-    nvim.command("checkhealth local_copilot")
-    report = "\n".join(nvim.current.buffer[:])
+    report = health_report(nvim)
     assert f"g:local_copilot_python = {broken_python} cannot import pynvim" in report, report
     nvim.command("bwipe")
 

@@ -27,7 +27,7 @@ from local_copilot.servers.ports import free_port
 from ..fakes.fake_server import CLOSE, QWEN_FIM, RESET, FakeServer, Script, Step, infill_stream, llama_props, sse
 from ..helpers import wait_for
 from ..launch import suite_options
-from .nvim_session import lua, start_nvim, suggestion, wait_ghost
+from .nvim_session import lua, messages, start_nvim, suggestion, wait_ghost
 
 pytestmark = pytest.mark.integration
 
@@ -107,10 +107,6 @@ timer:start(0, 10, function()
   end)
 end)
 """
-
-
-def messages(nvim: Any) -> str:
-    return nvim.exec_lua("return vim.fn.execute('messages')")
 
 
 def ours(text: str) -> list[str]:

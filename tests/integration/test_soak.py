@@ -65,7 +65,9 @@ def rss_mb(pid: int) -> float:
     raise AssertionError("no VmRSS")
 
 
-class Typist:
+class RandomTyping:
+    """The soak's user: types, jumps, switches buffers and accepts, from a seeded random source."""
+
     def __init__(self, nvim: Any, rng: random.Random, nbufs: int) -> None:
         self.nvim, self.rng, self.nbufs = nvim, rng, nbufs
         self.keys = 0
@@ -177,7 +179,7 @@ def test_soak_10000_keystrokes(nvim_bin: str, manifest: Path, nvim_env: dict[str
         nvim.input("A")
         wait_for(lambda: lua(nvim, "require('local_copilot').is_visible()"), timeout=60, what="the first suggestion")
         pid = host_pid(nvim)
-        typist = Typist(nvim, random.Random(SEED), 3)
+        typist = RandomTyping(nvim, random.Random(SEED), 3)
         baseline: float | None = None
         curve = [(0, rss_mb(pid))]  # (keys typed, host RSS MB)
         trace = Trace(pid)
