@@ -246,7 +246,8 @@ def test_every_shell_command_runs_as_far_as_it_can_here(llama_bin: str) -> None:
             assert done.returncode == 0, (argv, done.stderr)
         elif prog == "local-copilot":
             build_parser().parse_args(argv[1:])  # exits (and fails the test) on a flag it does not take
-        elif prog == "llama-server":
+        elif prog == "llama-server" or argv[:2] == ["llama", "serve"]:
+            # llama.cpp's single `llama` binary: `llama serve` is llama-server, the same flags
             flags = llama_server_flags(llama_bin)
             for flag in (a for a in argv[1:] if a.startswith("--")):
                 assert re.search(rf"(^|[\s,]){re.escape(flag)}\b", flags), (argv, flag)

@@ -9,9 +9,8 @@ from pathlib import Path
 
 __all__ = ["CHART_EXTRA_HINT", "chart_missing", "bar_chart"]
 
-# How to add the extra, for a pip install and for the plugin's own .venv (the build's).
-CHART_EXTRA_HINT = ("pip install 'local-copilot-nvim[bench]', or in the plugin's folder "
-                    ".venv/bin/python -m pip install '.[bench]'")
+# How to add the extra to the plugin's own .venv (the build's), from the plugin's folder.
+CHART_EXTRA_HINT = "in the plugin's folder, .venv/bin/python -m pip install '.[bench]'"
 
 
 def chart_missing() -> str | None:
