@@ -29,6 +29,8 @@ from .fakes.recording_proxy import RecordingProxy  # noqa: E402
 from .integration.nvim_session import isolated_env, start_nvim  # noqa: E402
 from .launch import suite_options  # noqa: E402
 
+pytest_plugins = ["tests.background"]  # the `background` mark: tests/background.py
+
 
 def nvim_binary() -> str:
     found = find_nvim()
