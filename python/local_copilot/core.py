@@ -17,6 +17,7 @@ import httpx
 from .backends import Backend, make_backend
 from .config import Config
 from .ghost.engine import Engine
+from .ghost.session import Session
 from .instruct.runner import EditRunner
 from .next_edit.request import NextEdits
 from .notify import Episodes
@@ -24,7 +25,6 @@ from .pipeline.complete import Pipeline
 from .pipeline.prepare import Preparer
 from .pipeline.reading import Reader
 from .privacy.gate import Gate
-from .session import Session
 from .stats import Stats
 from .transport.access import async_client
 from .updates import Editor, notices
@@ -48,7 +48,7 @@ class Core:
         reader = Reader(editor, self.prompts, self.stats, self.episodes.of(""), start_hint)
         self.pipeline = Pipeline(self.prompts, reader, self.stats, self.episodes)
         self.ghost = Engine(editor, self.pipeline, self.stats, self.privacy)
-        # what is in flight and kept, per buffer: one session each (session.py), the ghost
+        # what is in flight and kept, per buffer: one session each (ghost/session.py), the ghost
         # text's and the other surfaces' requests alike
         self.buffers: dict[int, Session] = self.ghost.sessions
         self.next_edits = NextEdits(editor, self.stats, self.privacy, self.state, self.episodes)

@@ -3,7 +3,7 @@
 Everything here runs on the worker's asyncio loop (see nvim/worker.py); the editor is reached
 only through the `Editor` port, whose Neovim implementation hops to pynvim's thread. Each
 suggestion is one or two `Pipeline.complete()` calls (pipeline/complete.py), run by the
-buffer's `Session` (session.py: latest wins, first part and continuation, eager stepping,
+buffer's `Session` (ghost/session.py: latest wins, first part and continuation, eager stepping,
 speculation). The engine holds the sessions, one per buffer, and what they share (built once
 per host); it checks that a snapshot may be answered (a backend configured, the privacy
 policy) before its session sees it, and keeps what is not one buffer's: accepts, and the rest
@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import asyncio
 
-from .. import session as _session
 from ..config import Config
 from ..pipeline.complete import Pipeline
 from ..privacy.gate import Gate
-from ..session import Session, Shared
 from ..snapshot import Snapshot
 from ..stats import Stats
 from ..updates import Editor, Render
+from . import session as _session
 from .render import accepted_snapshot, plan
+from .session import Session, Shared
 
 __all__ = ["Editor", "Engine", "accepted_snapshot", "plan"]
 

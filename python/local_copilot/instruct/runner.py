@@ -1,4 +1,4 @@
-"""Instruction edits in flight: each runs as a task of its buffer's `Session` (session.py; keyed by the
+"""Instruction edits in flight: each runs as a task of its buffer's `Session` (ghost/session.py; keyed by the
 edit's id, so several edits in different places run at once on a server with several
 slots), streams its answer's code to the editor as `EditUpdate`s, and ends with the whole
 answer or one clear message. Nothing here touches a buffer: the editor replaces the range only
@@ -17,10 +17,10 @@ import httpx
 from ..backends.slots import Slots
 from ..config import Config
 from ..errors import BackendError, ConfigError, ModelLoading, ServerError, ServerUnavailable, TooLarge
+from ..ghost.session import Session
 from ..indentation import NEAR_AFTER, NEAR_BEFORE, buffer_style, restyle_lines
 from ..log import log
 from ..privacy.gate import Gate
-from ..session import Session
 from ..stats import Stats
 from ..transport.access import async_client
 from ..updates import Editor, EditProgress, EditUpdate

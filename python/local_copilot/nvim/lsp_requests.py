@@ -5,7 +5,7 @@ by lsp/items.py, as the stdio server does.
 Lua sends each request with the snapshot it took of the buffer (the same fields as a ghost-text
 snapshot) and gets the answer as an `LspAnswer` update. A newer request of the same buffer, or
 Lua's `$/cancelRequest`, cancels the one still running (and with it its server request). The
-running request is the buffer's (`Session.menu`, session.py): a wiped buffer (`Core.forget`) cancels
+running request is the buffer's (`Session.menu`, ghost/session.py): a wiped buffer (`Core.forget`) cancels
 it too, as everything else in flight there.
 
 A request may reach the host before its options: Lua sends the options first, but on the

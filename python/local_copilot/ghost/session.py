@@ -12,8 +12,8 @@ the completion menu's request of Neovim's in-process language server), so a wipe
 stops each of them and closes its stream. Keeping them in one object means cancelling,
 forgetting and handing over cannot leave one of them behind.
 
-The ghost-text strategy's steps for one buffer live here too (ghost/engine.py hands each
-snapshot to its buffer's session):
+The ghost-text strategy's steps for one buffer live here too (engine.py hands each snapshot
+to its buffer's session):
 
 - Latest wins: a new snapshot cancels what is in flight, except a request the server has not
   answered yet, which the snapshot waits behind (`key`).
@@ -40,16 +40,16 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from . import eager as _eager
-from .ghost import quiet
-from .ghost.quiet import Hidden
-from .ghost.render import accepted_snapshot, plan
-from .pipeline.complete import Ask, Completion, Pipeline
-from .pipeline.reading import Stop
-from .privacy.gate import Gate
-from .snapshot import Snapshot
-from .stats import Stats
-from .updates import Editor, Render
+from .. import eager as _eager
+from ..pipeline.complete import Ask, Completion, Pipeline
+from ..pipeline.reading import Stop
+from ..privacy.gate import Gate
+from ..snapshot import Snapshot
+from ..stats import Stats
+from ..updates import Editor, Render
+from . import quiet
+from .quiet import Hidden
+from .render import accepted_snapshot, plan
 
 __all__ = ["KEYSTROKE", "Session", "Shared"]
 
