@@ -2,36 +2,34 @@
 
 from __future__ import annotations
 
-import email.utils
-import math
-import re
 import ssl
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator
 from contextlib import aclosing
-from datetime import UTC
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
-from urllib.parse import urljoin
 
 import httpx
 import msgspec
 
-from ..errors import ProtocolError, ServerError, ServerHeld, ServerUnavailable
+from ..errors import ProtocolError, ServerUnavailable
 from ..prompt.request import FimRequest
-from .slots import Slots
-from ..transport.access import auth_headers, redact, tls_context, tls_failure, token_refused
+from ..transport.access import auth_headers, tls_context
+from ..transport.exchange import Exchange, Link, Wire
+from ..transport.faults import Faults
 from ..transport.http_stream import StreamClient, StreamResponse
-from ..transport.limits import MAX_SERVER_MESSAGE_CHARS, clip_message, read_error_body, server_words
+from ..transport.limits import server_words
+from ..transport.status import MAX_RETRY_AFTER_S, _context_tokens, raise_for_status, retry_after
 from . import registry
-from .exchange import Exchange, Wire
+from .capabilities import UNPROBED, Capabilities
 from .served import Served
+from .slots import Slots
 
 if TYPE_CHECKING:
     from ..backend_config import BackendConfig
     from .slots import SlotState
 
-__all__ = ["Backend", "Chunk", "Exchange", "FimRequest", "HttpBackend", "MAX_RETRY_AFTER_S", "Wire", "auth_headers",
-           "connect_errors", "raise_for_status", "retry_after"]
+__all__ = ["Backend", "Capabilities", "Chunk", "Exchange", "FimRequest", "HttpBackend", "MAX_RETRY_AFTER_S", "Wire",
+           "auth_headers", "connect_errors", "raise_for_status", "retry_after"]
+_context_tokens = _context_tokens  # (tests read it here)
 
 
 class Chunk(msgspec.Struct, frozen=True, kw_only=True):
@@ -60,7 +58,18 @@ def batched(decode: Callable[[bytes], Chunk], batch: list[bytes]) -> Iterator[Ch
 
 
 class Backend(Protocol):
-    # (read-only properties: a dialect may compute them from what it probed)
+    # (read-only properties: a dialect may compute them from what it probed; `caps` holds
+    # them all as the probe left them, which is what the keystroke path reads)
+    @property
+    def caps(self) -> Capabilities:
+        """What the server can do, resolved once it was probed (UNPROBED before, and again
+        after forget()): one frozen struct, replaced as a whole."""
+        ...
+
+    async def capabilities(self) -> Capabilities:
+        """`caps`, the server probed first if need be."""
+        ...
+
     @property
     def name(self) -> str: ...
 
@@ -161,100 +170,6 @@ class Backend(Protocol):
 connect_errors = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError)
 
 
-def _error_object(body: bytes) -> Any:
-    try:
-        doc = msgspec.json.decode(body)
-    except msgspec.DecodeError:
-        return None
-    return doc.get("error") if isinstance(doc, dict) else None
-
-
-def error_message(body: bytes) -> str:
-    """The server's own message from {"error": {"message": ...}} or {"error": "..."}."""
-    err = _error_object(body)
-    if isinstance(err, str):
-        return clip_message(err, MAX_SERVER_MESSAGE_CHARS)
-    if isinstance(err, dict) and isinstance(err.get("message"), str):
-        return clip_message(str(err["message"]), MAX_SERVER_MESSAGE_CHARS)
-    return clip_message(body[:200].decode("utf-8", "replace").strip(), MAX_SERVER_MESSAGE_CHARS)
-
-
-# the longest wait a server's Retry-After is honoured for: a longer one (or a date far ahead)
-# would leave completion off for longer than a user would wait without looking why
-MAX_RETRY_AFTER_S = 60.0
-
-
-def retry_after(value: str | None, now: float | None = None) -> float | None:
-    """The seconds a Retry-After header asks to wait (delay-seconds or an HTTP-date), at most
-    MAX_RETRY_AFTER_S; None when there is none, it cannot be read, or it is past.
-
-    >>> retry_after("5"), retry_after("600"), retry_after("soon")
-    (5.0, 60.0, None)
-    """
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = when.timestamp() - (time.time() if now is None else now)
-    if not math.isfinite(seconds) or seconds <= 0:
-        return None
-    return min(seconds, MAX_RETRY_AFTER_S)
-
-
-async def raise_for_status(name: str, response: httpx.Response | StreamResponse, url: str = "") -> None:
-    """Raises the BackendError a status other than 200 means. `url`: the server's address as
-    configured (a redirect's relative Location is read against it, and the message names it)."""
-    if isinstance(response, httpx.Response):
-        status = response.status_code
-        if status == 200:
-            return
-    else:
-        status = response.status
-        if status == 200:
-            return
-    headers = response.headers
-    if 300 <= status < 400:
-        # followed nowhere: a completion request must not be sent on (a POST turned into a GET,
-        # the prompt sent to another host); the user sets the address the server wants
-        location = headers.get("location") or ""
-        where = f"to {urljoin(url + '/', location)}" if location else "without saying where (no Location)"
-        raise ServerError(f"{name}: the server at {url or '?'} redirected {where} (HTTP {status}); "
-                          f"set backends.{name}.url to the final address (redirects are not followed)", status=status)
-    body = await read_error_body(response)  # a bounded part (limits.py)
-    message = error_message(body)
-    wait = retry_after(headers.get("retry-after")) if status in (429, 503) else None
-    if status == 503:
-        raise ServerUnavailable(f"{name}: server not ready (503: {message or 'loading'})", retry_after=wait)
-    err = _error_object(body)
-    counted = err.get("n_prompt_tokens") if isinstance(err, dict) else None
-    if status == 429 and not message:
-        message = "too many requests"
-    raise ServerError(f"{name}: HTTP {status}: {message or 'no reason given'}", status=status, retry_after=wait,
-                      prompt_tokens=counted if isinstance(counted, int) and counted > 0 else None,
-                      context_tokens=_context_tokens(err, message) if status == 400 else None)
-
-
-# "maximum context length is 2048 tokens" (vLLM, OpenAI), "context size (4096 tokens)"
-_CONTEXT_SIZE = re.compile(r"(?:maximum context length is|context size \()\s*(\d+)\s*tokens", re.IGNORECASE)
-
-
-def _context_tokens(err: object, message: str) -> int | None:
-    """How many tokens the server's context holds, as a context-overflow error says."""
-    n = err.get("n_ctx") if isinstance(err, dict) else None  # llama.cpp's
-    if isinstance(n, int) and n > 0:
-        return n
-    found = _CONTEXT_SIZE.search(message)
-    return int(found.group(1)) if found else None
-
-
 T = TypeVar("T")
 C = TypeVar("C", bound=Chunk)
 
@@ -285,6 +200,9 @@ class HttpBackend:
     style = "fim"
     style_reason = ""
 
+    # what the server can do, as the last probe found it (capabilities())
+    caps: Capabilities = UNPROBED
+
     def __init__(self, name: str, cfg: BackendConfig, client: httpx.AsyncClient) -> None:
         self.name = name
         self.cfg = cfg
@@ -292,8 +210,9 @@ class HttpBackend:
         # the completion streams, with the entry's trust (access.py)
         self.streams = StreamClient(timeout=cfg.timeout_ms / 1000, tls=self.tls())
         self.base = cfg.url.rstrip("/")
-        # time.monotonic() before which nothing is sent: the server's Retry-After (hold())
-        self._held_until = 0.0
+        # its failures as the user reads them, and its Retry-After (shared with its exchanges);
+        # the server lost, what was probed is forgotten
+        self.faults = Faults(name, cfg, self.forget)
         # the server's slots as this editor's requests left them (named where places_in_slots)
         self.slots = Slots()
 
@@ -322,7 +241,25 @@ class HttpBackend:
         return None  # (a server of slots says: llama_cpp.py)
 
     def forget(self) -> None:
-        """The server went away: what was probed may differ when it comes back."""
+        """The server went away: what was probed may differ when it comes back (a dialect's
+        own forget() starts here)."""
+        self.caps = UNPROBED
+
+    async def capabilities(self) -> Capabilities:
+        """What the server can do, probed first if need be: resolved once from the dialect's
+        own answers, kept until forget() (the keystroke path reads `caps`, not the dialect)."""
+        caps = self.caps
+        if caps.probed:
+            return caps
+        dialect = cast("Backend", self)  # (every dialect has the Backend protocol's members)
+        context = await dialect.context_limit()  # probes the server as far as requests need
+        caps = Capabilities(probed=dialect.probed, context=context, style=self.style,
+                            stop_strings=tuple(dialect.stop_strings), continues=dialect.continues,
+                            counts_full_prompt=dialect.counts_full_prompt, places_in_slots=self.places_in_slots,
+                            supports_n=dialect.supports_n, warms=self.warms, clock_timed=self.clock_timed)
+        if caps.probed:
+            self.caps = caps
+        return caps
 
     # -- raw completions (next edits: the prompt as rendered, the model's tokens honoured) --
 
@@ -370,8 +307,13 @@ class HttpBackend:
     # -- requests ------------------------------------------------------------------------
 
     async def exchange(self, req: FimRequest) -> Exchange:
-        await self.ensure_ready()
-        return Exchange(self, req, self.wire(req))
+        if not self.caps.probed:
+            await self.capabilities()  # (probes the server first)
+        return Exchange(self.link(), self.wire(req), quick=req.quick, slot=req.slot)
+
+    def link(self) -> Link:
+        """What an exchange of this backend's reaches the server through (transport/exchange.py)."""
+        return Link(self.base, self.streams, self.headers(), self.faults, self.chunks, self.decode, self.slots)
 
     async def complete(self, req: FimRequest) -> AsyncGenerator[Chunk, None]:
         exchange = await self.exchange(req)
@@ -387,36 +329,15 @@ class HttpBackend:
         return tls_context(self.cfg) if self.cfg.url.startswith("https://") else None
 
     async def raise_for_status(self, response: httpx.Response | StreamResponse) -> None:
-        try:
-            await raise_for_status(self.name, response, self.cfg.url)
-        except ServerError as exc:
-            if exc.status in (401, 403):  # whose token was refused, or that none was sent
-                said = str(exc).partition(f"HTTP {exc.status}: ")[2]
-                raise token_refused(self.name, self.cfg, exc.status, said) from None
-            if exc.retry_after:
-                self.hold(exc.retry_after)
-            exc.args = (redact(str(exc), self.cfg),)
-            raise
-        except ServerUnavailable as exc:
-            if exc.retry_after:
-                self.hold(exc.retry_after)
-            raise
+        await self.faults.raise_for_status(response)
 
     def hold(self, seconds: float) -> None:
         """Send nothing to this server for `seconds` (it asked so: Retry-After)."""
-        self._held_until = max(self._held_until, time.monotonic() + seconds)
+        self.faults.hold(seconds)
 
     def check_held(self) -> None:
         """Raises ServerHeld while the server asked for no requests; called before each one."""
-        if not self._held_until:
-            return
-        left = self._held_until - time.monotonic()
-        if left <= 0:
-            self._held_until = 0.0
-            return
-        until = time.time() + left
-        raise ServerHeld(f"{self.name}: waiting for the server until {time.strftime('%H:%M:%S', time.localtime(until))}"
-                         " (it asked to wait: Retry-After)", until=until)
+        self.faults.check_held()
 
     def _message(self, decoder: msgspec.json.Decoder[T], payload: bytes) -> T:
         """One stream payload decoded strictly; a malformed one, or one that carries the
@@ -445,15 +366,9 @@ class HttpBackend:
         return chunk(text="", prompt_tokens=msg.usage.prompt_tokens, timings=usage_timings(msg))
 
     def unreachable(self, exc: Exception) -> ServerUnavailable:
-        """The error a failed connection or a timeout means for the user."""
-        self.forget()
-        tls = tls_failure(self.name, self.cfg, exc) if self.cfg.url.startswith("https://") else None
-        if tls is not None:  # a certificate is no connection problem: said as what it is
-            return tls
-        if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
-            return ServerUnavailable(f"{self.name}: no answer from {self.cfg.url} in time")
-        return ServerUnavailable(f"{self.name}: cannot reach {self.cfg.url} ({exc.__class__.__name__})", unreachable=True,
-                                 backend=self.name)
+        """The error a failed connection or a timeout means for the user (what was probed is
+        forgotten)."""
+        return self.faults.unreachable(exc)
 
     async def fetch(self, method: str, path: str, decoder: msgspec.json.Decoder[T], *, json: Any = None,
                     timeout_s: float | None = None) -> T:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..transport.exchange import Exchange, Wire
 from ..transport.http_stream import StreamClient
 from ..transport.streaming import SSEParser
-from .base import Chunk, FimRequest, HttpBackend
+from .base import Chunk, HttpBackend
 from .chat_style import chat_event_decoder
-from .exchange import Exchange, Wire
 from .probe import listed_model
 
 if TYPE_CHECKING:
@@ -60,6 +60,7 @@ class ChatBackend(HttpBackend):
         self.llama = False  # llama-server behind the OpenAI API: its prompt cache can be warmed
 
     def forget(self) -> None:
+        super().forget()
         self._ready = False
 
     async def ensure_ready(self) -> None:
@@ -101,8 +102,7 @@ class ChatBackend(HttpBackend):
         """The request, prepared (the server probed first), not sent yet."""
         await self.ensure_ready()
         wire = self.chat_wire(messages, max_tokens, temperature)
-        # Exchange reads of its request only how it is sent: streamed, not within a frame
-        return Exchange(self, FimRequest(prefix="", middle="", suffix="", n_predict=max_tokens), wire)
+        return Exchange(self.link(), wire)  # streamed, not within a frame, in the server's choice of slot
 
     async def warm(self, messages: list[dict[str, str]]) -> None:
         """Have the server evaluate `messages` into its prompt cache (where `warms`)."""

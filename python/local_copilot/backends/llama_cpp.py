@@ -17,25 +17,24 @@ SSE without `[DONE]`; the final chunk has `stop: true` and `timings`.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import quote
 
 import httpx
 import msgspec
 
-from ..errors import BackendError, ConfigError, ModelLoading, ProtocolError, ServerError
+from ..errors import BackendError, ConfigError, ProtocolError, ServerError
 from ..log import log
-from .slots import SlotState
 from ..prompt.styles import CHAT_TURN_TOKENS, CONTINUE, Decision, name_says, no_fim_family, template_markers
 from ..prompt.templates import FimTemplate, detect_family, get_template, names
 from ..transport.streaming import SSEParser
-from . import models, registry, swap
+from . import registry
 from .base import Chunk, FimRequest, HttpBackend, Wire
-from .chat import ChatBackend
 from .chat_style import chat_body, read_openai_chat
+from .llama_chat import LlamaChat
+from .llama_props import Props, model_query, server_props
 from .served import Served
+from .slots import SlotState
 
 if TYPE_CHECKING:
     from ..backend_config import BackendConfig
@@ -51,7 +50,7 @@ def _chat_final(payload: bytes) -> bool:
     return payload == b"[DONE]"
 
 
-__all__ = ["LlamaCppBackend", "LlamaChat", "CACHE_REUSE_TOKENS", "server_props"]
+__all__ = ["LlamaCppBackend", "CACHE_REUSE_TOKENS"]
 
 CACHE_REUSE_TOKENS = 64
 
@@ -64,24 +63,6 @@ class _InfillChunk(msgspec.Struct):
     # the slot that ran the request: -1 (as asked) on partial chunks, the slot on the last
     id_slot: int = -1
     error: Any = None
-
-
-class _GenSettings(msgspec.Struct):
-    n_ctx: int = 0
-
-
-class _Props(msgspec.Struct):
-    default_generation_settings: _GenSettings = msgspec.field(default_factory=_GenSettings)
-    role: str = ""  # "router": one server, several models (`--models-dir`); the model is named per request
-    total_slots: int = 1
-    model_path: str = ""
-    model_alias: str = ""
-    # the model's chat template, or llama-server's fallback for a model without one; None: the
-    # server does not say (an old llama-server)
-    chat_template: str | None = None
-    # set here, not by the server: the path prefix before llama-server's own routes (a
-    # llama-swap-style proxy's /upstream/MODEL, swap.py), '' on llama-server itself
-    via: str = ""
 
 
 class _SlotView(msgspec.Struct):
@@ -102,7 +83,6 @@ class _Pieces(msgspec.Struct):
 RESPONSE_FIELDS = list(_InfillChunk.__struct_fields__)
 _decoder = msgspec.json.Decoder(_InfillChunk)
 _batch_decoder = msgspec.json.Decoder(list[_InfillChunk])
-_props_decoder = msgspec.json.Decoder(_Props)
 _pieces_decoder = msgspec.json.Decoder(_Pieces)
 _slots_decoder = msgspec.json.Decoder(list[_SlotView])
 
@@ -118,90 +98,16 @@ _CHAT_MARKERS = ("<|im_start|>", "<|im_end|>", "<start_of_turn>", "<end_of_turn>
                  "<｜Assistant｜>", "[INST]", "[/INST]")
 
 
-_ignored = msgspec.json.Decoder(Any)
-
-
-def model_query(cfg: BackendConfig) -> str:
-    """The query that names the entry's model on a router-mode llama-server (one server,
-    several models, each loaded when a request names it); a plain llama-server ignores it."""
-    return f"?model={quote(cfg.model, safe='')}" if cfg.model else ""
-
-
-async def server_props(backend: HttpBackend) -> _Props:
-    """`/props`: the per-slot context (`-c` split over `--parallel` slots) and the model. On a
-    router-mode server, the entry's `model`'s, once the router has it loaded (ModelLoading
-    until then: the request that names an unloaded model would wait for all of its loading).
-    Instruction edits' chat endpoint asks the same (LlamaChat)."""
-    cfg = backend.cfg
-    if cfg.model:
-        await _loaded(backend, cfg.model)
-    try:
-        props = await backend.fetch("GET", "/props" + model_query(cfg), _props_decoder)
-    except ServerError as exc:
-        # no /props there: a llama-swap-style proxy answers it only through /upstream/MODEL
-        via = await swap.through_upstream(backend, cfg.model) if exc.status == 404 and cfg.model else None
-        if via is None:
-            raise
-        props = msgspec.structs.replace(await backend.fetch("GET", via + "/props", _props_decoder), via=via)
-    if props.role == "router":
-        served = await server_models(backend)
-        raise ConfigError(f"{backend.name}: {cfg.url} is a llama-server router serving several models; set "
-                          f"backends.{backend.name}.model to one of: {', '.join(served) or '(none listed)'}")
-    return props
-
-
-async def server_models(backend: HttpBackend) -> list[str]:
-    """The models a router-mode llama-server serves (GET /models), [] where it lists none."""
-    try:
-        listed = await backend.fetch("GET", "/models", models.DECODER)
-    except (ServerError, ProtocolError):
-        return []
-    return [m.id for m in listed.data]
-
-
-# the models each backend asked a router to load (a failed load is then reported, not asked again)
-_asked: weakref.WeakKeyDictionary[HttpBackend, set[str]] = weakref.WeakKeyDictionary()
-
-
-async def _loaded(backend: HttpBackend, model: str) -> None:
-    """Return once a router-mode server has `model` loaded (at once on any other server);
-    raises ModelLoading while it loads it, having asked it to (POST /models/load) if it had
-    not started."""
-    try:
-        listed = await backend.fetch("GET", "/models", models.DECODER)
-    except (ServerError, ProtocolError):
-        return  # no router: the model named is the one served, or the server says so itself
-    found = next((m for m in listed.data if m.id == model), None)
-    if found is None or found.status is None:
-        return  # not one of its models: the request says what the server thinks of it
-    state = found.status.value
-    if state == "loaded":
-        return
-    asked = _asked.setdefault(backend, set())
-    if found.status.failed and model in asked:
-        # it failed to load since this backend asked: said as a failure (once per episode)
-        # instead of 'loading' for ever; a new backend (new options, :LocalCopilotBackend
-        # model or restart) asks once more
-        code = f" (its llama-server exited with code {found.status.exit_code})" if found.status.exit_code else ""
-        raise ServerError(f"{backend.name}: the server could not load {model}{code}; see the server's log", status=500)
-    if state not in ("loading",):
-        asked.add(model)
-        try:
-            await backend.fetch("POST", "/models/load", _ignored, json={"model": model})
-        except (ServerError, ProtocolError) as exc:
-            log.info("%s: asking the router to load %s: %s", backend.name, model, exc)
-    raise ModelLoading(f"{backend.name}: the server is loading {model}", model=model)
-
-
 class LlamaCppBackend(HttpBackend):
     def __init__(self, name: str, cfg: BackendConfig, client: httpx.AsyncClient) -> None:
         super().__init__(name, cfg, client)
-        self.props: _Props | None = None
+        self.props: Props | None = None
         self.template: FimTemplate | None = None
         self._resolved = False  # template looked up (None after that = /infill, or the chat style)
         self._slot_view = True  # /slots answers (--no-slots turns it off)
 
     def forget(self) -> None:
+        super().forget()
         self.props = None  # a restarted server may have other slots, or another model
         self.template = None
         self._resolved = False
@@ -209,7 +115,7 @@ class LlamaCppBackend(HttpBackend):
         self.slots.clear()
         self.style, self.style_reason = "fim", ""
 
-    async def probe(self) -> _Props:
+    async def probe(self) -> Props:
         return await server_props(self)
 
     supports_n = False
@@ -288,7 +194,7 @@ class LlamaCppBackend(HttpBackend):
             self._resolved = True
         return self.template
 
-    async def _resolve(self, props: _Props) -> tuple[FimTemplate | None, Decision]:
+    async def _resolve(self, props: Props) -> tuple[FimTemplate | None, Decision]:
         """The template to render prompts with (None: /infill, or the chat style), and the
         prompt style with the reason for it."""
         cfg = self.cfg
@@ -322,7 +228,7 @@ class LlamaCppBackend(HttpBackend):
         why = "the name says a base model" if own is not None and name_says(name) == "base" else "no chat template of its own"
         return CONTINUE, Decision("continue", f"{fim_looking or 'no FIM tokens; '}{why}: a base model")
 
-    async def _resolve_template(self, props: _Props) -> FimTemplate | None:
+    async def _resolve_template(self, props: Props) -> FimTemplate | None:
         """The template to render prompts with (/completion), or None for /infill."""
         if self.cfg.endpoint == "infill":
             return None
@@ -334,7 +240,7 @@ class LlamaCppBackend(HttpBackend):
                               f"set fim_template to one of: {', '.join(names())}")
         return found
 
-    async def _single_pieces(self, props: _Props) -> set[str]:
+    async def _single_pieces(self, props: Props) -> set[str]:
         """Which FIM and chat-turn markers are single tokens in the served model's vocabulary
         (one /tokenize call)."""
         candidates = [get_template(n) for n in dict.fromkeys(_PREFERENCE + tuple(names()))]
@@ -348,7 +254,7 @@ class LlamaCppBackend(HttpBackend):
         return {p.piece.strip().lstrip("\u2581") for p in found.tokens if isinstance(p.piece, str)}
 
     @staticmethod
-    def _template_in(single: set[str], props: _Props) -> FimTemplate | None:
+    def _template_in(single: set[str], props: Props) -> FimTemplate | None:
         """The first template whose markers are all in `single` (the model's name decides the
         order among several)."""
         candidates = [get_template(n) for n in dict.fromkeys(_PREFERENCE + tuple(names()))]
@@ -406,7 +312,8 @@ class LlamaCppBackend(HttpBackend):
             body = chat_body(req, model=self.cfg.model, temperature=temperature, top_p=self.cfg.top_p,
                              thinking_switch=True, llama=True)
             return Wire("/v1/chat/completions", body, SSEParser(), _chat_final, read_openai_chat(self.name))
-        return Wire(self.endpoint, self.body(req), SSEParser(), _final)
+        # (the endpoint property's answer, without a call per key)
+        return Wire("/completion" if self.template is not None else "/infill", self.body(req), SSEParser(), _final)
 
     async def raw_wire(self, prompt: str, n_predict: int, stop: tuple[str, ...]) -> Wire:
         body = {"prompt": prompt, "n_predict": n_predict, "cache_prompt": True, "stream": True, "temperature": 0.0,
@@ -486,22 +393,6 @@ def _described(backend: LlamaCppBackend, template: FimTemplate | None) -> Served
     return Served(model=props.model_alias or props.model_path or "(unnamed)", hint=props.model_path or props.model_alias,
                   prompt=prompt, context=props.default_generation_settings.n_ctx or None, slots=props.total_slots,
                   program="llamacpp")
-
-
-class LlamaChat(ChatBackend):
-    """Instruction edits on llama-server: its OpenAI-compatible chat endpoint, its per-slot
-    context from `/props`."""
-
-    async def ensure_ready(self) -> None:
-        if self._ready:
-            return
-        props = await server_props(self)
-        self.n_ctx = props.default_generation_settings.n_ctx or None
-        # sent only when the entry names one (a router-mode server serves several); a plain
-        # llama-server answers with the model it has
-        self.served = self.cfg.model or props.model_alias or props.model_path.rsplit("/", 1)[-1]
-        self.llama = self.warms = True
-        self._ready = True
 
 
 registry.register(registry.Kind(

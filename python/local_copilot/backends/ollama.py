@@ -104,6 +104,10 @@ class OllamaBackend(HttpBackend):
     supports_n = False
 
     @property
+    def probed(self) -> bool:
+        return self.model is not None
+
+    @property
     def stop_strings(self) -> tuple[str, ...]:
         if self.style == "chat":
             return CHAT_TURN_TOKENS
@@ -176,6 +180,7 @@ class OllamaBackend(HttpBackend):
         return body
 
     def forget(self) -> None:
+        super().forget()
         self.model = None
         self.style, self.style_reason = "fim", ""
 

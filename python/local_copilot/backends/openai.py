@@ -185,6 +185,7 @@ class OpenAIBackend(HttpBackend):
         return body
 
     def forget(self) -> None:
+        super().forget()
         self.template = None  # the server may come back with another model
         self._resolved = False
         self.warms = False

@@ -130,7 +130,7 @@ class Pipeline:
     def continues(self) -> bool:
         """Whether a completion can be continued (`after=`): the prompt ends with the start
         of the middle, so the same prompt plus the text so far asks for what follows."""
-        return self.backend is not None and self.backend.continues
+        return self.backend is not None and self.backend.caps.continues
 
     async def complete(self, snap: Snapshot, ask: Ask = _DEFAULT, *, after: Completion | None = None,
                        on_text: Callable[[str], None] | None = None,
@@ -268,7 +268,7 @@ class Pipeline:
         """The completion from `backend`, the entry that answers now. `report`: its failures
         are told to the user (once per episode)."""
         quiet = ask.quiet or not report
-        if not backend.probed:
+        if not backend.caps.probed:
             # a turn of the loop first: probing the server waits on it, in a task of its own
             # when this was stepped eagerly (eager.py)
             await asyncio.sleep(0)
@@ -322,8 +322,10 @@ class Pipeline:
     async def _prepare(self, backend: Backend, cfg: Config, snap: Snapshot, *, speculative: bool = False) -> Prepared:
         """`snap` as a request to `backend`, fit to its context. Raises what asking the server
         for its context raises (BackendError), and ConfigError when the context leaves no room."""
-        return self.prompts.prepare(snap, cfg, await backend.context_limit(), backend.stop_strings,
-                                    speculative=speculative, style=backend.style)
+        caps = backend.caps
+        if not caps.probed:
+            caps = await backend.capabilities()  # (probes the server first)
+        return self.prompts.prepare(snap, cfg, caps.context, caps.stop_strings, speculative=speculative, style=caps.style)
 
     def recheck(self, snap: Snapshot, text: str) -> str:
         """`text`, the rest of a suggestion the user typed part of, post-processed again for

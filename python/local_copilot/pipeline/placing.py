@@ -25,8 +25,8 @@ import asyncio
 from collections.abc import AsyncGenerator, Callable
 
 from ..backends import Chunk
-from ..backends.exchange import Exchange
 from ..log import log
+from ..transport.exchange import Exchange
 
 __all__ = ["Placing"]
 

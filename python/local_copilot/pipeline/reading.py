@@ -16,11 +16,11 @@ import time
 from collections.abc import AsyncGenerator, Callable
 
 from ..backends import Backend, Chunk, FimRequest
-from ..backends.exchange import Exchange
 from ..errors import BackendError, ConfigError, ModelLoading, ServerError, ServerHeld, ServerUnavailable
 from ..log import log
 from ..notify import EpisodeNotifier
 from ..stats import Stats
+from ..transport.exchange import Exchange
 from ..updates import BackendState, Editor
 from .placing import Placing
 from .postprocess import Result, process
@@ -131,13 +131,13 @@ class Reader:
         # the client's own clock times servers that do not say how long they took (vLLM's
         # usage has the counts only); a request that waited on probing the server first would
         # read as a slow prompt
-        clock = backend.clock_timed and backend.probed
+        clock = backend.caps.clock_timed and backend.caps.probed
         try:
             exchange = await backend.exchange(req)  # probes the server first if need be
             whole = exchange.answer_now()
             stream = exchange.chunks() if whole is None else _one(whole)
             buf = prep.snap.buf
-            if whole is None and req.slot is None and backend.places_in_slots and backend.slots.of(buf) is None:
+            if whole is None and req.slot is None and backend.caps.places_in_slots and backend.slots.of(buf) is None:
                 stream, exchange = self._place(buf, stream, exchange), None  # (the placing closes the exchange)
             async for chunk in stream:
                 if not answered:
@@ -266,7 +266,7 @@ class Reader:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(placing.done), Placing.MAX_S)
         backend = self.backend
-        if placing is not None or backend is None or not backend.places_in_slots:
+        if placing is not None or backend is None or not backend.caps.places_in_slots:
             return
         slots = backend.slots
         choose = not slots.known(buf)
@@ -298,7 +298,7 @@ class Reader:
             self.prompts.speed.observe(chunk.timings)
         if chunk.timings and "predicted_n" in chunk.timings:
             generated = chunk.timings["predicted_n"]
-        if chunk.prompt_tokens and self.backend.counts_full_prompt:
+        if chunk.prompt_tokens and self.backend.caps.counts_full_prompt:
             self.prompts.observe(req, chunk.prompt_tokens)
         return generated
 

@@ -1,12 +1,17 @@
 """One completion request to a server: prepared once by its backend, sent once, its answer
 read once, abortable at any point.
 
-A backend turns a FimRequest into a `Wire` (path, body, the stream's parser) and hands back an
-Exchange, whose `chunks()` sends the request and reads the answer. A quick request (a short
-unstreamed answer from a server known to write it within a frame) is first sent and awaited
-in poll() without the event loop (`answer_now()`): its one chunk when the answer is there in
-time, read without suspending. An answer that is not there in time stays inside the exchange
-until `chunks()` reads it through the loop or `abort()` drops it.
+A backend's dialect turns a request into a `Wire` (path, body, the stream's parser, how its
+payloads read as chunks) and hands it down with a `Link`: what the exchange reaches the server
+through (the stream client, the headers, the server's `Faults`, its slots). The exchange
+reads these and nothing of the backend: its failures come back as the errors `Faults` makes
+(which tell the backend the one event `lost`), the slot it runs in is told to the backend's
+`Slots` (backends/slots.py), and what the answer says (text, counters, the slot) comes back
+in its chunks. A quick request (a short unstreamed answer from a server known to write it
+within a frame) is first sent and awaited in poll() without the event loop (`answer_now()`):
+its one chunk when the answer is there in time, read without suspending. An answer that is
+not there in time stays inside the exchange until `chunks()` reads it through the loop or
+`abort()` drops it.
 """
 
 from __future__ import annotations
@@ -20,14 +25,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 import msgspec
 
 from ..errors import NotAStream, ProtocolError
-from ..transport.http_stream import Sent, StreamResponse, TransportError
-from ..transport.limits import MAX_ANSWER_BYTES
+from .http_stream import Sent, StreamResponse, TransportError
+from .limits import MAX_ANSWER_BYTES
 
 if TYPE_CHECKING:
-    from ..prompt.slots import Slots
-    from .base import Chunk, FimRequest, HttpBackend
+    from .faults import Faults
 
-__all__ = ["Exchange", "Wire"]
+__all__ = ["Exchange", "Link", "Wire"]
 
 
 class Parser(Protocol):
@@ -45,8 +49,42 @@ class Wire(NamedTuple):
     # recognises the server's final payload (None: only the end of the body says so)
     last: Callable[[bytes], bool] | None
     # one network read's payloads as chunks, where this request's answer reads otherwise than
-    # the backend's completions (a chat-style request's chat events); None: the backend's
-    read: Callable[[list[bytes]], Iterable[Chunk]] | None = None
+    # the dialect's completions (a chat-style request's chat events); None: the dialect's
+    read: Callable[[list[bytes]], Iterable[Any]] | None = None
+
+
+class Streams(Protocol):
+    """The stream client (http_stream.StreamClient; bench/hooks' httpx one in `make bench`)."""
+
+    def post_now(self, url: str, body: bytes, headers: dict[str, str], wait_s: float, *,
+                 whole: bool = False) -> bytes | StreamResponse | Sent | None: ...
+
+    async def post(self, url: str, body: bytes, headers: dict[str, str], *, wait_s: float = 0.0) -> StreamResponse: ...
+
+    async def finish(self, sent: Sent) -> StreamResponse: ...
+
+
+class Occupancy(Protocol):
+    """The server's slots as this editor's requests leave them (backends/slots.py's Slots)."""
+
+    def sent(self, slot: int | None) -> None: ...
+
+    def ended(self, slot: int | None) -> None: ...
+
+
+class Link(msgspec.Struct, frozen=True):
+    """What one exchange reaches its server through, handed down by the backend that prepared
+    it: the server's base URL, the stream client, the request's headers, the server's `Faults`,
+    how its payloads read as chunks (`read`: a network read's; `decode`: one whole answer's),
+    and the slots told when the request starts and ends."""
+
+    base: str
+    streams: Streams
+    headers: dict[str, str]
+    faults: Faults
+    read: Callable[[list[bytes]], Iterable[Any]]
+    decode: Callable[[bytes], Any]
+    slots: Occupancy | None = None
 
 
 class Exchange:
@@ -57,31 +95,35 @@ class Exchange:
     # how long an unstreamed quick answer is awaited in poll(), blocking the loop
     QUICK_ANSWER_S = 0.016
 
-    def __init__(self, backend: HttpBackend, req: FimRequest, wire: Wire) -> None:
-        self.backend, self.req, self.wire = backend, req, wire
+    def __init__(self, link: Link, wire: Wire, *, quick: bool = False, slot: int | None = None) -> None:
+        """`quick`: its answer is awaited in poll() for up to QUICK_ANSWER_S (an unstreamed one
+        from a server known to write it within a frame); `slot`: the server slot it names."""
+        self.link, self.wire, self.slot = link, wire, slot
         self.unstreamed = wire.body.get("stream") is False
+        self.quick = quick and self.unstreamed
+        self._read = wire.read or link.read
         self._body = _encode(wire.body)
-        self._url = backend.base + wire.path
+        self._url = link.base + wire.path
         self._inflight: Sent | StreamResponse | None = None  # sent by answer_now(), not read yet
         self.sent = False
-        # the server's slots, told when this request starts and ends (backends/slots.py)
-        self._slots: Slots | None = None
+        # the server's slots while this request holds one (told when it starts and ends)
+        self._slots: Occupancy | None = None
 
-    def answer_now(self) -> Chunk | None:
+    def answer_now(self) -> Any | None:
         """A quick request's whole answer, read without the event loop: its one chunk when the
         server wrote it within QUICK_ANSWER_S (see the module's doc). None otherwise: the
         request is in flight (`sent`) or was not sent (no kept connection, or not a quick
         request), and chunks() goes on from there; anything unusual (an error status, a
         streamed or partial answer) is left to chunks(), which reads and judges it as always.
         Raises BackendError."""
-        if self.sent or not (self.req.quick and self.unstreamed):
+        if self.sent or not self.quick:
             return None
-        b = self.backend
-        b.check_held()
+        link = self.link
+        link.faults.check_held()
         try:
-            got = b.streams.post_now(self._url, self._body, b.headers(), self.QUICK_ANSWER_S, whole=True)
+            got = link.streams.post_now(self._url, self._body, link.headers, self.QUICK_ANSWER_S, whole=True)
         except TransportError as exc:
-            raise b.unreachable(exc) from exc
+            raise link.faults.unreachable(exc) from exc
         if got is None:
             return None
         self._sending()
@@ -89,29 +131,29 @@ class Exchange:
             self._inflight = got
             return None
         if len(got) > MAX_ANSWER_BYTES:
-            raise ProtocolError(f"{b.name}: answer longer than {MAX_ANSWER_BYTES // 1024} KB")
+            raise ProtocolError(f"{link.faults.name}: answer longer than {MAX_ANSWER_BYTES // 1024} KB")
         self._judge(got, "")
-        chunk = next(iter(self.wire.read([got]))) if self.wire.read is not None else b.decode(got)
+        chunk = next(iter(self.wire.read([got]))) if self.wire.read is not None else link.decode(got)
         return chunk if chunk.done else msgspec.structs.replace(chunk, done=True)
 
     def abort(self) -> None:
         """Drop a request left in flight: the server sees the connection close."""
         slots, self._slots = self._slots, None
         if slots is not None:
-            slots.ended(self.req.slot)
+            slots.ended(self.slot)
         inflight, self._inflight = self._inflight, None
         if isinstance(inflight, Sent):
             inflight.abort()
         elif inflight is not None:
             inflight.close()
 
-    async def chunks(self) -> AsyncGenerator[Chunk, None]:
+    async def chunks(self) -> AsyncGenerator[Any, None]:
         """The answer as chunks, in the backend's dialect; closing this closes the stream,
         which tells the server to stop."""
         # closed here when the last chunk returns, not by the garbage collector (whose
         # finalizer wakes the event loop through its self-pipe: two syscalls per request)
         try:
-            read = self.wire.read or self.backend.chunks
+            read = self._read
             async with aclosing(self._payloads()) as batches:
                 async for batch in batches:
                     for chunk in read(batch):
@@ -122,16 +164,16 @@ class Exchange:
             self.abort()
 
     async def _respond(self) -> StreamResponse:
-        b = self.backend
+        link = self.link
         inflight, self._inflight = self._inflight, None
         if isinstance(inflight, StreamResponse):
             return inflight
         if isinstance(inflight, Sent):
-            return await b.streams.finish(inflight)
-        b.check_held()
+            return await link.streams.finish(inflight)
+        link.faults.check_held()
         self._sending()
-        wait_s = self.QUICK_ANSWER_S if self.unstreamed and self.req.quick else 0.0
-        return await b.streams.post(self._url, self._body, b.headers(), wait_s=wait_s)
+        wait_s = self.QUICK_ANSWER_S if self.quick else 0.0
+        return await link.streams.post(self._url, self._body, link.headers, wait_s=wait_s)
 
     async def _payloads(self) -> AsyncGenerator[list[bytes], None]:
         """The stream's payloads, a list per network read.
@@ -143,7 +185,7 @@ class Exchange:
         anyway is parsed as a stream). The last payloads are handed over after the response
         is closed: a consumer that stops at the final chunk must not leave the connection
         held until this generator is collected (the next request would open another one)."""
-        b, parser, last = self.backend, self.wire.parser, self.wire.last
+        faults, parser, last = self.link.faults, self.wire.parser, self.wire.last
         final: list[bytes] = []
         # a turn of the loop before anything that waits: a caller that stepped this exchange's
         # reading eagerly (eager.py) goes on in a task of its own from here, and the
@@ -152,10 +194,10 @@ class Exchange:
         try:
             response = await self._respond()
             async with response:
-                await b.raise_for_status(response)
+                await faults.raise_for_status(response)
                 ctype = response.headers.get("content-type", "").lower()
                 if "html" in ctype:
-                    raise ProtocolError(self._foreign("HTML"))
+                    raise ProtocolError(faults.foreign("HTML"))
                 if self.unstreamed and _whole_json(response):
                     final = [await self._whole(response)]
                     self._judge(final[0], ctype)
@@ -179,23 +221,19 @@ class Exchange:
                     else:
                         final = parser.close()
         except TransportError as exc:
-            raise b.unreachable(exc) from exc
+            raise faults.unreachable(exc) from exc
         except NotAStream as exc:
-            raise ProtocolError(self._foreign("HTML" if exc.sample.lstrip().startswith(b"<") else "text")) from None
+            raise ProtocolError(faults.foreign("HTML" if exc.sample.lstrip().startswith(b"<") else "text")) from None
         except ValueError as exc:  # a line too long for the parser
-            raise ProtocolError(f"{b.name}: {exc}") from None
+            raise ProtocolError(f"{faults.name}: {exc}") from None
         if final:
             yield final
 
     def _sending(self) -> None:
         self.sent = True
-        self._slots = self.backend.slots
-        self._slots.sent(self.req.slot)
-
-    def _foreign(self, what: str) -> str:
-        b = self.backend
-        return (f"{b.name}: the server at {b.cfg.url} answered {what}, not a completion stream"
-                " (is that address the model server's, not a proxy's or a web page's?)")
+        slots = self._slots = self.link.slots
+        if slots is not None:
+            slots.sent(self.slot)
 
     def _judge(self, body: bytes, ctype: str) -> None:
         """A whole answer must be one JSON document: an HTML page or plain text (a proxy's
@@ -203,7 +241,7 @@ class Exchange:
         start = body[:64].lstrip()
         if start.startswith((b"{", b"[")) or not start:
             return
-        raise ProtocolError(self._foreign("HTML" if start.startswith(b"<") or "html" in ctype else "text"))
+        raise ProtocolError(self.link.faults.foreign("HTML" if start.startswith(b"<") or "html" in ctype else "text"))
 
     async def _whole(self, response: StreamResponse) -> bytes:
         data = response.read_now()  # usually all there already
@@ -215,7 +253,7 @@ class Exchange:
                     break  # no need to read the rest
             data = bytes(read)
         if len(data) > MAX_ANSWER_BYTES:
-            raise ProtocolError(f"{self.backend.name}: answer longer than {MAX_ANSWER_BYTES // 1024} KB")
+            raise ProtocolError(f"{self.link.faults.name}: answer longer than {MAX_ANSWER_BYTES // 1024} KB")
         return data
 
 

@@ -10,9 +10,10 @@ delivers it (chunked or not); it raises httpx's exceptions. Probes, health check
 everything else keep httpx.
 
 Plain http uses a non-blocking socket read with `loop.sock_recv` only when the caller asks
-for data: between the caller's (paced) reads the kernel buffers the server's events, and one
-read takes them all. asyncio's stream transports read every TCP segment as it arrives, one
-event-loop wakeup per token whatever the caller does. https goes through asyncio streams.
+for data (connection.py): between the caller's (paced) reads the kernel buffers the server's
+events, and one read takes them all. asyncio's stream transports read every TCP segment as it
+arrives, one event-loop wakeup per token whatever the caller does. https goes through asyncio
+streams. The response's head and body are read in response.py (chunked bodies: chunked.py).
 
 Closing a stream before its end closes the connection: that is how a server learns the
 completion is no longer wanted. A connection whose response was read to the end is kept for
@@ -22,19 +23,17 @@ the next request.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import select
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterator
-from types import TracebackType
 from urllib.parse import urlsplit
 
 import httpx
 
+from .connection import READ_SIZE, TRUSTED_IDLE_S, Conn, SocketConn, TlsConn
 from .owner import check_peer
 from .plain_http import AnswersPlainHttp, answers_plain_http, probe_worth
+from .response import StreamResponse
 
 __all__ = [
     "ConnectError",
@@ -47,9 +46,6 @@ __all__ = [
     "TransportError",
 ]
 
-READ_SIZE = 256 * 1024
-
-
 # httpx's exception tree, so the probes (httpx) and the completion streams (this client) fail
 # alike; the class name goes into the user's message
 TransportError = httpx.TransportError
@@ -57,248 +53,6 @@ ConnectError = httpx.ConnectError
 ConnectTimeout = httpx.ConnectTimeout
 ReadTimeout = httpx.ReadTimeout
 RemoteProtocolError = httpx.RemoteProtocolError  # closed mid-response, or not HTTP at all
-
-
-class _Conn:
-    """One connection: `recv()` returns what has arrived (b"" at EOF), waiting only if nothing
-    has. `pending` holds bytes read past the current response's head."""
-
-    def __init__(self) -> None:
-        self.pending = bytearray()
-        self.released = 0.0  # time.monotonic() when its last response was read to the end
-
-    async def send(self, data: bytes | memoryview) -> None:
-        raise NotImplementedError
-
-    async def recv(self) -> bytes:
-        raise NotImplementedError
-
-    def abort(self) -> None:
-        raise NotImplementedError
-
-    def reusable(self, idle_s: float) -> bool:
-        raise NotImplementedError
-
-
-class _SocketConn(_Conn):
-    def __init__(self, sock: socket.socket) -> None:
-        super().__init__()
-        self.sock = sock
-        self.loop = asyncio.get_running_loop()
-        self._poll: select.poll | None = None
-
-    def recv_within(self, seconds: float) -> bytes | None:
-        """What arrives within `seconds`, waiting in poll() on this thread; None if nothing.
-
-        This blocks the event loop, on purpose and briefly: see StreamClient.post(wait_s)."""
-        if self._poll is None:
-            self._poll = select.poll()
-            self._poll.register(self.sock.fileno(), select.POLLIN)
-        if not self._poll.poll(max(0, int(seconds * 1000))):
-            return None
-        try:
-            return self.sock.recv(READ_SIZE)
-        except BlockingIOError:
-            return None
-
-    def send_now(self, data: bytes) -> int:
-        """Send what the socket's buffer takes without waiting (usually all of a request)."""
-        try:
-            return self.sock.send(data)
-        except (BlockingIOError, InterruptedError):
-            return 0
-
-    async def send(self, data: bytes | memoryview) -> None:
-        await self.loop.sock_sendall(self.sock, data)
-
-    async def recv(self) -> bytes:
-        return await self.loop.sock_recv(self.sock, READ_SIZE)
-
-    def abort(self) -> None:
-        # RST at once (not a graceful FIN): the server's next write fails, generation stops
-        with contextlib.suppress(OSError):
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-        self.sock.close()
-
-    def reusable(self, idle_s: float) -> bool:
-        if self.sock.fileno() < 0:
-            return False
-        if idle_s < StreamClient.TRUSTED_IDLE_S:
-            return True
-        try:  # a kept connection the server closed meanwhile reads as EOF (or has stray bytes)
-            self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-            return False
-        except BlockingIOError:
-            return True  # nothing to read: still open and idle
-        except OSError:
-            return False
-
-
-class _TlsConn(_Conn):
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        super().__init__()
-        self.reader, self.writer = reader, writer
-
-    async def send(self, data: bytes | memoryview) -> None:
-        self.writer.write(data)
-        await self.writer.drain()
-
-    async def recv(self) -> bytes:
-        return await self.reader.read(READ_SIZE)
-
-    def abort(self) -> None:
-        self.writer.transport.abort()
-
-    def reusable(self, idle_s: float) -> bool:
-        return not self.reader.at_eof() and not self.writer.is_closing()
-
-
-class _Dechunker:
-    """Incremental `Transfer-Encoding: chunked` decoder: feed it the receive buffer, get the
-    payload bytes that are complete so far (partial chunks included, so one huge chunk is
-    not held back until it ends)."""
-
-    def __init__(self) -> None:
-        self.left = 0  # bytes still to come in the current chunk
-        self.crlf = False  # a chunk's data ended; its CRLF is next
-        self.trailers = False  # the last (zero) chunk came; trailer lines until a blank one
-        self.finished = False
-
-    def feed(self, buf: bytearray) -> bytes:
-        out: list[bytes] = []
-        pos, end = 0, len(buf)
-        while pos < end and not self.finished:
-            if self.left:
-                take = min(self.left, end - pos)
-                out.append(bytes(buf[pos:pos + take]))
-                pos += take
-                self.left -= take
-                self.crlf = self.left == 0
-                continue
-            if self.crlf:
-                if end - pos < 2:
-                    break
-                if buf[pos:pos + 2] != b"\r\n":
-                    raise RemoteProtocolError("a chunk did not end with CRLF")
-                pos += 2
-                self.crlf = False
-                continue
-            nl = buf.find(b"\r\n", pos)
-            if nl < 0:
-                if end - pos > 1024:
-                    raise RemoteProtocolError("a chunk size line longer than 1 KB")
-                break
-            line = bytes(buf[pos:nl])
-            pos = nl + 2
-            if self.trailers:
-                self.finished = not line
-                continue
-            try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                raise RemoteProtocolError(f"bad chunk size {line[:40]!r}") from None
-            if size == 0:
-                self.trailers = True
-            self.left = size
-        del buf[:pos]
-        return b"".join(out)
-
-
-class StreamResponse:
-    """Status and headers of a response; `iter_raw()` yields the body as it arrives."""
-
-    def __init__(self, client: StreamClient, key: tuple[str, int, bool], conn: _Conn, status: int,
-                 headers: dict[str, str], read_timeout: float) -> None:
-        self._client, self._key, self._conn = client, key, conn
-        self.status = status
-        self.headers = headers
-        self._timeout = read_timeout
-        self._complete = False  # the body was read to its end
-        self._chunked = "chunked" in headers.get("transfer-encoding", "").lower()
-        length = headers.get("content-length")
-        self._length = int(length) if length and length.isdigit() else None
-        self._keep_alive = headers.get("connection", "").lower() != "close"
-
-    async def _read(self) -> bytes:
-        conn = self._conn
-        if conn.pending:
-            data, conn.pending = bytes(conn.pending), bytearray()
-            return data
-        try:
-            async with asyncio.timeout(self._timeout):
-                return await conn.recv()
-        except TimeoutError:
-            raise ReadTimeout(f"no data in {self._timeout:g} s") from None
-        except (ConnectionError, OSError) as exc:
-            raise RemoteProtocolError(str(exc) or exc.__class__.__name__) from None
-
-    async def iter_raw(self) -> AsyncIterator[bytes]:
-        """The body, one piece per network read (several stream events at once when they
-        queued up, which is what keeps the per-token cost down)."""
-        if self._chunked:
-            decoder = _Dechunker()
-            buf = bytearray()
-            while not decoder.finished:
-                data = await self._read()
-                if not data:
-                    raise RemoteProtocolError("the server closed the connection mid-response")
-                buf += data
-                out = decoder.feed(buf)
-                if out:
-                    yield out
-            if buf:  # bytes past the terminator: the connection's state is unclear
-                self._keep_alive = False
-        elif self._length is not None:
-            left = self._length
-            while left > 0:
-                data = await self._read()
-                if not data:
-                    raise RemoteProtocolError("the server closed the connection mid-response")
-                if len(data) > left:  # bytes past this response are not ours
-                    self._keep_alive = False
-                    data = data[:left]
-                left -= len(data)
-                yield data
-        else:  # the body ends when the server closes the connection
-            self._keep_alive = False
-            while data := await self._read():
-                yield data
-        self._complete = True
-
-    async def read(self) -> bytes:
-        return b"".join([data async for data in self.iter_raw()])
-
-    def read_now(self) -> bytes | None:
-        """The whole body if it has already arrived (a short unstreamed answer), else None."""
-        conn = self._conn
-        if self._chunked or self._length is None or conn is None or len(conn.pending) < self._length:
-            return None
-        if len(conn.pending) > self._length:
-            self._keep_alive = False  # bytes past this response are not ours
-        data, conn.pending = bytes(conn.pending[:self._length]), bytearray()
-        self._complete = True
-        return data
-
-    def abort(self) -> None:
-        """Drop the response unread: the connection closes (the server stops generating)."""
-        conn, self._conn = self._conn, None  # type: ignore[assignment]
-        if conn is not None:
-            conn.abort()
-
-    def close(self) -> None:
-        if self._conn is None:
-            return
-        conn, self._conn = self._conn, None  # type: ignore[assignment]
-        if self._complete and self._keep_alive and not conn.pending:
-            self._client._release(self._key, conn)
-        else:
-            conn.abort()  # at once: the server stops generating
-
-    async def __aenter__(self) -> StreamResponse:
-        return self
-
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
-        self.close()
 
 
 def _plain_body(buf: bytearray, end: int) -> bytes | int | None:
@@ -336,10 +90,10 @@ class Sent:
 
     __slots__ = ("key", "conn", "request", "sent", "buf", "wait_s", "kept")
 
-    def __init__(self, key: tuple[str, int, bool], conn: _Conn, request: bytes, sent: int | None,
+    def __init__(self, key: tuple[str, int, bool], conn: Conn, request: bytes, sent: int | None,
                  buf: bytearray | None, wait_s: float, *, kept: bool = True) -> None:
         self.key, self.request, self.sent, self.buf = key, request, sent, buf
-        self.conn: _Conn | None = conn  # None once finished or aborted
+        self.conn: Conn | None = conn  # None once finished or aborted
         self.wait_s = wait_s
         self.kept = kept  # a kept connection: one the server may have closed meanwhile
 
@@ -353,23 +107,21 @@ class Sent:
 class StreamClient:
     """POST a JSON body and stream the answer; idle connections are kept per host."""
 
-    # A connection idle for less than this is used without first peeking whether the server
-    # closed it (a syscall per keystroke): servers keep idle
-    # connections for seconds (llama-server 5 s), and one closed anyway fails at once in
-    # _send, which post() answers with a fresh connection.
-    TRUSTED_IDLE_S = 1.0
+    # a kept connection idle for less than this is used without peeking first (connection.py):
+    # one closed anyway fails at once in _send, which post() answers with a fresh connection
+    TRUSTED_IDLE_S = TRUSTED_IDLE_S
 
     def __init__(self, *, timeout: float, connect_timeout: float = 2.0, tls: ssl.SSLContext | None = None) -> None:
         """`tls`: the context that checks an https server's certificate (access.tls_context:
         the entry's ca_file and tls_verify); None: the default trust."""
         self.timeout = timeout
         self.connect_timeout = connect_timeout
-        self._idle: dict[tuple[str, int, bool], list[_Conn]] = {}
+        self._idle: dict[tuple[str, int, bool], list[Conn]] = {}
         self._ssl: ssl.SSLContext | None = tls
         self._addrs: dict[tuple[str, int], tuple[int, tuple[object, ...]]] = {}
         self._routes: dict[str, tuple[tuple[str, int, bool], str]] = {}
 
-    def _release(self, key: tuple[str, int, bool], conn: _Conn) -> None:
+    def _release(self, key: tuple[str, int, bool], conn: Conn) -> None:
         idle = self._idle.setdefault(key, [])
         if len(idle) < 2:
             conn.released = time.monotonic()
@@ -386,7 +138,7 @@ class StreamClient:
             self._addrs[(host, port)] = found
         return found
 
-    async def _connect(self, key: tuple[str, int, bool]) -> _Conn:
+    async def _connect(self, key: tuple[str, int, bool]) -> Conn:
         host, port, tls = key
         if tls and self._ssl is None:
             from .access import tls_context
@@ -395,7 +147,7 @@ class StreamClient:
         try:
             async with asyncio.timeout(self.connect_timeout):
                 if tls:
-                    return _TlsConn(*await asyncio.open_connection(host, port, ssl=self._ssl, limit=READ_SIZE))
+                    return TlsConn(*await asyncio.open_connection(host, port, ssl=self._ssl, limit=READ_SIZE))
                 family, addr = await self._address(host, port)
                 sock = socket.socket(family, socket.SOCK_STREAM)
                 sock.setblocking(False)
@@ -406,7 +158,7 @@ class StreamClient:
                 except BaseException:
                     sock.close()
                     raise
-                return _SocketConn(sock)
+                return SocketConn(sock)
         except (TimeoutError, ssl.SSLError) as exc:  # access.tls_failure reads the cause of each
             if tls and probe_worth(exc) and await answers_plain_http(host, port):  # (the url's scheme is wrong)
                 raise ConnectError(f"{host}:{port} answers plain http, not TLS") from AnswersPlainHttp()
@@ -456,7 +208,7 @@ class StreamClient:
         idle = self._idle.get(key) or []
         while idle:
             conn = idle.pop()
-            if whole and not isinstance(conn, _SocketConn):  # TLS: nothing to wait for here
+            if whole and not isinstance(conn, SocketConn):  # TLS: nothing to wait for here
                 idle.append(conn)
                 return None
             if not conn.reusable(time.monotonic() - conn.released):
@@ -485,8 +237,8 @@ class StreamClient:
         return None
 
     @staticmethod
-    def _recv_within(conn: _Conn, seconds: float) -> bytes | None:
-        if not isinstance(conn, _SocketConn):
+    def _recv_within(conn: Conn, seconds: float) -> bytes | None:
+        if not isinstance(conn, SocketConn):
             return None
         try:
             return conn.recv_within(seconds)
@@ -526,12 +278,12 @@ class StreamClient:
         return await self._send(sent.key, await self._connect(sent.key), sent.request, sent.wait_s)
 
     @staticmethod
-    def _start(conn: _Conn, request: bytes, wait_s: float) -> tuple[int, bytearray]:
+    def _start(conn: Conn, request: bytes, wait_s: float) -> tuple[int, bytearray]:
         """Send what the socket takes now and wait up to `wait_s` for the answer, in poll();
         only with `wait_s` on a plain socket (else all of it is left to _send)."""
         buf = bytearray()
         sent = 0
-        if wait_s > 0 and isinstance(conn, _SocketConn):
+        if wait_s > 0 and isinstance(conn, SocketConn):
             try:
                 sent = conn.send_now(request)
                 if sent == len(request):
@@ -547,7 +299,7 @@ class StreamClient:
                 raise RemoteProtocolError("the server closed the connection before answering") from None
         return sent, buf
 
-    async def _send(self, key: tuple[str, int, bool], conn: _Conn, request: bytes, wait_s: float,
+    async def _send(self, key: tuple[str, int, bool], conn: Conn, request: bytes, wait_s: float,
                     sent: int | None = None, buf: bytearray | None = None) -> StreamResponse:
         if sent is None or buf is None:
             sent, buf = self._start(conn, request, wait_s)
@@ -574,7 +326,7 @@ class StreamClient:
             raise
         return self._response(key, conn, buf, buf.find(b"\r\n\r\n"))
 
-    def _response(self, key: tuple[str, int, bool], conn: _Conn, buf: bytearray, end: int) -> StreamResponse:
+    def _response(self, key: tuple[str, int, bool], conn: Conn, buf: bytearray, end: int) -> StreamResponse:
         """The status line and headers in buf[:end]; what follows is the body's start."""
         head = bytes(buf[:end]).decode("latin-1").split("\r\n")
         conn.pending = buf[end + 4:]
