@@ -20,18 +20,18 @@ from typing import Any, cast
 import httpx
 
 from ..backends import make_backend
-from ..backends.base import FimRequest, HttpBackend
-from ..backends.exchange import Exchange
+from ..backends.base import HttpBackend
 from ..config import Config, NextEditConfig
 from ..errors import BackendError, ConfigError, ModelLoading, ServerHeld
-from ..ghost.session import Session
 from ..indentation import IndentStyle, buffer_style, restyle_lines
 from ..log import log
 from ..notify import Episodes
 from ..privacy.gate import Gate
 from ..prompt.long_lines import cut_lines
+from ..session import Session
 from ..snapshot import Snapshot
 from ..stats import Stats
+from ..transport.exchange import Exchange
 from ..updates import Editor, NextEditPlan, notices
 from .edit import Edit, edit_between
 from .formats import FORMATS, EditContext, Format, Prompt, detect
@@ -213,7 +213,7 @@ async def ask(backend: HttpBackend, fmt: Format, ctx: EditContext, events: list[
     if any(prompt.start <= row < prompt.end for row in cut_rows):
         return Outcome(prompt, "", None, "a line in the region is too long to rewrite")
     wire = await backend.raw_wire(prompt.text, n_predict, prompt.stop)
-    exchange = Exchange(backend, FimRequest(prefix="", middle="", suffix="", n_predict=n_predict), wire)
+    exchange = Exchange(backend.link(), wire)
     parts: list[str] = []
     size, predicted, cut, ended = 0, 0.0, False, False
     async with aclosing(exchange.chunks()) as chunks:
