@@ -45,7 +45,7 @@ class Core:
         self.episodes = Episodes(notices(editor))
         self.prompts = Preparer()  # snapshots into requests (pipeline/prepare.py)
         self.privacy = Gate(editor, self.prompts.ring)  # what may be sent (privacy/gate.py)
-        reader = Reader(editor, self.prompts, self.stats, self.episodes.of(""), start_hint)
+        reader = Reader(editor, self.prompts.learn, self.stats, self.episodes.of(""), start_hint)
         self.pipeline = Pipeline(self.prompts, reader, self.stats, self.episodes)
         self.ghost = Engine(editor, self.pipeline, self.stats, self.privacy)
         # what is in flight and kept, per buffer: one session each (ghost/session.py), the ghost

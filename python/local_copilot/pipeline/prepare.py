@@ -24,6 +24,7 @@ from ..prompt.templates import ExtraChunk
 from ..prompt.window import WindowFitter
 from ..snapshot import Snapshot
 from .postprocess import PostContext
+from .said import Overflow, PromptSize, Said, Speed
 
 __all__ = ["Prepared", "Preparer", "SOURCES", "prompt_bytes"]
 
@@ -176,6 +177,19 @@ class Preparer:
     def observe(self, req: FimRequest, prompt_tokens: int) -> None:
         """The server counted `req`'s whole prompt as `prompt_tokens`."""
         self.estimator.observe(prompt_bytes(req), prompt_tokens)
+
+    def learn(self, said: Said) -> None:
+        """What an answer said of the server (said.py): its speed, or the prompt's size in
+        tokens, or that the prompt was too long."""
+        if isinstance(said, Speed):
+            if said.client_timed:
+                self.speed.observe_client(said.timings)
+            else:
+                self.speed.observe(said.timings)
+        elif isinstance(said, PromptSize):
+            self.observe(said.req, said.tokens)
+        elif isinstance(said, Overflow):
+            self.overflowed(said.req, said.prompt_tokens, said.context_tokens)
 
     def overflowed(self, req: FimRequest | None, prompt_tokens: int | None, context_tokens: int | None = None) -> None:
         """The server refused a prompt as too long (its count and its context, when it said);

@@ -2,8 +2,9 @@
 `Completion`.
 
 Per answer: the cap on chunks (a server that ignores n_predict cannot stream forever), the
-post-processing passes, the server's counters (its speeds, the prompt's size for the estimator,
-the slot that ran it), the latency stats, and what the answer says about the server (its
+post-processing passes, the server's counters (its speeds and the prompt's size, told as one
+event, `learn`, to whoever fits the prompts: said.py; the slot that ran it, to the backend's
+slots), the latency stats, and what the answer says about the server (its
 failure message, one per episode, and the backend state the editor shows). What to ask for is
 the pipeline's (complete.py); when to ask is each surface's.
 """
@@ -24,7 +25,8 @@ from ..transport.exchange import Exchange
 from ..updates import BackendState, Editor
 from .placing import Placing
 from .postprocess import Result, process
-from .prepare import Prepared, Preparer
+from .prepare import Prepared
+from .said import Overflow, PromptSize, Said, Speed
 
 __all__ = ["Completion", "PromptTooLong", "Reader", "Stop"]
 
@@ -79,13 +81,15 @@ def failure(exc: Exception, prepared: Prepared | None = None, sent: FimRequest |
 class Reader:
     """Reads the answers of the ghost-text backend (`configure` names it) and reports on them."""
 
-    def __init__(self, editor: Editor, prompts: Preparer, stats: Stats,
+    def __init__(self, editor: Editor, learn: Callable[[Said], None], stats: Stats,
                  notifier: EpisodeNotifier, start_hint: Callable[[str], str | None] | None = None) -> None:
         self.editor = editor
         # how the surface starts a backend's server that nothing answers for (Neovim:
         # :LocalCopilotBackend start NAME), said with the first failure to reach it
         self.start_hint = start_hint
-        self.prompts = prompts  # the server's counters go to its speed, estimator and slots
+        # what the answers say of the server's speed and of the prompts' size (said.py): the
+        # estimates the next prompts are fitted with (Preparer.learn)
+        self.learn = learn
         self.stats = stats
         self.notifier = notifier  # the backend's failure messages, one per episode
         self.backend: Backend | None = None
@@ -180,7 +184,7 @@ class Reader:
             raise
         except (BackendError, ConfigError) as exc:
             if isinstance(exc, ServerError) and exc.context_overflow and retry_overflow:
-                self.prompts.overflowed(req, exc.prompt_tokens, exc.context_tokens)
+                self.learn(Overflow(req, exc.prompt_tokens, exc.context_tokens))
                 log.info("prompt too long for the server (%s); fitting it again", exc)
                 raise PromptTooLong() from None
             backend.slots.forget(prep.snap.buf)  # the server may have restarted
@@ -292,14 +296,14 @@ class Reader:
         if chunk.timings and "prompt_ms" not in chunk.timings and timed is not None:
             sent, first = timed
             now = time.perf_counter()
-            self.prompts.speed.observe_client({**chunk.timings, "prompt_ms": (first - sent) * 1000.0,
-                                               "predicted_ms": (now - first) * 1000.0})
+            self.learn(Speed({**chunk.timings, "prompt_ms": (first - sent) * 1000.0,
+                              "predicted_ms": (now - first) * 1000.0}, client_timed=True))
         elif chunk.timings:
-            self.prompts.speed.observe(chunk.timings)
+            self.learn(Speed(chunk.timings))
         if chunk.timings and "predicted_n" in chunk.timings:
             generated = chunk.timings["predicted_n"]
         if chunk.prompt_tokens and self.backend.caps.counts_full_prompt:
-            self.prompts.observe(req, chunk.prompt_tokens)
+            self.learn(PromptSize(req, chunk.prompt_tokens))
         return generated
 
     # -- what an answer says about the server ----------------------------------------------
@@ -326,7 +330,7 @@ class Reader:
             # the prompt did not fit even after fitting it again: count more pessimistically.
             # The server answers, so the status does not say it is down; the next request is
             # cut shorter
-            self.prompts.overflowed(None, None, exc.context_tokens)
+            self.learn(Overflow(None, None, exc.context_tokens))
             log.warning("%s", exc)
             self.notifier.failure(type(exc).__name__, f"local-copilot: the prompt was too long for the server's "
                                   f"context ({exc}); the next requests are cut shorter")
