@@ -30,6 +30,7 @@ from typing import NamedTuple
 import pytest
 
 CHILD = "LOCAL_COPILOT_TEST_BACKGROUND_RUN"  # set in a background run: its tests run there
+WAIT_S = 3600  # waited for once the rest of the session is done; the soak takes minutes
 
 
 class Run(NamedTuple):
@@ -73,7 +74,12 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     run = pyfuncitem.stash.get(RUN, None)
     if run is None:
         return None
-    code = run.proc.wait()
+    try:
+        code = run.proc.wait(timeout=WAIT_S)
+    except subprocess.TimeoutExpired:
+        stop(run)
+        pytest.fail(f"its background run ({run.tmp}) did not end within {WAIT_S} s:\n"
+                    f"{run.log.read_text(errors='replace')}", pytrace=False)
     output = run.log.read_text(errors="replace")
     if code != 0:
         pytest.fail(f"its background run ({run.tmp}) ended with pytest's exit code {code}:\n{output}",
@@ -83,14 +89,19 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     return True
 
 
+def stop(run: Run) -> None:
+    """Interrupt the run as Ctrl-C does, so its fixtures stop what they started."""
+    run.proc.send_signal(signal.SIGINT)
+    try:
+        run.proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        run.proc.kill()
+        run.proc.wait()
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     for run in RUNS:
         if run.proc.poll() is None:
-            run.proc.send_signal(signal.SIGINT)
-            try:
-                run.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                run.proc.kill()
-                run.proc.wait()
+            stop(run)
             shutil.rmtree(run.tmp, ignore_errors=True)
     RUNS.clear()
