@@ -23,12 +23,12 @@ from ..backends import make_backend
 from ..backends.base import HttpBackend
 from ..config import Config, NextEditConfig
 from ..errors import BackendError, ConfigError, ModelLoading, ServerHeld
+from ..ghost.session import Session
 from ..indentation import IndentStyle, buffer_style, restyle_lines
 from ..log import log
 from ..notify import Episodes
 from ..privacy.gate import Gate
 from ..prompt.long_lines import cut_lines
-from ..session import Session
 from ..snapshot import Snapshot
 from ..stats import Stats
 from ..transport.exchange import Exchange
