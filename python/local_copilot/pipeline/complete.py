@@ -126,12 +126,6 @@ class Pipeline:
         said once per episode, its details in the log."""
         self.reader.internal_error()
 
-    @property
-    def continues(self) -> bool:
-        """Whether a completion can be continued (`after=`): the prompt ends with the start
-        of the middle, so the same prompt plus the text so far asks for what follows."""
-        return self.backend is not None and self.backend.caps.continues
-
     async def complete(self, snap: Snapshot, ask: Ask = _DEFAULT, *, after: Completion | None = None,
                        on_text: Callable[[str], None] | None = None,
                        on_answer: Callable[[], bool | None] | None = None) -> Completion:
@@ -342,12 +336,14 @@ class Pipeline:
         """The request `ask` makes of `base`: its length, its sampling, and whether it is
         streamed (a short answer from a fast server comes whole: one read and one
         post-processing pass instead of one per network read)."""
-        assert self.config is not None
-        cfg = self.config
+        cfg, backend = self.config, self.backend
+        assert cfg is not None and backend is not None
         n = cfg.n_predict if ask.n_predict is None else ask.n_predict
         whole_within_s = ask.whole_within_s
         if ask.first_part:
-            if self.continues and 0 < cfg.n_predict_first < n:
+            # (a completion can be continued, `after=`, where the prompt ends with the start of
+            # the middle: the same prompt plus the text so far asks for what follows)
+            if backend.caps.continues and 0 < cfg.n_predict_first < n:
                 n = cfg.n_predict_first
             else:
                 whole_within_s = 0.0  # all of it, streamed as any answer of that length
@@ -362,9 +358,12 @@ class Pipeline:
             changes["seed"] = ask.seed
         if ask.n != 1:
             changes["n"] = ask.n
+        # whether the server, at its measured speed, writes the `n` tokens within
+        # `whole_within_s` of the first
+        tps = self.prompts.speed.gen_tps
         if n == 0:
             changes["stream"] = False  # the prompt evaluated, nothing written: nothing to stream
-        elif self._writes_within(n, whole_within_s):
+        elif whole_within_s > 0 and tps is not None and (n - 1) * 1000.0 / tps <= whole_within_s * 1000:
             self.stats.count("unstreamed")
             changes["stream"] = False
             changes["quick"] = whole_within_s <= self.QUICK_S
@@ -380,12 +379,6 @@ class Pipeline:
         slot = self.backend.slots.of(buf)
         return req if slot is None else msgspec.structs.replace(req, slot=slot)
 
-    def _writes_within(self, n: int, seconds: float) -> bool:
-        """Whether the server, at its measured speed, writes `n` tokens within `seconds` of
-        the first."""
-        tps = self.prompts.speed.gen_tps
-        return seconds > 0 and tps is not None and (n - 1) * 1000.0 / tps <= seconds * 1000
-
     def _keep(self, prep: Prepared, out: Completion, ask: Ask, *, continued: bool = False) -> None:
         """A first part cut off where a continuation can follow is `continuable`; the cache
         keeps the completion's text, such a first part as such (shown at once, continued once
@@ -394,6 +387,6 @@ class Pipeline:
         if out.stop == "error" or sent is None or sent.n_predict == 0:
             return
         out.continuable = (not continued and out.stop == "length" and sent.n_predict < prep.req.n_predict
-                           and self.continues)
+                           and self.backend is not None and self.backend.caps.continues)
         if ask.cached and ask.post == "all":  # (a measurement's text is not the editor's)
             self.cache.put(prep.key, out.text, partial=out.continuable)
