@@ -103,6 +103,9 @@ function M.attach(from_insert_enter)
     if vim.fn.exists('*LocalCopilotCall') == 1 then pcall(vim.fn.LocalCopilotCall, 'leaving') end
   end, 'release model servers')
   au('TextYankPost', chunks.on_yank, 'remember yanked text for context')
+  local definitions = require('local_copilot.definitions')
+  au({ 'InsertEnter', 'TextChangedI' }, definitions.on_change, 'ask the language servers for the definitions near the cursor')
+  au('BufWipeout', function(ev) definitions.forget(ev.buf) end, 'forget a wiped buffer\'s definitions')
   api.nvim_create_autocmd('User', { group = group, pattern = 'LocalCopilotSuggestion', callback = trigger.count_shown,
     desc = 'local-copilot: count a suggestion shown' })
 end

@@ -71,6 +71,15 @@ local M = {}
 ---@field lines string[]
 ---@field around? integer 0-based row the text is centred on
 
+---@class local_copilot.Definition one definition a language server found (definitions.lua)
+---@field path string its file
+---@field text string its header and a short body, or the server's hover text
+
+---@class local_copilot.event.Definitions the definitions of the names near the cursor, nearest first
+---@field buf integer
+---@field path string the buffer's file
+---@field items local_copilot.Definition[]
+
 ---@class local_copilot.event.Yank
 ---@field path string
 ---@field lines string[]
@@ -132,6 +141,7 @@ M.events = {
   warm = 'local_copilot.Snapshot: the cursor rests here in Normal mode, evaluate its prompt (nothing generated)',
   backend = '{ action = switch|stop|restart, name? }',
   chunk = '{ path, lines, around? }: another buffer\'s text for cross-file context',
+  definitions = '{ buf, path, items = local_copilot.Definition[] }: what the buffer\'s language servers found for the names near the cursor',
   yank = '{ path, lines }: yanked text for cross-file context',
   cancel = '{ buf }: Insert mode left, stop what is in flight there',
   accepted = '{ kind = full|word|line }',

@@ -71,6 +71,7 @@
 ---@field lines_after? integer
 ---@field prefix_share? number
 ---@field extra_tokens? integer
+---@field lsp? boolean
 
 ---@class local_copilot.PrivacyOptions
 ---@field ignore_file? string
@@ -110,7 +111,7 @@ M.defaults = {
   lsp = false,
   filetypes = {},
   keymaps = {},
-  context = { lines_before = 200, lines_after = 60, prefix_share = 0.75, extra_tokens = 1024 },
+  context = { lines_before = 200, lines_after = 60, prefix_share = 0.75, extra_tokens = 1024, lsp = true },
   next_edit = { enabled = false, debounce_ms = 100 },
   edit = { context_lines = 60, warm = true, accept_key = '<Tab>', cancel_key = '<Esc>' },
 }
@@ -133,6 +134,7 @@ M.types = {
       lines_after = 'number',
       prefix_share = 'number',
       extra_tokens = 'number',
+      lsp = 'boolean',
     },
   },
   next_edit = { fields = { enabled = 'boolean', debounce_ms = 'number', backend = 'string' } },

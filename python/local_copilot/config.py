@@ -39,6 +39,8 @@ class ContextConfig(_Base, frozen=True):  # type: ignore[misc]  # msgspec allows
     prefix_share: Annotated[float, Meta(gt=0, lt=1)] = 0.75
     # tokens for chunks of other buffers, yanks and jump sites (0 turns cross-file context off)
     extra_tokens: NonNegInt = 1024
+    # definitions of the names near the cursor from the buffer's language servers (Neovim)
+    lsp: bool = True
 
 
 class PrivacyConfig(_Base, frozen=True):  # type: ignore[misc]  # msgspec allows a frozen subclass

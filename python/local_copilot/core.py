@@ -104,6 +104,11 @@ class Core:
         if not self.privacy.refuses_file(filename):
             self.prompts.ring.add(filename, lines, around=around)
 
+    def add_definitions(self, buf: int, path: str, items: list[tuple[str, str]]) -> None:
+        """What the buffer's language servers found for the names near its cursor: (file, text)
+        of each definition, judged by the policy (prompt/definitions.py)."""
+        self.prompts.definitions.put(buf, path, items, self.prompts.ring.policy)
+
     def add_yank(self, filename: str, lines: list[str]) -> None:
         if not self.privacy.refuses_file(filename):
             self.prompts.ring.chunk_from_yank(filename, lines)

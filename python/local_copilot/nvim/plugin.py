@@ -227,6 +227,8 @@ class LocalCopilotPlugin:
                 run(core.add_chunk, path, lines, around)
             case protocol.Yank(path=path, lines=lines):
                 run(core.add_yank, path, lines)
+            case protocol.DefinitionsMsg(buf=buf, path=path, items=items):
+                run(core.add_definitions, buf, path, [(d.path, d.text) for d in items])
             case protocol.Cancel(buf=buf):
                 run(core.ghost.cancel, buf)
             case protocol.Accepted(kind=kind):

@@ -18,7 +18,7 @@ from ..snapshot import Snapshot
 __all__ = [
     "LUA_TAKE_SHOWN", "NAMES", "Accepted",
     "EditRecord", "NextEditNote", "NextEditRequest", "EditCancel", "EditRequest", "EditWarm",
-    "Alternatives", "Backend", "Cancel", "Chunk", "ConfigMsg", "Forget", "Message",
+    "Alternatives", "Backend", "Cancel", "Chunk", "ConfigMsg", "Definition", "DefinitionsMsg", "Forget", "Message",
     "PathChanged", "ProtocolViolation", "SnapshotMsg", "TypedThrough", "Warm", "Yank", "decode", "to_snapshot",
 ]
 
@@ -94,6 +94,24 @@ class Chunk(_Event, frozen=True, kw_only=True, tag="chunk"):
     path: str
     lines: list[str]
     around: int | None = None
+
+
+class Definition(msgspec.Struct, frozen=True, kw_only=True):
+    """One definition a language server found: its file and its header with a short body (or
+    the server's hover text where the file could not be read)."""
+
+    path: str
+    text: str
+
+
+class DefinitionsMsg(_Event, frozen=True, kw_only=True, tag="definitions"):
+    """The definitions of the names near the cursor in buffer `buf` (the file at `path`), as
+    its language servers answered (lua/local_copilot/definitions.lua), nearest first: they
+    replace the ones sent before for the buffer."""
+
+    buf: int
+    path: str = ""
+    items: list[Definition] = []
 
 
 class Yank(_Event, frozen=True, kw_only=True, tag="yank"):
@@ -187,7 +205,8 @@ class EditCancel(_Event, frozen=True, kw_only=True, tag="edit_cancel"):
     id: int
 
 
-Message = (ConfigMsg | SnapshotMsg | Alternatives | TypedThrough | Warm | Backend | Chunk | Yank | Cancel | Accepted | Forget
+Message = (ConfigMsg | SnapshotMsg | Alternatives | TypedThrough | Warm | Backend | Chunk | DefinitionsMsg | Yank | Cancel
+           | Accepted | Forget
            | PathChanged | NextEditRequest | NextEditNote | EditRequest | EditWarm | EditCancel)
 
 _TYPES: dict[str, type[_Event]] = {t.__struct_config__.tag: t for t in get_args(Message)}

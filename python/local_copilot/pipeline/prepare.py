@@ -1,12 +1,13 @@
 """A snapshot turned into what a request needs: the window around the cursor fitted to the
-server's context, the repository context that fits beside it (the signatures of the files the
-buffer's file imports, then the ring's chunks of other buffers and yanks), the FIM request, what
+server's context, the repository context that fits beside it (the definitions the buffer's
+language servers found for the names near the cursor, the signatures of the files the buffer's
+file imports, then the ring's chunks of other buffers and yanks), the FIM request, what
 the post-processor needs to know of the buffer, and the cache key.
 
 The Preparer owns what prompt building learns and keeps between keystrokes: the bytes-per-token
 estimate (calibrated from the token counts the server reports), the server's context where
-only a refused prompt said it, the fitted windows, the ring of cross-file chunks and the
-imported files' signatures.
+only a refused prompt said it, the fitted windows, the ring of cross-file chunks, the
+language servers' definitions and the imported files' signatures.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ..errors import ConfigError
 from ..indentation import NEAR_AFTER, NEAR_BEFORE, buffer_style
 from ..prompt.budget import MIN_PROMPT_BUDGET, PROMPT_OVERHEAD, TokenEstimator, utf8_len
 from ..prompt.context import FimContext
+from ..prompt.definitions import LspDefinitions
 from ..prompt.imports import Imports, as_comments, language_of
 from ..prompt.request import FimRequest
 from ..prompt.ring import ContextRing
@@ -28,9 +30,10 @@ from .said import Overflow, PromptSize, Said, Speed
 
 __all__ = ["Prepared", "Preparer", "SOURCES", "prompt_bytes"]
 
-# "headers": a cut window's enclosing headers (prompt/scope.py); "imports": the imported files'
-# signatures (prompt/imports.py); "ring": other buffers' and yanks' chunks (prompt/ring.py)
-SOURCES = frozenset({"headers", "imports", "ring"})
+# "headers": a cut window's enclosing headers (prompt/scope.py); "lsp": the language servers'
+# definitions of the names near the cursor (prompt/definitions.py); "imports": the imported
+# files' signatures (prompt/imports.py); "ring": other buffers' and yanks' chunks (prompt/ring.py)
+SOURCES = frozenset({"headers", "lsp", "imports", "ring"})
 
 
 class Prepared:
@@ -41,8 +44,9 @@ class Prepared:
     def __init__(self, snap: Snapshot, ctx: FimContext, req: FimRequest, pctx: PostContext, key: str,
                  sources: tuple[tuple[str, str], ...] = ()) -> None:
         self.snap, self.ctx, self.req, self.pctx, self.key = snap, ctx, req, pctx, key
-        # what the prompt holds besides the window: (source, file name), source one of
-        # "imports" (an imported file's signatures) and "ring" (another buffer's or a yank's text)
+        # what the prompt holds besides the window: (source, file name), source one of "lsp"
+        # (definitions from the buffer's language servers), "imports" (an imported file's
+        # signatures) and "ring" (another buffer's or a yank's text)
         self.sources = sources
 
 
@@ -61,6 +65,8 @@ class Preparer:
         self.ring = ContextRing()
         # the signatures of the files each file imports, read off the keystroke path (imports.py)
         self.imports = Imports()
+        # the definitions the buffers' language servers found near the cursor (Lua asks them)
+        self.definitions = LspDefinitions()
         # the context sources in use besides the window: a measurement turns them off one by
         # one (bench/context_eval.py)
         self.sources_on: frozenset[str] = SOURCES
@@ -82,6 +88,7 @@ class Preparer:
     def forget_buffer(self, buf: int) -> None:
         self._window.forget_buffer(buf)
         self._spec_window.forget_buffer(buf)
+        self.definitions.forget(buf)
 
     def prepare(self, snap: Snapshot, cfg: Config, limit: int | None, stop_strings: tuple[str, ...], *,
                 speculative: bool = False, style: str = "fim") -> Prepared:
@@ -118,14 +125,25 @@ class Preparer:
             extra_budget = min(extra_budget, sizing.window_tokens // 2)
         defs: list[ExtraChunk] = []
         chunks: tuple[ExtraChunk, ...] = ()
+        offered: list[tuple[str, ExtraChunk]] = []  # (source, chunk)
+        if extra_budget > 0 and cfg.context.lsp and "lsp" in self.sources_on:
+            # the language servers' definitions of what the code at the cursor calls first:
+            # signatures with short bodies, the surest context there is
+            offered += [("lsp", ExtraChunk(d.filename, d.text)) for d in self.definitions.get(snap.buf, self.ring.policy)]
         if extra_budget > 0 and "imports" in self.sources_on:
-            # the imported files' signatures first: they change seldom, so the prompt's start
-            # stays cached, and they name what the code at the cursor calls
-            for d in self.imports.ready(snap.path, snap.ft, self.ring.policy):
-                cost = self.estimator.tokens(d.text) + self.CHUNK_OVERHEAD
-                if cost <= extra_budget:
-                    defs.append(ExtraChunk(d.filename, d.text))
-                    extra_budget -= cost
+            # then the imported files' signatures: they change seldom, so the prompt's start
+            # stays cached, and they name what the code at the cursor calls (a file the
+            # language servers' definitions come from is theirs)
+            seen = {c.filename for _, c in offered}
+            offered += [("imports", ExtraChunk(d.filename, d.text))
+                      for d in self.imports.ready(snap.path, snap.ft, self.ring.policy) if d.filename not in seen]
+        taken: list[str] = []  # the source of each of defs
+        for source, chunk in offered:
+            cost = self.estimator.tokens(chunk.text) + self.CHUNK_OVERHEAD
+            if cost <= extra_budget:
+                defs.append(chunk)
+                taken.append(source)
+                extra_budget -= cost
         if extra_budget > 0 and len(self.ring) and style != "continue" and "ring" in self.sources_on:
             local = ctx.prefix + ctx.middle + ctx.suffix
             found = self.ring.extra_for(local, extra_budget, lambda t: self.estimator.tokens(t) + self.CHUNK_OVERHEAD)
@@ -135,11 +153,11 @@ class Preparer:
         if style == "continue":
             # a base model reads no text after the cursor: none is sent (the post-processor
             # still knows it), and other files' text would read as this one's start: the
-            # imported signatures go first as comments, under their files' names
+            # definitions and imported signatures go first as comments, under their files' names
             extra = ()
             preamble = as_comments(defs, snap.ft or language_of(snap.path))  # (the CLI knows no filetype)
             if not preamble:
-                defs = []  # (no line comment known for the language)
+                defs, taken = [], []  # (no line comment known for the language)
             prefix = preamble + prefix
             middle, heal = heal_trailing_space(middle)
         req = FimRequest(
@@ -154,7 +172,7 @@ class Preparer:
             extra=extra,
         )
         pctx = post_context(snap, ctx, cfg, stop_strings, chat=style == "chat", heal=heal)
-        sources = (*(("imports", d.filename) for d in defs),
+        sources = (*((source, d.filename) for source, d in zip(taken, defs, strict=True)),
                    *(("ring", c.filename) for c in req.extra if style != "continue" and c not in defs))
         if not speculative:
             self.sources = sources
