@@ -193,11 +193,6 @@ class Session:
         if self.generation == number:  # (a request that finished eagerly may have started the next)
             self.task = task
 
-    def pause_end(self) -> float:
-        """The loop time at which the user has stopped typing for a bit."""
-        iv = self.interval_s
-        return self.typed_at + (PAUSE_MIN_S if iv is None else min(PAUSE_MAX_S, max(PAUSE_MIN_S, 2 * iv)))
-
     # -- a suggestion --------------------------------------------------------------------------
 
     def _answered(self) -> bool:
@@ -247,7 +242,10 @@ class Session:
                 # before then cancels it for nothing)
                 if out.text:  # nothing to show yet (a stream's partial drawing would not draw it either)
                     editor.update(Render(plan=plan(snap, [out.text], final=False)))
-                self.pause = asyncio.get_running_loop().call_at(self.pause_end(), self._continue, snap, out)
+                # the user has stopped typing for a bit: 2 typing intervals after the last key
+                iv = self.interval_s
+                pause_end = self.typed_at + (PAUSE_MIN_S if iv is None else min(PAUSE_MAX_S, max(PAUSE_MIN_S, 2 * iv)))
+                self.pause = asyncio.get_running_loop().call_at(pause_end, self._continue, snap, out)
                 return
             editor.update(Render(plan=plan(snap, [out.text], final=True, cached=out.cached)))
             self._finished(snap, out)
@@ -435,7 +433,8 @@ class Session:
             stopped = task is not None and _stop(task)
         if "speculative" in kinds and self.speculative is not None:
             task, self.speculative = self.speculative, None
-            _stop(task)
+            if not task.done():  # (every key: the speculation on the suggestion before)
+                task.cancel()
         if "next_edit" in kinds and self.next_edit is not None:
             task, self.next_edit = self.next_edit, None
             _stop(task)
