@@ -1,7 +1,7 @@
 """Run a coroutine right here up to its first real suspension; a task continues the rest.
 
 A keystroke's request to a server known to answer within a frame completes without ever
-suspending (the exchange waits for the answer in poll(): backends/exchange.py): stepped in the
+suspending (the exchange waits for the answer in poll(): transport/exchange.py): stepped in the
 snapshot's own callback it shows the suggestion with no task, timer or loop turn. asyncio's own
 eager tasks (`asyncio.eager_task_factory`) arrive with Python 3.12; this is the same step for
 3.11.

@@ -143,7 +143,7 @@ class StreamLineTooLong(ProtocolError, ValueError):
 
 class NotAStream(ProtocolError, ValueError):
     """A line that is no event-stream field: the server answered something else (an HTML
-    page, plain text). `sample` holds the line's start; backends/exchange.py names the server."""
+    page, plain text). `sample` holds the line's start; transport/exchange.py names the server."""
 
     def __init__(self, sample: bytes) -> None:
         super().__init__(f"not a completion stream: {sample[:60]!r}")

@@ -17,7 +17,7 @@ llama-server at its defaults (a unified KV cache, a host-memory prompt cache) th
 idle slot to host memory and clears it. The server's own choice loads a saved prompt back into
 the slot it picks; a request that names an emptied slot does not, and evaluates its whole
 window (`make bench-real`: every return to a buffer after typing in another). So every request
-this editor sends (`sent`, from backends/exchange.py: suggestions, next edits) marks the other
+this editor sends (`sent`, from transport/exchange.py: suggestions, next edits) marks the other
 buffers' idle slots as perhaps emptied, and such a buffer's next request names no slot: the
 server finds its prompt where it is (in the slot, by similarity, on a server that keeps idle
 slots; in host memory otherwise), and the request after waits to hear where it runs

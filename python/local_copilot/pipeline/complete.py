@@ -8,7 +8,7 @@ it stopped, the timings, what was prepared and sent, or the failure (already rep
 user, once per episode, unless the ask is quiet).
 
 A short answer from a fast server never suspends: the exchange waits for it in poll() for up
-to a frame (backends/exchange.py), so `complete()` stepped once in the keystroke's own callback
+to a frame (transport/exchange.py), so `complete()` stepped once in the keystroke's own callback
 (eager.py) returns the suggestion there, with no task or loop turn. When to ask, and what
 (first parts, continuations, speculation, alternatives, warm-ups), is each surface's.
 """
