@@ -1,5 +1,5 @@
--- Definitions from the buffer's language servers: for the call the cursor is in (`name(` …),
--- the name it completes and the few nearest names before it, ask the attached clients that
+-- Definitions from the buffer's language servers: for the call the cursor is in (`name(` …)
+-- and the few nearest names before the cursor, ask the attached clients that
 -- answer textDocument/definition, read each definition's header and short body (from its
 -- buffer when loaded, else from disk) or, where the file cannot be read, the server's hover
 -- text, and send them to the host, one message per buffer; the keys that follow carry them
@@ -12,7 +12,7 @@ local uv = vim.uv or vim.loop
 
 local M = {}
 
-M.NAMES = 3 -- names asked about per key: the call's, the one at the cursor, the nearest before
+M.NAMES = 3 -- names asked about per key: the call's, then the nearest before the cursor
 M.BODY_LINES = 12 -- a definition's lines sent: its header and the start of its body
 M.MAX_BYTES = 512 * 1024 -- a file larger than this on disk is not read
 M.TIMEOUT_MS = 1500 -- a request unanswered this long is given up
@@ -34,8 +34,10 @@ end
 local function now() return uv.now() end
 
 -- The names near byte column `col` (0-based) of `line`, with the previous lines `above` (nearest
--- last): the call the cursor is in, the name the cursor is at the end of, then the nearest names
--- before it. Each as { name, row offset (0 = this line, -1 the one above, ...), byte column }.
+-- last): the call the cursor is in, then the nearest names before it, the one being typed at the
+-- cursor left out (a part of a name has no definition, and asking on each letter costs a
+-- question per key). Each as { name, row offset (0 = this line, -1 the one above, ...), byte
+-- column }.
 function M.names(line, col, above)
   local out, seen = {}, {}
   local function add(name, drow, c)
@@ -59,10 +61,9 @@ function M.names(line, col, above)
       depth = depth - 1
     end
   end
-  -- the name the cursor completes
-  local s = before:find('[%a_][%w_]*$')
-  if s then add(before:sub(s), 0, s - 1) end
   -- the nearest names before it, on this line and the few above
+  local typing = before:find('[%a_][%w_]*$')
+  if typing then before = before:sub(1, typing - 1) end
   local rows = { before }
   for i = #(above or {}), math.max(1, #(above or {}) - M.LINES_BEFORE + 1), -1 do rows[#rows + 1] = above[i] end
   for k, text in ipairs(rows) do
@@ -138,16 +139,17 @@ end
 local function send(buf)
   local s = state[buf]
   if not s or not api.nvim_buf_is_valid(buf) then return end
-  local items, seen = {}, {}
+  local items, seen, keys = {}, {}, {}
   for _, name in ipairs(s.order) do
     local f = s.found[name]
     local key = f and f.item and (f.item.path .. '\0' .. f.item.text)
     if key and not seen[key] then
       seen[key] = true
       items[#items + 1] = f.item
+      keys[#keys + 1] = key
     end
   end
-  local sig = vim.inspect(items)
+  local sig = table.concat(keys, '\1') -- (what was sent last: the same is not sent again)
   if sig == s.sent then return end
   s.sent = sig
   require('local_copilot.host').tell('definitions', { buf = buf, path = api.nvim_buf_get_name(buf), items = items })
@@ -204,7 +206,7 @@ function M.on_change(ev)
   local ctx = config.get('context')
   if not ctx.lsp or ctx.extra_tokens == 0 then return end
   local host = require('local_copilot.host')
-  if not host.running() or not require('local_copilot.trigger').buf_enabled(buf) then return end
+  if not host.running() then return end
   local s = state[buf]
   local t = now()
   if s and s.pending then
@@ -213,17 +215,23 @@ function M.on_change(ev)
     s.pending = nil
   end
   local clients = vim.lsp.get_clients({ bufnr = buf, method = 'textDocument/definition' })
-  if #clients == 0 then return end
+  if #clients == 0 or not require('local_copilot.trigger').buf_enabled(buf) then return end
   if not s then
     s = { found = {}, order = {}, sent = nil }
     state[buf] = s
   end
   local cur = api.nvim_win_get_cursor(0)
   local row, col = cur[1] - 1, cur[2]
-  local first = math.max(0, row - M.LINES_BEFORE)
-  local lines = api.nvim_buf_get_lines(buf, first, row + 1, false)
-  local line = table.remove(lines) or ''
-  local names = M.names(line, col, lines)
+  local line = api.nvim_get_current_line()
+  -- typing a name changes none of the names asked about: they are found again only when the
+  -- text before the name being typed changed
+  local key = row .. '\0' .. line:sub(1, col):gsub('[%a_][%w_]*$', '')
+  local lines = {}
+  if key ~= s.key or not s.names then
+    lines = api.nvim_buf_get_lines(buf, math.max(0, row - M.LINES_BEFORE), row, false)
+    s.key, s.names = key, M.names(line, col, lines)
+  end
+  local names = s.names
   local order, asks = {}, {}
   for _, n in ipairs(names) do
     order[#order + 1] = n[1]
@@ -232,6 +240,7 @@ function M.on_change(ev)
   end
   s.order = order
   if #asks == 0 then return send(buf) end
+  if #lines == 0 and row > 0 then lines = api.nvim_buf_get_lines(buf, math.max(0, row - M.LINES_BEFORE), row, false) end
   if vim.tbl_count(s.found) > 64 then -- names long left behind
     local keep = {}
     for _, name in ipairs(order) do keep[name] = s.found[name] end

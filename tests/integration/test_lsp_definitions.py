@@ -134,12 +134,12 @@ def test_the_names_asked_about_and_the_text_read_of_a_definition(nvim_bin: str, 
         def names(line: str, above: list[str] | None = None) -> list[str]:
             return [n[0] for n in nvim.exec_lua("return require('local_copilot.definitions').names(...)",
                                                 line, len(line), above or [])]
-        # the call the cursor is in first, then the name it completes, then the nearest before
+        # the call the cursor is in first, then the nearest names before the one being typed
         assert names("bigger = scale_points(") == ["scale_points", "bigger"]
-        assert names("x = geo.scale_points(pts, fac") == ["scale_points", "fac", "pts"]
-        assert names("f(g(1), h") == ["f", "h", "g"]
+        assert names("x = geo.scale_points(pts, fac") == ["scale_points", "pts", "geo"]
+        assert names("f(g(1), h") == ["f", "g"]
         assert names("    return ", ["def area(box):", "    w = width(box)"]) == ["box", "width", "w"]
-        assert names("print(x") == ["print", "x"]  # (keywords and numbers are never asked about)
+        assert names("if print(x") == ["print"]  # (keywords and numbers are never asked about)
 
         def extract(text: str, row: int) -> str:
             return nvim.exec_lua("return require('local_copilot.definitions').extract(...)", text.split("\n"), row)
