@@ -120,7 +120,10 @@ local function lines_of(path, row)
   local st = uv.fs_stat(path)
   if not st or st.type ~= 'file' or st.size > M.MAX_BYTES then return nil end
   local ok, lines = pcall(vim.fn.readfile, path, '', want)
-  return ok and lines or nil
+  if not ok then return nil end
+  -- (readfile() gives a NUL byte as a newline: a binary file is no definition's text)
+  for _, l in ipairs(lines) do if l:find('\n', 1, true) then return nil end end
+  return lines
 end
 
 local function hover_text(result)

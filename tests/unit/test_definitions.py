@@ -59,6 +59,17 @@ def test_a_definition_in_a_secret_or_ignored_file_or_holding_a_credential_is_nev
     # another policy judges what was sent anew: one that excludes ok.py too leaves nothing
     stricter = Policy(exclude=["**/ok.py"])
     assert defs.get(1, stricter) == ()
+    # a file that becomes a link to a secret one after its definition was kept (the editor
+    # says so: path_changed) is not sent again
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "config").write_text("Host x\n")
+    (tmp_path / "ok.py").write_text("def fine(): pass\n")
+    defs.put(1, main, [(str(tmp_path / "ok.py"), "def fine(): pass")], policy)
+    assert [d.filename for d in defs.get(1, policy)] == ["ok.py"]
+    (tmp_path / "ok.py").unlink()
+    (tmp_path / "ok.py").symlink_to(tmp_path / ".ssh" / "config")
+    policy.forget_path(str(tmp_path / "ok.py"))
+    assert defs.get(1, policy) == ()
 
 
 def _snap(main: str) -> Snapshot:

@@ -4,8 +4,9 @@ signatures and short bodies of what the code at the cursor calls, with their fil
 Lua asks the buffer's language servers off the keystroke path (lua/local_copilot/definitions.lua)
 and sends what arrived, one message per buffer; the keys that follow use it. Here each buffer's
 latest definitions are kept, each judged by the privacy policy (its file's path and its text:
-a definition in a secret or ignored file is never kept), named relative to the buffer's
-project, those of one file together in one chunk.
+a definition in a secret or ignored file is never kept; a file refused since, e.g. a link made
+to a secret file, is asked of the policy's path cache with each key), named relative to the
+buffer's project, those of one file together in one chunk.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class LspDefinitions:
 
     def __init__(self) -> None:
         self._policy: Any = None  # what judged the kept ones (privacy/policy.py's Policy)
-        self._kept: dict[int, tuple[Definitions, ...]] = {}
+        self._kept: dict[int, tuple[tuple[Definitions, tuple[str, ...]], ...]] = {}  # (chunk, its files)
         # what Lua sent, as it sent it, judged again under another policy
         self._sent: dict[int, tuple[str, list[tuple[str, str]]]] = {}
 
@@ -43,22 +44,20 @@ class LspDefinitions:
         if policy is not self._policy:
             self._policy = policy
             self._kept = {b: self._judge(p, items, policy) for b, (p, items) in self._sent.items()}
-        return self._kept.get(buf, ())
+        kept = self._kept.get(buf, ())
+        if policy is None:
+            return tuple(d for d, _ in kept)
+        return tuple(d for d, files in kept if all(policy.path_reason(f) is None for f in files))
 
     def forget(self, buf: int) -> None:
         self._kept.pop(buf, None)
         self._sent.pop(buf, None)
 
-    def drop(self, path: str) -> None:
-        """The file at `path` is refused now: none of its definitions stays."""
-        for buf, (own, items) in list(self._sent.items()):
-            self._sent[buf] = (own, [(p, t) for p, t in items if p != path])
-            self._kept[buf] = self._judge(own, self._sent[buf][1], self._policy)
-
     @staticmethod
-    def _judge(path: str, items: list[tuple[str, str]], policy: Any) -> tuple[Definitions, ...]:
+    def _judge(path: str, items: list[tuple[str, str]], policy: Any) -> tuple[tuple[Definitions, tuple[str, ...]], ...]:
         root = project_root(path) if path else None
         texts: dict[str, list[str]] = {}  # file name -> its definitions' texts, in order
+        files: dict[str, set[str]] = {}  # file name -> the paths it stands for
         for target, text in items[:MAX_DEFINITIONS]:
             text = text[:MAX_TEXT].rstrip("\n")
             if not target or not text.strip() or target == path:
@@ -66,9 +65,11 @@ class LspDefinitions:
             if policy is not None and policy.refusal(target, text.split("\n")) is not None:
                 continue
             name = _name(target, root)
+            files.setdefault(name, set()).add(target)
             if text not in texts.setdefault(name, []):
                 texts[name].append(text)
-        return tuple(Definitions(name, "".join(t + "\n" for t in found)) for name, found in texts.items())
+        return tuple((Definitions(name, "".join(t + "\n" for t in found)), tuple(sorted(files[name])))
+                     for name, found in texts.items())
 
 
 def _name(target: str, root: Path | None) -> str:
