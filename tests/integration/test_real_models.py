@@ -141,9 +141,11 @@ def test_smollm_instruct_fills_the_hole_and_tab_inserts_only_code(smollm_server:
         assert bodies and not proxy.bodies("/infill") and not proxy.bodies("/completion")
         # the request for the first spot typed at (Insert mode entered at the file's start
         # may ask there first, as the continue-style test above allows too)
-        first = next(b for b in bodies if "        d" + CURSOR in b["messages"][-1]["content"])
-        user = first["messages"][-1]["content"]
+        first = next(b for b in bodies if "        d" + CURSOR in b["messages"][-2]["content"])
+        user = first["messages"][-2]["content"]
         assert user.startswith("File: geometry.py (python)\n") and "        d" + CURSOR + "\n        return (dx" in user
+        # llama-server continues the answer begun on the cursor line: the model writes on from it
+        assert first["messages"][-1] == {"role": "assistant", "content": "        d"}
         assert first["chat_template_kwargs"] == {"enable_thinking": False}
     finally:
         proxy.close()

@@ -52,6 +52,14 @@ def test_an_indented_empty_line_keeps_its_indentation_for_the_lines_after_the_fi
     assert got == "if width < 0:\n        return 0"
 
 
+def test_an_answer_that_holds_its_prefilled_start_shows_what_follows_it() -> None:
+    # llama-server's answer holds the turn's start the plugin wrote (prompt/styles.py): the
+    # cursor line's text before the cursor, or at a line's start the line above too
+    assert shown("    return width * height") == "width * height"
+    assert shown("def area(width, height):\n    return width * height", line_prefix="") == "    return width * height"
+    assert shown("    return width * height", line_prefix="    ") == "return width * height"
+
+
 def test_the_text_after_the_cursor_is_not_repeated() -> None:
     # the chat model wrote the rest of the line, the part after the cursor included
     assert shown("width * height)", line_prefix="    return abs(", line_suffix=")") == "width * height"

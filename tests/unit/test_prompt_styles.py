@@ -16,7 +16,7 @@ from local_copilot.config import load_config
 from local_copilot.core import Core
 from local_copilot.errors import ConfigError
 from local_copilot.health.report import collect
-from local_copilot.prompt.styles import CURSOR, name_says, no_fim_family, template_markers
+from local_copilot.prompt.styles import CURSOR, chat_messages, name_says, no_fim_family, template_markers
 from local_copilot.snapshot import Snapshot
 
 from ..fakes.editor import RecordingEditor
@@ -96,11 +96,13 @@ async def test_a_model_with_a_chat_template_of_its_own_and_no_fim_tokens_gets_th
     assert backend.style == "chat" and "ChatML" in backend.style_reason
     assert text == "width * height"  # what Tab inserts: no fence, no prose
     [body] = requests(srv, "/v1/chat/completions")
-    user = body["messages"][-1]["content"]
+    user = body["messages"][-2]["content"]
     assert user.startswith("File: geometry.py (python)\n")
     assert "    return " + CURSOR + "\n\nprint(area(2, 3))" in user
     assert body["messages"][0]["role"] == "system" and "only the code" in body["messages"][0]["content"]
-    assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "user"]  # one example
+    # one example, then the answer begun on the cursor line: llama-server continues it
+    assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "user", "assistant"]
+    assert body["messages"][-1]["content"] == "    return "
     assert body["chat_template_kwargs"] == {"enable_thinking": False}
     assert body["cache_prompt"] is True and body["temperature"] == 0
     assert not requests(srv, "/infill") and not requests(srv, "/completion")
@@ -244,3 +246,16 @@ def test_the_detection_helpers() -> None:
     assert name_says("SmolLM2-135M-Instruct.Q4_1.gguf") == "instruct" and name_says("gemma-3-270m-it") == "instruct"
     assert name_says("qwen2.5-coder:1.5b-base") == "base" and name_says("gemma-3-1b-pt") == "base"
     assert name_says("gemma-3-270m-q4_k_m.gguf") == ""
+
+
+def test_the_chat_answer_is_begun_on_the_cursor_line_where_the_server_continues_it() -> None:
+    # llama-server continues a last assistant turn: a small instruct model begun on the cursor
+    # line writes the code that follows it (asked for the code at a marker, SmolLM2 answered
+    # the example again or described the file)
+    plain = chat_messages("def f(x):\n    return", " x", "\n", path="a.py", filetype="python")
+    assert [m["role"] for m in plain][-1] == "user"
+    begun = chat_messages("def f(x):\n    return", " x", "\n", path="a.py", filetype="python", prefill=True)
+    assert begun[:-1] == plain and begun[-1] == {"role": "assistant", "content": "    return x"}
+    # at a line's start the line above begins it: an empty turn is no prefill
+    assert chat_messages("def f(x):\n", "", "", prefill=True)[-1]["content"] == "def f(x):\n"
+    assert chat_messages("", "", "x = 1", prefill=True)[-1]["content"] == ""

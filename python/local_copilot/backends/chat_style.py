@@ -68,17 +68,20 @@ chat_event_decoder = msgspec.json.Decoder(_ChatEvent)
 ollama_event_decoder = msgspec.json.Decoder(_OllamaEvent)
 
 
-def messages_for(req: FimRequest) -> list[dict[str, str]]:
-    return chat_messages(req.prefix, req.middle, req.suffix, path=req.path, filetype=req.filetype)
+def messages_for(req: FimRequest, *, prefill: bool = False) -> list[dict[str, str]]:
+    return chat_messages(req.prefix, req.middle, req.suffix, path=req.path, filetype=req.filetype, prefill=prefill)
 
 
 def chat_body(req: FimRequest, *, model: str, temperature: float, top_p: float, thinking_switch: bool,
               llama: bool) -> dict[str, Any]:
     """`/v1/chat/completions`'s body for a ghost-text request. `thinking_switch`: the server
     takes `chat_template_kwargs` (llama-server, vLLM; OpenAI's own API refuses unknown
-    fields); `llama`: llama-server's own fields (the prompt cache, a warm-up's n_predict 0)."""
+    fields); `llama`: llama-server's own fields (the prompt cache, a warm-up's n_predict 0) and
+    its prefilled answer."""
     body: dict[str, Any] = {
-        "messages": messages_for(req),
+        # llama-server continues a last assistant turn (its --prefill-assistant, on by
+        # default): the answer is begun on the cursor line (prompt/styles.py)
+        "messages": messages_for(req, prefill=llama),
         "max_tokens": req.n_predict,
         "temperature": temperature,
         "top_p": top_p,

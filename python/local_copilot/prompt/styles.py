@@ -150,13 +150,29 @@ def _user(path: str, language: str, before: str, after: str) -> str:
     return f"File: {path or 'untitled'} ({language})\n{before}{CURSOR}{after}"
 
 
-def chat_messages(prefix: str, middle: str, suffix: str, *, path: str = "", filetype: str = "") -> list[dict[str, str]]:
-    """The hole-filling conversation for the cursor between `prefix` + `middle` and `suffix`."""
+def chat_messages(prefix: str, middle: str, suffix: str, *, path: str = "", filetype: str = "",
+                  prefill: bool = False) -> list[dict[str, str]]:
+    """The hole-filling conversation for the cursor between `prefix` + `middle` and `suffix`.
+
+    `prefill`: the server continues a last assistant turn (llama-server does), and the answer
+    is begun with the cursor line's text before the cursor, so that the model writes on from
+    the cursor. A small instruct model asked for the code at a marker answers the prompt's
+    example again or describes the file; begun on the cursor line it writes code that follows
+    it. The answer may hold that text again before the code (llama-server's does): the chat
+    answer's cleanup drops the line above and the cursor line written again from its start."""
     (ex_path, ex_lang, ex_before, ex_after), ex_answer = _EXAMPLE
     name = path.replace("\\", "/").rsplit("/", 1)[-1]
-    return [
+    before = prefix + middle
+    messages = [
         {"role": "system", "content": _SYSTEM},
         {"role": "user", "content": _user(ex_path, ex_lang, ex_before, ex_after)},
         {"role": "assistant", "content": ex_answer},
-        {"role": "user", "content": _user(name, language_of(filetype), prefix + middle, suffix)},
+        {"role": "user", "content": _user(name, language_of(filetype), before, suffix)},
     ]
+    if prefill:
+        # at a line's start the line above begins it (an empty turn is no prefill: the model
+        # writes its role's name and a turn of its own)
+        lines = before.split("\n")
+        start = lines[-1] if lines[-1] or len(lines) == 1 else "\n".join(lines[-2:])
+        messages.append({"role": "assistant", "content": start})
+    return messages
