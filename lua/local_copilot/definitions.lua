@@ -3,7 +3,9 @@
 -- answer textDocument/definition, read each definition's header and short body (from its
 -- buffer when loaded, else from disk) or, where the file cannot be read, the server's hover
 -- text, and send them to the host, one message per buffer; the keys that follow carry them
--- (python/local_copilot/prompt/definitions.py). Nothing here waits: a slow server's answer is
+-- (python/local_copilot/prompt/definitions.py). The definitions found stay, in the order they
+-- were found (the newest last, at most KEEP), while the cursor moves on: they come first in the
+-- prompt, so the fewer times they change, the more of the server's prompt cache stays. Nothing here waits: a slow server's answer is
 -- used when it arrives, and a request older than TIMEOUT_MS is given up so a later key may
 -- ask again. A definition in a file the privacy rules refuse is not read (the host judges
 -- what is read, its text too).
@@ -18,9 +20,10 @@ M.MAX_BYTES = 512 * 1024 -- a file larger than this on disk is not read
 M.TIMEOUT_MS = 1500 -- a request unanswered this long is given up
 M.RECHECK_MS = 3000 -- a name's definition is asked again after this long
 M.LINES_BEFORE = 3 -- lines above the cursor's searched for names
+M.KEEP = 6 -- definitions kept per buffer
 
 -- buf -> { pending = { cancel fns } | nil, since = ms, found = { name -> { at, item | false } },
---          order = { names, nearest first }, sent = string }
+--          kept = { { name, item }, ... } oldest first, sent = string, key, names }
 local state = {}
 
 local KEYWORDS = {}
@@ -143,12 +146,11 @@ local function send(buf)
   local s = state[buf]
   if not s or not api.nvim_buf_is_valid(buf) then return end
   local items, seen, keys = {}, {}, {}
-  for _, name in ipairs(s.order) do
-    local f = s.found[name]
-    local key = f and f.item and (f.item.path .. '\0' .. f.item.text)
-    if key and not seen[key] then
+  for _, k in ipairs(s.kept) do
+    local key = k.item.path .. '\0' .. k.item.text
+    if not seen[key] then
       seen[key] = true
-      items[#items + 1] = f.item
+      items[#items + 1] = k.item
       keys[#keys + 1] = key
     end
   end
@@ -200,6 +202,20 @@ local function ask(client, buf, pos, done)
   end
 end
 
+-- `name`'s definition is `item` now (false: none): a kept one changes in its place, a new one
+-- goes last, the oldest leaving past KEEP.
+function M._keep(s, name, item)
+  for i, k in ipairs(s.kept) do
+    if k.name == name then
+      if item then k.item = item else table.remove(s.kept, i) end
+      return
+    end
+  end
+  if not item then return end
+  s.kept[#s.kept + 1] = { name = name, item = item }
+  if #s.kept > M.KEEP then table.remove(s.kept, 1) end
+end
+
 -- TextChangedI/InsertEnter: ask about the names near the cursor that are not known yet.
 function M.on_change(ev)
   local buf = ev and ev.buf or api.nvim_get_current_buf()
@@ -220,7 +236,7 @@ function M.on_change(ev)
   local clients = vim.lsp.get_clients({ bufnr = buf, method = 'textDocument/definition' })
   if #clients == 0 or not require('local_copilot.trigger').buf_enabled(buf) then return end
   if not s then
-    s = { found = {}, order = {}, sent = nil }
+    s = { found = {}, kept = {}, sent = nil }
     state[buf] = s
   end
   local cur = api.nvim_win_get_cursor(0)
@@ -235,18 +251,17 @@ function M.on_change(ev)
     s.key, s.names = key, M.names(line, col, lines)
   end
   local names = s.names
-  local order, asks = {}, {}
+  local asks = {}
   for _, n in ipairs(names) do
-    order[#order + 1] = n[1]
     local f = s.found[n[1]]
     if not f or t - f.at >= M.RECHECK_MS then asks[#asks + 1] = n end
   end
-  s.order = order
-  if #asks == 0 then return send(buf) end
+  if #asks == 0 then return end
   if #lines == 0 and row > 0 then lines = api.nvim_buf_get_lines(buf, math.max(0, row - M.LINES_BEFORE), row, false) end
   if vim.tbl_count(s.found) > 64 then -- names long left behind
     local keep = {}
-    for _, name in ipairs(order) do keep[name] = s.found[name] end
+    for _, n in ipairs(names) do keep[n[1]] = s.found[n[1]] end
+    for _, k in ipairs(s.kept) do keep[k.name] = s.found[k.name] end
     s.found = keep
   end
   local pending, left = {}, 0
@@ -265,7 +280,10 @@ function M.on_change(ev)
         answered = true
         local old = s.found[n[1]]
         -- one client's answer is enough; a later client's nothing does not undo it
-        if item or not (old and old.item and old.at >= t) then s.found[n[1]] = { at = t, item = item } end
+        if item or not (old and old.item and old.at >= t) then
+          s.found[n[1]] = { at = t, item = item }
+          M._keep(s, n[1], item)
+        end
         left = left - 1
         if left == 0 and s.pending == pending then s.pending = nil end
         if api.nvim_buf_is_valid(buf) then send(buf) end

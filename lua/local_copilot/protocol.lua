@@ -75,7 +75,7 @@ local M = {}
 ---@field path string its file
 ---@field text string its header and a short body, or the server's hover text
 
----@class local_copilot.event.Definitions the definitions of the names near the cursor, nearest first
+---@class local_copilot.event.Definitions the definitions of the names near the cursor, the newest last
 ---@field buf integer
 ---@field path string the buffer's file
 ---@field items local_copilot.Definition[]

@@ -150,5 +150,16 @@ def test_the_names_asked_about_and_the_text_read_of_a_definition(nvim_bin: str, 
         long = "int h(void) {\n" + "".join(f"  s{i}();\n" for i in range(30)) + "}\n"
         got = extract(long, 0).split("\n")
         assert got[:2] == ["int h(void) {", "  s0();"] and got[-1] == "    ..." and len(got) == 13
+
+        # the definitions found stay in the order found while the cursor moves on (the prompt's
+        # start changes only when one is new); one found again changes in its place
+        kept = nvim.exec_lua("""
+            local d, s = require('local_copilot.definitions'), { kept = {} }
+            d.KEEP = 3
+            for _, n in ipairs({ 'a', 'b', 'c', 'b', 'd' }) do d._keep(s, n, { path = n .. '.py', text = n }) end
+            d._keep(s, 'c', { path = 'c.py', text = 'c2' })
+            d._keep(s, 'b', false)
+            return vim.tbl_map(function(k) return k.item.text end, s.kept)""")
+        assert kept == ["c2", "d"]
     finally:
         nvim.close()

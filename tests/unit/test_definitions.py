@@ -113,4 +113,9 @@ def test_definitions_share_the_token_budget_of_the_repository_context(tmp_path: 
     p = prep.prepare(_snap(main), load_config({"context": {"extra_tokens": 200}}), 8192, ())
     # the one over the budget is left out; the next still fits
     assert [c.filename for c in p.req.extra] == ["small.py"]
+    # of two that fit only one at a time, the newer (nearer the cursor) is kept
+    half = "def half():\n" + "".join(f"    step_{i} = compute(step_{i - 1})\n" for i in range(5))  # ~72 tokens
+    prep.definitions.put(1, main, [(str(tmp_path / "old.py"), half), (str(tmp_path / "new.py"), half)], prep.ring.policy)
+    p = prep.prepare(_snap(main), load_config({"context": {"extra_tokens": 100}}), 8192, ())
+    assert [c.filename for c in p.req.extra] == ["new.py"]
     assert prep.prepare(_snap(main), load_config({"context": {"extra_tokens": 0}}), 8192, ()).req.extra == ()

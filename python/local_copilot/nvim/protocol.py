@@ -106,8 +106,8 @@ class Definition(msgspec.Struct, frozen=True, kw_only=True):
 
 class DefinitionsMsg(_Event, frozen=True, kw_only=True, tag="definitions"):
     """The definitions of the names near the cursor in buffer `buf` (the file at `path`), as
-    its language servers answered (lua/local_copilot/definitions.lua), nearest first: they
-    replace the ones sent before for the buffer."""
+    its language servers answered (lua/local_copilot/definitions.lua), in the order they were
+    found, the newest last: they replace the ones sent before for the buffer."""
 
     buf: int
     path: str = ""

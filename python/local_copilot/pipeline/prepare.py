@@ -128,8 +128,16 @@ class Preparer:
         offered: list[tuple[str, ExtraChunk]] = []  # (source, chunk)
         if extra_budget > 0 and cfg.context.lsp and "lsp" in self.sources_on:
             # the language servers' definitions of what the code at the cursor calls first:
-            # signatures with short bodies, the surest context there is
-            offered += [("lsp", ExtraChunk(d.filename, d.text)) for d in self.definitions.get(snap.buf, self.ring.policy)]
+            # signatures with short bodies, the surest context there is; in the order they
+            # were found, the newest (nearest the cursor) kept first when not all fit
+            lsp = self.definitions.get(snap.buf, self.ring.policy)
+            room, fits = extra_budget, set()
+            for i in reversed(range(len(lsp))):
+                cost = self.estimator.tokens(lsp[i].text) + self.CHUNK_OVERHEAD
+                if cost <= room:
+                    fits.add(i)
+                    room -= cost
+            offered += [("lsp", ExtraChunk(d.filename, d.text)) for i, d in enumerate(lsp) if i in fits]
         if extra_budget > 0 and "imports" in self.sources_on:
             # then the imported files' signatures: they change seldom, so the prompt's start
             # stays cached, and they name what the code at the cursor calls (a file the

@@ -19,7 +19,7 @@ from .imports import Definitions, project_root
 
 __all__ = ["LspDefinitions", "MAX_DEFINITIONS", "MAX_TEXT"]
 
-MAX_DEFINITIONS = 8  # per buffer, in the order Lua sent them (nearest the cursor first)
+MAX_DEFINITIONS = 8  # per buffer, in the order Lua found them (the newest last)
 MAX_TEXT = 4000  # characters of one definition's text
 
 
