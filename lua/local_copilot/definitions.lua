@@ -136,7 +136,8 @@ local function hover_text(result)
   if type(c) ~= 'string' or c == '' then return nil end
   local lines = {}
   for l in (c .. '\n'):gmatch('(.-)\n') do
-    if not l:match('^```') and #lines < M.BODY_LINES then lines[#lines + 1] = l end
+    -- (markdown's code fences and rules are not the definition's text)
+    if not l:match('^```') and not l:match('^%-%-%-+%s*$') and #lines < M.BODY_LINES then lines[#lines + 1] = l end
   end
   local text = table.concat(lines, '\n'):gsub('%s+$', '')
   return text ~= '' and text or nil

@@ -83,6 +83,28 @@ def test_typing_the_call_sends_the_definition_the_language_server_found(
         nvim.close()
 
 
+def test_where_the_definitions_file_cannot_be_read_the_servers_hover_text_is_sent(
+        proxy: RecordingProxy, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
+    nvim = _open(nvim_bin, manifest, nvim_env, proxy, _project(tmp_path), [PYLSP])
+    try:
+        nvim.exec_lua("require('local_copilot.definitions').MAX_BYTES = 16")  # geometry.py is too large to read
+        nvim.input("A")
+        wait_ghost(nvim, lambda t: t.startswith(PHRASE.split("\n")[0]))
+
+        def sent() -> bool:
+            nvim.input("p")
+            return any(c["filename"] == "geometry.py" and "Each point moved" in c["text"]
+                       for extra in _chunks(proxy) for c in extra)
+        wait_for(sent, timeout=60, interval=0.4, what="the hover text sent")
+        [chunk] = [c for c in next(e for e in _chunks(proxy) if any("Each point moved" in c["text"] for c in e))
+                   if c["filename"] == "geometry.py"]
+        # pylsp's hover: the signature and the docstring, its markdown fences left out
+        assert "scale_points(points, factor, *, origin=(0.0, 0.0))" in chunk["text"]
+        assert "```" not in chunk["text"] and "ox, oy" not in chunk["text"]
+    finally:
+        nvim.close()
+
+
 def test_a_definition_in_an_ignored_file_is_never_sent(
         proxy: RecordingProxy, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
     nvim = _open(nvim_bin, manifest, nvim_env, proxy, _project(tmp_path, ignore="geometry.py\n"), [PYLSP])
