@@ -169,7 +169,7 @@ class Session:
             return
         # A request cancelled here closes its stream as its task winds down, at the loop's next
         # turn: the new one goes in a task behind it, so it is sent after that close (the
-        # server then runs it in the buffer's slot once the old one stops: prompt/slots.py).
+        # server then runs it in the buffer's slot once the old one stops: backends/slots.py).
         # Otherwise the first part is stepped right here.
         after_cancel = self.abort()
         self.start(self._suggest, snap, eager=not after_cancel)

@@ -261,7 +261,7 @@ class Reader:
 
     async def placed(self, buf: int) -> None:
         """Once `buf`'s next request can name its slot: a slot is chosen for a buffer that has
-        run no request here (prompt/slots.py), or the server has said where the buffer's
+        run no request here (backends/slots.py), or the server has said where the buffer's
         request that named none runs, or that one was given up on (placing.py). Such a request
         still being read with text coming is not waited for (its reader is showing it). After a
         pause, the buffer's slot is checked against `/slots` (another editor may have emptied it)."""

@@ -243,7 +243,7 @@ def llama_cpp_argv(binary: str, *, port: int, weights: str, context_tokens: int,
     # --metrics: the bench and checkhealth read the server's token counters.
     # No -np unless asked: llama-server's own slots (4 sharing one KV cache in current
     # llama.cpp) keep an instruction edit's or a next edit's prompt cached beside ghost text's,
-    # and ghost text names its buffer's slot (prompt/slots.py), so a superseded request no
+    # and ghost text names its buffer's slot (backends/slots.py), so a superseded request no
     # longer needs a slot of its own to wind down in. An explicit -np splits -c evenly: -c is
     # then slots x the per-slot context, so each slot keeps the whole configured context.
     # With a models folder the server is a router: no model of its own, and each model it
