@@ -293,7 +293,7 @@ function M.on_change(ev)
   end
 end
 
--- What is known and asked for `buf` (0: the current one), for tests and :LocalCopilot log.
+-- What is known and asked for `buf` (0: the current one), for tests.
 function M._state(buf)
   if buf == 0 then buf = api.nvim_get_current_buf() end
   return state[buf] or {}
