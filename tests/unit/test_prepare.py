@@ -1,0 +1,119 @@
+"""The Preparer (pipeline/prepare.py): a snapshot into the request a server gets. What the
+request holds besides the window, in which order, within which budget, in which prompt style."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from local_copilot.config import load_config
+from local_copilot.errors import ConfigError
+from local_copilot.pipeline.prepare import SOURCES, Preparer
+from local_copilot.privacy.policy import Policy
+from local_copilot.snapshot import Snapshot
+
+MAIN = ["from geometry import scale_points", "", "corners = [(0, 0), (1, 0)]", "bigger = scale_points("]
+
+
+def _project(tmp_path: Path) -> Path:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "geometry.py").write_text("def scale_points(points, factor):\n    return points\n")
+    main = tmp_path / "main.py"
+    main.write_text("\n".join(MAIN) + "\n")
+    return main
+
+
+def _snap(main: Path, buf: int = 1) -> Snapshot:
+    return Snapshot(buf=buf, tick=1, row=3, col=len(MAIN[3]), first=0, lines=list(MAIN), nlines=len(MAIN),
+                    ft="python", path=str(main), et=True, sw=4, ts=8, seq=1)
+
+
+def _ready(tmp_path: Path, **context: object) -> tuple[Preparer, Snapshot, object]:
+    main = _project(tmp_path)
+    prep = Preparer()
+    prep.ring.use_policy(Policy())
+    policy = prep.ring.policy
+    prep.imports.now(str(main), "python", policy)  # (the editor's first key asks; the next have it)
+    prep.definitions.put(1, str(main), [(str(tmp_path / "geometry.py"), "def scale_points(points, factor):")], policy)
+    other = tmp_path / "notes.py"
+    # (short: an unmeasured server's window leaves the context ~128 tokens, prepare.py)
+    prep.ring.add(str(other), [f"note_{i} = note({i})" for i in range(8)])
+    cfg = load_config({"context": context} if context else {})
+    return prep, _snap(main), cfg
+
+
+def test_the_language_servers_definitions_then_imports_then_other_buffers(tmp_path: Path) -> None:
+    prep, snap, cfg = _ready(tmp_path)
+    p = prep.prepare(snap, cfg, 8192, ())
+    # geometry.py's definition came from the language server: its imported signature is not
+    # sent again under the same name
+    assert [c.filename for c in p.req.extra] == ["geometry.py", str(tmp_path / "notes.py")]
+    assert p.req.extra[0].text == "def scale_points(points, factor):\n"
+    assert [s for s, _ in p.sources] == ["lsp", "ring"]
+    assert prep.sources == p.sources
+
+
+def test_imports_come_in_when_no_language_server_found_the_file(tmp_path: Path) -> None:
+    prep, snap, cfg = _ready(tmp_path)
+    prep.definitions.forget(1)
+    p = prep.prepare(snap, cfg, 8192, ())
+    assert p.req.extra[0].filename == "geometry.py"
+    assert p.req.extra[0].text == "def scale_points(points, factor):\n    ...\n"
+    assert [s for s, _ in p.sources] == ["imports", "ring"]
+
+
+def test_each_source_can_be_turned_off(tmp_path: Path) -> None:
+    prep, snap, cfg = _ready(tmp_path)
+    for off in ("lsp", "imports", "ring"):
+        prep.sources_on = SOURCES - {off}
+        assert off not in {s for s, _ in prep.prepare(snap, cfg, 8192, ()).sources}
+    prep.sources_on = frozenset()
+    assert prep.prepare(snap, cfg, 8192, ()).req.extra == ()
+    prep.sources_on = SOURCES
+    assert prep.prepare(snap, load_config({"context": {"lsp": False}}), 8192, ()).sources[0][0] == "imports"
+
+
+def test_nothing_besides_the_window_without_extra_tokens(tmp_path: Path) -> None:
+    prep, snap, cfg = _ready(tmp_path, extra_tokens=0)
+    p = prep.prepare(snap, cfg, 8192, ())
+    assert p.req.extra == () and p.sources == ()
+
+
+def test_what_does_not_fit_the_budget_is_left_out(tmp_path: Path) -> None:
+    # room for the definition (about 16 tokens with its file's overhead), not for the chunk
+    prep, snap, cfg = _ready(tmp_path, extra_tokens=24)
+    p = prep.prepare(snap, cfg, 8192, ())
+    assert [s for s, _ in p.sources] == ["lsp"]
+
+
+def test_a_base_model_gets_the_definitions_as_comments_and_no_other_buffers(tmp_path: Path) -> None:
+    prep, snap, cfg = _ready(tmp_path)
+    p = prep.prepare(snap, cfg, 8192, (), style="continue")
+    assert p.req.extra == () and p.req.suffix == ""
+    assert p.req.prefix == ("# geometry.py:\n# def scale_points(points, factor):\n\n"
+                            "from geometry import scale_points\n\ncorners = [(0, 0), (1, 0)]\n")
+    assert [s for s, _ in p.sources] == ["lsp"]
+    # what the post-processor knows of the buffer is the window, not the comments
+    assert p.pctx.prev_lines == tuple(MAIN[:3])
+
+
+def test_a_definition_from_a_refused_file_is_never_sent(tmp_path: Path) -> None:
+    prep, snap, cfg = _ready(tmp_path)
+    secret = tmp_path / ".env"
+    prep.definitions.put(1, snap.path, [(str(secret), "TOKEN = load()")], prep.ring.policy)
+    prep.imports.forget(snap.path)
+    p = prep.prepare(snap, cfg, 8192, ())
+    assert ".env" not in repr(p.req.extra) and "TOKEN" not in repr(p.req.extra)
+
+
+def test_a_context_too_small_for_n_predict_says_what_to_change() -> None:
+    with pytest.raises(ConfigError, match=r"only 200 tokens.*n_predict=128.*larger context per slot"):
+        Preparer().budget(200, load_config({"n_predict": 128}))
+
+
+def test_repository_context_gets_at_most_a_third_of_the_servers_context() -> None:
+    prep = Preparer()
+    budget, extra = prep.budget(2048, load_config({"context": {"extra_tokens": 4096}}))
+    assert budget is not None and extra == budget // 3
+    assert prep.budget(None, load_config({})) == (None, 1024)
