@@ -1,32 +1,10 @@
+"""prompt/cache_key.py: the suggestion cache's key, from the lines near the cursor."""
+
 from __future__ import annotations
 
-from local_copilot.ghost.words import word_stops
-from local_copilot.pipeline.cache import SuggestionCache, context_key
+from local_copilot.pipeline.cache import context_key
 from local_copilot.prompt.context import build_context
 from local_copilot.snapshot import Snapshot
-
-
-def cut(text: str) -> list[str]:
-    raw = text.encode()
-    out, last = [], 0
-    for stop in word_stops(text):
-        out.append(raw[last:stop].decode())
-        last = stop
-    return out
-
-
-def test_word_stops_split_words_punctuation_and_lines() -> None:
-    assert cut("foo(bar, baz)\n    return 1") == ["foo", "(", "bar", ",", " baz", ")", "\n", "    return", " 1"]
-
-
-def test_word_stops_are_bytes_with_cjk_and_emoji() -> None:
-    assert cut("名前 = '🙂' + x") == ["名前", " =", " '🙂'", " +", " x"]
-    assert word_stops("名前")[-1] == len("名前".encode())
-
-
-def test_word_stops_end_at_the_end() -> None:
-    assert cut("x  ") == ["x", "  "]
-    assert word_stops("") == [0]
 
 
 def ctx(lines: list[str], row: int, col: int, first: int = 0):
@@ -41,16 +19,6 @@ def test_cache_key_ignores_far_context_and_hits_after_window_slides() -> None:
     assert context_key(a) == context_key(b)
     c = ctx(body + ["x = 1"] + ["tail"], row=100, col=5)
     assert context_key(a) != context_key(c)
-
-
-def test_lru_evicts_the_oldest() -> None:
-    cache = SuggestionCache(size=2)
-    cache.put("a", "1")
-    cache.put("b", "2")
-    assert cache.get("a") == "1"
-    cache.put("c", "3")
-    assert cache.get("b") is None and cache.get("a") == "1" and cache.get("c") == "3"
-    assert cache.hits == 3 and cache.misses == 1
 
 
 def test_cache_key_names_the_file_and_counts_empty_lines() -> None:
