@@ -14,7 +14,7 @@ STAMP := $(VENV)/.installed
 export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 
-.PHONY: all venv vllm lint test test-unit demo bench bench-real bench-team eval eval-e2e eval-real eval-public clean
+.PHONY: all venv vllm lint test test-unit demo bench bench-real bench-team eval eval-e2e eval-real eval-public eval-context clean
 
 all: test
 
@@ -84,6 +84,12 @@ eval-real: venv
 # (EVAL_PUBLIC_ARGS='--tasks 200 --models gemma')
 eval-public: venv
 	$(PY) bench/public_eval.py $(EVAL_PUBLIC_ARGS)
+
+# repository context on multi-file code nobody here wrote (the standard library's packages,
+# Neovim's runtime Lua): the line that calls another file's code, with each context source on
+# and off (Gemma 3 270M base on llama-server)
+eval-context: venv
+	$(PY) bench/context_eval.py $(EVAL_CONTEXT_ARGS)
 
 clean:
 	rm -rf $(VENV) .cache
