@@ -189,7 +189,11 @@ local function ask(client, buf, pos, done)
     local uri, row = location_of(not err and result or nil)
     if not uri then return done(false) end
     local path = vim.uri_to_fname(uri)
-    if path == api.nvim_buf_get_name(buf) then return done(false) end -- the window holds its own file
+    if path == api.nvim_buf_get_name(buf) then
+      -- one in the buffer's own file: the window around the cursor holds it when near
+      local ctx = require('local_copilot.config').get('context')
+      if row >= pos.line - ctx.lines_before and row <= pos.line + ctx.lines_after then return done(false) end
+    end
     if refused(path) then return done(false) end
     local lines = lines_of(path, row)
     local text = lines and M.extract(lines, row)

@@ -41,14 +41,14 @@ def _project(tmp_path: Path, ignore: str = "") -> Path:
 
 
 def _open(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], proxy: RecordingProxy, main: Path,
-          cmd: list[str]) -> Any:
+          cmd: list[str], **options: Any) -> Any:
     """Neovim editing `main` with the language server `cmd` attached to it, the cursor at the
     end of `bigger = scale_points(`."""
     if cmd[0] == PYLSP and not Path(PYLSP).exists():
         pytest.fail("pylsp not found: install the test extra (make venv), which holds python-lsp-server")
     nvim = start_nvim(nvim_bin, manifest, nvim_env, setup={
         "backends": {"llama.cpp": {"url": proxy.url, "endpoint": "infill"}}, "debounce_ms": 0,
-        "adaptive_debounce": False})
+        "adaptive_debounce": False, **options})
     nvim.command(f"edit {main}")
     nvim.exec_lua("vim.lsp.start({ name = 'under-test', cmd = ..., root_dir = vim.fs.dirname(vim.api.nvim_buf_get_name(0)) })",
                   cmd)
@@ -101,6 +101,29 @@ def test_where_the_definitions_file_cannot_be_read_the_servers_hover_text_is_sen
         # pylsp's hover: the signature and the docstring, its markdown fences left out
         assert "scale_points(points, factor, *, origin=(0.0, 0.0))" in chunk["text"]
         assert "```" not in chunk["text"] and "ox, oy" not in chunk["text"]
+    finally:
+        nvim.close()
+
+
+def test_a_definition_far_up_the_same_file_is_sent_and_a_near_one_is_left_to_the_window(
+        proxy: RecordingProxy, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
+    main = _project(tmp_path)
+    filler = "".join(f"step_{i} = {i}\n" for i in range(60))
+    main.write_text("def far_helper(a, b):\n    return a * b\n\n\n" + filler + "def near_helper(c):\n    return c\n\n"
+                    + "total = far_helper(near_helper(\n")
+    nvim = _open(nvim_bin, manifest, nvim_env, proxy, main, [PYLSP], context={"lines_before": 20})
+    try:
+        nvim.command("call cursor(line('$'), 1)")
+        nvim.input("A")
+        wait_ghost(nvim, lambda t: t.startswith(PHRASE.split("\n")[0]))
+
+        def sent() -> bool:
+            nvim.input("x")
+            return any("return a * b" in c["text"] for extra in _chunks(proxy) for c in extra)
+        wait_for(sent, timeout=60, interval=0.4, what="the far definition sent")
+        extra = next(e for e in _chunks(proxy) if any("return a * b" in c["text"] for c in e))
+        assert extra == [{"filename": "main.py", "text": "def far_helper(a, b):\n    return a * b\n"}]
+        assert "near_helper" not in json.dumps([c for e in _chunks(proxy) for c in e])
     finally:
         nvim.close()
 

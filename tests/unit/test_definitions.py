@@ -35,10 +35,11 @@ def test_definitions_are_named_in_the_project_and_those_of_one_file_go_together(
                        (main, "corners = [(0, 0), (1, 0), (1, 1)]"), ("/usr/lib/python3/os.py", "def getcwd(): ...")],
              policy)
     got = defs.get(1, policy)
-    # the project's file by its path in the project, one outside it by its name alone; the
-    # buffer's own file is its window's, not a definition's
+    # the project's file by its path in the project, one outside it by its name alone (one of
+    # the buffer's own file far from the cursor, which Lua sends, too)
     assert [(d.filename, d.text) for d in got] == [
         ("pkg/geometry.py", SCALE + "\ndef area(box):\n    return 0.0\n"),
+        ("main.py", "corners = [(0, 0), (1, 0), (1, 1)]\n"),
         ("os.py", "def getcwd(): ...\n"),
     ]
     assert defs.get(2, policy) == ()

@@ -60,8 +60,8 @@ class LspDefinitions:
         files: dict[str, set[str]] = {}  # file name -> the paths it stands for
         for target, text in items[:MAX_DEFINITIONS]:
             text = text[:MAX_TEXT].rstrip("\n")
-            if not target or not text.strip() or target == path:
-                continue  # the buffer's own text goes in its window, judged with it
+            if not target or not text.strip():
+                continue
             if policy is not None and policy.refusal(target, text.split("\n")) is not None:
                 continue
             name = _name(target, root)
