@@ -14,14 +14,6 @@ from ..fakes.fake_server import infill_stream, llama
 from .test_engine import snap, wait_until
 
 
-def test_accepted_snapshot_moves_the_cursor_to_the_end_of_the_text() -> None:
-    s = Snapshot(buf=1, tick=5, row=10, col=len("x = 名".encode()), first=8, lines=["a", "b", "x = 名(1)", "c"])
-    after = accepted_snapshot(s, "foo\n  bar")
-    assert after.lines == ["a", "b", "x = 名foo", "  bar(1)", "c"]
-    assert (after.row, after.col) == (11, len("  bar"))
-    assert after.line[: after.char_col] == "  bar"
-
-
 async def test_cache_answers_a_repeated_spot_without_a_request(fake: Any) -> None:
     server = fake(llama(infill_stream(["ab"])))
     editor = RecordingEditor()
