@@ -11,6 +11,7 @@ tests say nothing of whether it is right."""
 
 from __future__ import annotations
 
+import ast
 import re
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 
 from local_copilot.health.report import collect
-from local_copilot.prompt.styles import CHAT_TURN_TOKENS, CURSOR
+from local_copilot.prompt.styles import AFTER_LABEL, BEFORE_LABEL, CHAT_TURN_TOKENS, CURSOR
 
 from ..fakes.recording_proxy import RecordingProxy
 from ..helpers import wait_for
@@ -137,15 +138,21 @@ def test_smollm_instruct_fills_the_hole_and_tab_inserts_only_code(smollm_server:
         print(f"smollm: {time.monotonic() - started:.1f} s;", [r[0] for r in results])
         for (row, col, typed), (shown, before, after) in zip(SPOTS, results):
             _assert_nothing_repeated(shown, before, after, row, col + len(typed))
+            # the code goes on from the cursor: no prose, no answer to the prompt's example
+            # (SmolLM2 asked for the code at a marker answered `width * height` there); the
+            # file after Tab is Python
+            assert "width" not in shown and "height" not in shown, shown
+            ast.parse("\n".join(after))
         bodies = proxy.bodies("/v1/chat/completions")
         assert bodies and not proxy.bodies("/infill") and not proxy.bodies("/completion")
         # the request for the first spot typed at (Insert mode entered at the file's start
         # may ask there first, as the continue-style test above allows too)
-        first = next(b for b in bodies if "        d" + CURSOR in b["messages"][-2]["content"])
+        # llama-server continues the answer begun on the cursor line: the model writes on
+        # from it; the turn before ends at the cursor, the text after it first
+        first = next(b for b in bodies if b["messages"][-1] == {"role": "assistant", "content": "        d"})
         user = first["messages"][-2]["content"]
-        assert user.startswith("File: geometry.py (python)\n") and "        d" + CURSOR + "\n        return (dx" in user
-        # llama-server continues the answer begun on the cursor line: the model writes on from it
-        assert first["messages"][-1] == {"role": "assistant", "content": "        d"}
+        assert user.startswith(f"File: geometry.py (python)\n{AFTER_LABEL}\n\n        return (dx")
+        assert user.endswith(f"{BEFORE_LABEL}\n" + "\n".join(SAMPLE[:10]) + "\n        d")
         assert first["chat_template_kwargs"] == {"enable_thinking": False}
     finally:
         proxy.close()

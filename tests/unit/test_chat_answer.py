@@ -58,6 +58,10 @@ def test_an_answer_that_holds_its_prefilled_start_shows_what_follows_it() -> Non
     assert shown("    return width * height") == "width * height"
     assert shown("def area(width, height):\n    return width * height", line_prefix="") == "    return width * height"
     assert shown("    return width * height", line_prefix="    ") == "return width * height"
+    # then the prompt's labels again: the answer ended before them
+    assert shown("    return width * height\n\nThe code after the cursor:\nprint(area(2, 3))") == "width * height"
+    assert shown("    return width * height\nThe code af", final=False) == "width * height"
+    assert shown("    return width * height\nThe code af") == "width * height"
 
 
 def test_the_text_after_the_cursor_is_not_repeated() -> None:

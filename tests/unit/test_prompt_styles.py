@@ -16,7 +16,15 @@ from local_copilot.config import load_config
 from local_copilot.core import Core
 from local_copilot.errors import ConfigError
 from local_copilot.health.report import collect
-from local_copilot.prompt.styles import CURSOR, chat_messages, name_says, no_fim_family, template_markers
+from local_copilot.prompt.styles import (
+    AFTER_LABEL,
+    BEFORE_LABEL,
+    CURSOR,
+    chat_messages,
+    name_says,
+    no_fim_family,
+    template_markers,
+)
 from local_copilot.snapshot import Snapshot
 
 from ..fakes.editor import RecordingEditor
@@ -96,9 +104,10 @@ async def test_a_model_with_a_chat_template_of_its_own_and_no_fim_tokens_gets_th
     assert backend.style == "chat" and "ChatML" in backend.style_reason
     assert text == "width * height"  # what Tab inserts: no fence, no prose
     [body] = requests(srv, "/v1/chat/completions")
+    # the text after the cursor, then the text before it: the turn ends at the cursor
     user = body["messages"][-2]["content"]
-    assert user.startswith("File: geometry.py (python)\n")
-    assert "    return " + CURSOR + "\n\nprint(area(2, 3))" in user
+    assert user.startswith("File: geometry.py (python)\n" + AFTER_LABEL + "\n\n\nprint(area(2, 3))")
+    assert user.endswith(BEFORE_LABEL + "\ndef area(width, height):\n    return ") and CURSOR not in user
     assert body["messages"][0]["role"] == "system" and "only the code" in body["messages"][0]["content"]
     # one example, then the answer begun on the cursor line: llama-server continues it
     assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "user", "assistant"]
@@ -252,10 +261,14 @@ def test_the_chat_answer_is_begun_on_the_cursor_line_where_the_server_continues_
     # llama-server continues a last assistant turn: a small instruct model begun on the cursor
     # line writes the code that follows it (asked for the code at a marker, SmolLM2 answered
     # the example again or described the file)
-    plain = chat_messages("def f(x):\n    return", " x", "\n", path="a.py", filetype="python")
+    plain = chat_messages("def f(x):\n    return", " x", "\nprint(f(1))", path="a.py", filetype="python")
     assert [m["role"] for m in plain][-1] == "user"
-    begun = chat_messages("def f(x):\n    return", " x", "\n", path="a.py", filetype="python", prefill=True)
-    assert begun[:-1] == plain and begun[-1] == {"role": "assistant", "content": "    return x"}
+    begun = chat_messages("def f(x):\n    return", " x", "\nprint(f(1))", path="a.py", filetype="python", prefill=True)
+    assert begun[:-2] == plain[:-1] and begun[-1] == {"role": "assistant", "content": "    return x"}
+    # the turn before it ends at the cursor: the text after it comes first (a small model
+    # begun on the cursor line wrote the marker and the line's rest again)
+    assert begun[-2]["content"] == (f"File: a.py (python)\n{AFTER_LABEL}\n\nprint(f(1))\n\n"
+                                    f"{BEFORE_LABEL}\ndef f(x):\n    return x")
     # at a line's start the line above begins it: an empty turn is no prefill
     assert chat_messages("def f(x):\n", "", "", prefill=True)[-1]["content"] == "def f(x):\n"
     assert chat_messages("", "", "x = 1", prefill=True)[-1]["content"] == ""

@@ -21,7 +21,7 @@ import keyword
 import re
 from collections.abc import Sequence
 
-from ..prompt.styles import _EXAMPLE, CHAT_TURN_TOKENS, CURSOR
+from ..prompt.styles import _EXAMPLE, AFTER_LABEL, BEFORE_LABEL, CHAT_TURN_TOKENS, CURSOR
 
 __all__ = ["ChatCode", "chat_code"]
 
@@ -75,6 +75,27 @@ def _cut_turn_token(text: str, final: bool) -> tuple[str, bool]:
             if start >= 0 and text[start:] in _TURN_PREFIXES:
                 return text[:start], False
     return text, False
+
+
+def _cut_labels(text: str, final: bool) -> tuple[str, bool]:
+    """The text before a line that begins the prompt's labels again (the model went on to
+    write the prompt: the answer ended); a last line that may still become one is held back
+    while streaming, and dropped at the end."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        start = line.strip()
+        if not i or not start:
+            continue
+        if any(start.startswith(label) for label in _LABELS):
+            return "\n".join(lines[:i]), True
+        # a label's start, cut by n_predict ("The code af") or still arriving
+        if i == len(lines) - 1 and any(label.startswith(start) for label in _LABELS) and (
+                not final or len(start) >= len("The code")):
+            return "\n".join(lines[:i]), final
+    return text, False
+
+
+_LABELS = (AFTER_LABEL, BEFORE_LABEL)
 
 
 def _drop_think(text: str, final: bool) -> str | None:
@@ -193,6 +214,8 @@ def _drop_restated(text: str, line_prefix: str, prev_lines: Sequence[str]) -> st
 def chat_code(raw: str, *, line_prefix: str, prev_lines: Sequence[str] = (), final: bool) -> ChatCode:
     """The code to insert at the cursor from a chat answer so far (`raw`)."""
     text, ended = _cut_turn_token(raw.replace("\r\n", "\n"), final)
+    text, labelled = _cut_labels(text, final)
+    ended = ended or labelled
     final = final or ended
     body = _drop_think(text, final)
     if body is None:

@@ -25,6 +25,8 @@ import msgspec
 from .templates import FimTemplate, _make
 
 __all__ = [
+    "AFTER_LABEL",
+    "BEFORE_LABEL",
     "CHAT_TURN_TOKENS",
     "CONTINUE",
     "CURSOR",
@@ -150,6 +152,19 @@ def _user(path: str, language: str, before: str, after: str) -> str:
     return f"File: {path or 'untitled'} ({language})\n{before}{CURSOR}{after}"
 
 
+# the labels of the code around the cursor where the answer is begun on the cursor line; a
+# model that writes one again has begun the prompt again (chat_answer.py ends the answer there)
+AFTER_LABEL, BEFORE_LABEL = "The code after the cursor:", "The code before the cursor:"
+
+
+def _user_before_last(path: str, language: str, before: str, after: str) -> str:
+    """The file as the text after the cursor, then the text before it: the turn ends at the
+    cursor, where the answer begun on the cursor line goes on. With the file in order and the
+    cursor marked, a small model begun on the cursor line writes the marker and the line's
+    rest again (the text that followed the same words in the turn above)."""
+    return f"File: {path or 'untitled'} ({language})\n{AFTER_LABEL}\n{after}\n\n{BEFORE_LABEL}\n{before}"
+
+
 def chat_messages(prefix: str, middle: str, suffix: str, *, path: str = "", filetype: str = "",
                   prefill: bool = False) -> list[dict[str, str]]:
     """The hole-filling conversation for the cursor between `prefix` + `middle` and `suffix`.
@@ -163,11 +178,12 @@ def chat_messages(prefix: str, middle: str, suffix: str, *, path: str = "", file
     (ex_path, ex_lang, ex_before, ex_after), ex_answer = _EXAMPLE
     name = path.replace("\\", "/").rsplit("/", 1)[-1]
     before = prefix + middle
+    user = _user_before_last if prefill else _user
     messages = [
         {"role": "system", "content": _SYSTEM},
         {"role": "user", "content": _user(ex_path, ex_lang, ex_before, ex_after)},
         {"role": "assistant", "content": ex_answer},
-        {"role": "user", "content": _user(name, language_of(filetype), before, suffix)},
+        {"role": "user", "content": user(name, language_of(filetype), before, suffix)},
     ]
     if prefill:
         # at a line's start the line above begins it (an empty turn is no prefill: the model
