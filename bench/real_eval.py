@@ -1,7 +1,12 @@
 """Quality on real output: real models typed against through the plugin, and minuet beside it.
 
-    python bench/real_eval.py [--minuet DIR] [--set test] [--files 1] [--positions 3] [--more]
+    python bench/real_eval.py [--minuet DIR | --minuet-from JSON] [--set test] [--files 2] [--positions 6]
+                              [--more] [--models gemma,smollm]
     make eval-real EVAL_REAL_ARGS='--minuet ~/.cache/local-copilot/minuet'
+
+36 positions per model by default (2 files per language, 6 positions each). Changes to the
+chat style are tuned on `--set tuning` and reported on `--set test`, so that the figure
+reported is of positions nobody tuned on.
 
 Each real model that `make venv` installs (python/local_copilot/devtools/real_models.py:
 Gemma 3 270M base, no FIM tokens, the `continue` style; SmolLM2 135M Instruct, a chat model,
@@ -59,7 +64,7 @@ import pynvim  # noqa: E402
 import e2e_eval as E  # noqa: E402
 import harness as H  # noqa: E402
 from local_copilot.devtools.real_models import GEMMA, NO_REPACK, SMOLLM, RealModel, find  # noqa: E402
-from local_copilot.prompt.styles import CHAT_TURN_TOKENS, CURSOR  # noqa: E402
+from local_copilot.prompt.styles import AFTER_LABEL, BEFORE_LABEL, CHAT_TURN_TOKENS, CURSOR  # noqa: E402
 from local_copilot.server_options import ServerOptions  # noqa: E402
 from local_copilot.servers.llama_cpp import LlamaServer  # noqa: E402
 from local_copilot.servers.recipes import find_llama_server  # noqa: E402
@@ -70,7 +75,7 @@ MODELS = {"gemma": GEMMA, "smollm": SMOLLM}
 # where the cursor is: the rest of a line missing, a span inside a line, a line of a block
 CASE_KINDS = ("line_end", "mid_line", "blank_line")
 JUNK = ("rest_of_line", "next_line", "closer", "wrapper", "prompt_example")
-WRAPPERS = ("```", "~~~", CURSOR, "<think>", "</think>", "<code>", "</code>", *CHAT_TURN_TOKENS,
+WRAPPERS = ("```", "~~~", CURSOR, AFTER_LABEL, BEFORE_LABEL, "<think>", "</think>", "<code>", "</code>", *CHAT_TURN_TOKENS,
             "<cursorPosition>", "<contextBeforeCursor>", "<contextAfterCursor>")
 # the answers of the prompts' examples: the plugin's chat example (prompt/styles.py), minuet's
 # default few-shot answer (its lua/minuet/config.lua)
@@ -99,6 +104,10 @@ require('minuet').setup({
   provider = p.provider,
   n_completions = 1,
   context_window = 512,
+  -- its 3 s default cuts a loaded 2-core machine's answers short (streamed: what came by
+  -- then is shown), so the machine's load would decide what it shows; the plugin's editor
+  -- waits up to PATIENCE_S too
+  request_timeout = 30,
   virtualtext = { auto_trigger_ft = { '*' } },
   provider_options = { [p.provider] = p.options },
 })
@@ -228,6 +237,18 @@ class MinuetEditor:
         return after
 
 
+def case_label(case: E.Case) -> str:
+    return f"{case.kind} {case.name}:{case.c[0] + 1}:{case.c[1]}"
+
+
+def earlier_minuet(path: Path, title: str, cases: list[E.Case]) -> list[dict[str, Any]]:
+    """minuet's results of an earlier run, checked to be at these positions."""
+    got = json.loads(path.read_text(encoding="utf-8"))["models"][title]["minuet"]["results"]
+    if [r["case"] for r in got] != [case_label(c) for c in cases]:
+        raise SystemExit(f"{path}: minuet's positions there are not this run's (--set, --files, --positions, --seed)")
+    return list(got)
+
+
 def wait_idle(url: str, timeout: float = PATIENCE_S) -> None:
     """Until the server has been idle on 3 polls in a row (the plugin's prefetch after an
     accept must not run into the next attempt)."""
@@ -287,20 +308,27 @@ def main(argv: list[str] | None = None) -> int:
                     help="a minuet-ai.nvim checkout, measured in the same run (see README); without it, the plugin alone")
     ap.add_argument("--set", dest="which", choices=E.FILE_SETS, default="test",
                     help="the files of bench/eval_files.txt (default: test, not tuned on but read; test3: held out)")
-    ap.add_argument("--files", type=int, default=1, help="files per language (Python, C, Lua)")
-    ap.add_argument("--positions", type=int, default=3, help="positions per file")
-    ap.add_argument("--more", action="store_true", help="a longer run: 2 files per language, 6 positions each")
+    ap.add_argument("--files", type=int, default=2, help="files per language (Python, C, Lua)")
+    ap.add_argument("--positions", type=int, default=6, help="positions per file")
+    ap.add_argument("--more", action="store_true", help="a longer run: 4 files per language, 6 positions each")
+    ap.add_argument("--minuet-from", type=Path, default=None,
+                    help="minuet's results from an earlier run's JSON at the same positions (same --set, --files, "
+                         "--positions, --seed), instead of running it again: they do not depend on the plugin")
     ap.add_argument("--models", default="gemma,smollm", help="which real models, comma-separated")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     if args.more:
-        args.files, args.positions = max(args.files, 2), max(args.positions, 6)
+        args.files, args.positions = max(args.files, 4), max(args.positions, 6)
     binary = find_llama_server()
     if not binary:
         raise SystemExit("llama-server not found: run `make venv`")
-    if args.minuet is None:
+    if args.minuet is None and args.minuet_from is not None:
+        H.log(f"minuet: its results of {args.minuet_from}")
+    elif args.minuet is None:
         H.log("no --minuet checkout given: measuring the plugin alone (see README: eval-real)")
+    elif args.minuet_from is not None:
+        raise SystemExit("--minuet and --minuet-from: one or the other")
     elif not (args.minuet / "lua" / "minuet").is_dir():
         raise SystemExit(f"{args.minuet} is not a minuet-ai.nvim checkout (no lua/minuet)")
     cases = pick_cases(args.which, args.files, args.positions, args.seed)
@@ -326,12 +354,14 @@ def main(argv: list[str] | None = None) -> int:
                     (work / "minuet").mkdir()
                     editors["minuet"] = MinuetEditor(args.minuet.resolve(), work / "minuet", server.url, model.style)
                 results: dict[str, list[dict[str, Any]]] = {k: [] for k in editors}
+                if args.minuet_from is not None:
+                    results["minuet"] = earlier_minuet(args.minuet_from, model.title, cases)
                 for i, case in enumerate(cases):
                     for label, editor in editors.items():
                         wait_idle(server.url)
                         t0 = time.monotonic()
                         r = judge(case, editor.attempt(case))
-                        r.update(case=f"{case.kind} {case.name}:{case.c[0] + 1}:{case.c[1]}", typed=case.typed,
+                        r.update(case=case_label(case), typed=case.typed,
                                  middle=case.middle, seconds=round(time.monotonic() - t0, 1))
                         results[label].append(r)
                         H.log(f"[{model.key} {label}] {i + 1}/{len(cases)} {r['case']}: {r['inserted']!r} "
@@ -348,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
                 doc["models"][model.title]["plugin"]["against_minuet"] = vs
     doc["seconds"] = round(time.monotonic() - t_start)
     print(f"set: {args.which} ({', '.join(doc['files'])})")
-    if args.minuet is None:
+    if args.minuet is None and args.minuet_from is None:
         print("minuet: not measured (no --minuet checkout given)")
     print(table(doc))
     print(f"{len(cases)} positions per model and plugin in {doc['seconds']} s")
