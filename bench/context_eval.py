@@ -57,7 +57,7 @@ from local_copilot.devtools.real_models import GEMMA  # noqa: E402
 from local_copilot.pipeline.complete import Ask  # noqa: E402
 from local_copilot.pipeline.prepare import SOURCES  # noqa: E402
 from local_copilot.prompt.imports import imported_files, language_of, signatures  # noqa: E402
-from local_copilot.servers.recipes import find_llama_server  # noqa: E402
+from local_copilot.servers.programs import find_llama_server  # noqa: E402
 from local_copilot.snapshot import Snapshot  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"

@@ -22,7 +22,7 @@ from local_copilot.devtools.nvim_bin import nvim_binary as find_nvim  # noqa: E4
 from local_copilot.devtools.rplugin import RegistrationError, register_rplugin  # noqa: E402
 from local_copilot.devtools.tiny_model import write_gguf  # noqa: E402
 from local_copilot.servers.llama_cpp import LlamaServer  # noqa: E402
-from local_copilot.servers.recipes import find_llama_server  # noqa: E402
+from local_copilot.servers.programs import find_llama_server  # noqa: E402
 from tests.helpers import wait_for  # noqa: E402,F401
 from tests.integration.nvim_session import attach_child  # noqa: E402,F401
 from tests.integration.nvim_session import isolated_env as nvim_env  # noqa: E402,F401

@@ -71,7 +71,7 @@ from local_copilot.pipeline.postprocess import PostContext, process  # noqa: E40
 from local_copilot.prompt.budget import utf8_len  # noqa: E402
 from local_copilot.server_options import ServerOptions  # noqa: E402
 from local_copilot.servers.llama_cpp import LlamaServer  # noqa: E402
-from local_copilot.servers.recipes import find_llama_server  # noqa: E402
+from local_copilot.servers.programs import find_llama_server  # noqa: E402
 from local_copilot.snapshot import Snapshot  # noqa: E402
 from local_copilot.updates import Update  # noqa: E402
 

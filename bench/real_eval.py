@@ -67,7 +67,7 @@ from local_copilot.devtools.real_models import GEMMA, NO_REPACK, SMOLLM, RealMod
 from local_copilot.prompt.styles import AFTER_LABEL, BEFORE_LABEL, CHAT_TURN_TOKENS, CURSOR  # noqa: E402
 from local_copilot.server_options import ServerOptions  # noqa: E402
 from local_copilot.servers.llama_cpp import LlamaServer  # noqa: E402
-from local_copilot.servers.recipes import find_llama_server  # noqa: E402
+from local_copilot.servers.programs import find_llama_server  # noqa: E402
 from real import PEER_LUA  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -193,7 +193,7 @@ def start(launch: str, *, workdir: Path, ctx: int = 8192, shape: str = "qwen2.5-
         proc.start(max(timeout, 600))  # the first start compiles for minutes on a CPU
         return BenchServer(launch, proc, "vllm")
     from local_copilot.devtools.real_shape_model import ensure_model
-    from local_copilot.servers.recipes import find_llama_server
+    from local_copilot.servers.programs import find_llama_server
 
     model, binary = ensure_model(shape), find_llama_server()
     if not binary:

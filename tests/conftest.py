@@ -23,7 +23,7 @@ from local_copilot.devtools.real_models import find as find_real_model  # noqa: 
 from local_copilot.devtools.rplugin import register_rplugin  # noqa: E402
 from local_copilot.devtools.tiny_model import write_gguf  # noqa: E402
 from local_copilot.servers.llama_cpp import LlamaServer  # noqa: E402
-from local_copilot.servers.recipes import find_llama_server  # noqa: E402
+from local_copilot.servers.programs import find_llama_server  # noqa: E402
 
 from .fakes.recording_proxy import RecordingProxy  # noqa: E402
 from .integration.nvim_session import isolated_env, start_nvim  # noqa: E402

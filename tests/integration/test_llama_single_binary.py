@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from local_copilot.servers.llama_cpp import LlamaServer
-from local_copilot.servers.recipes import find_llama_server
+from local_copilot.servers.programs import find_llama_server
 
 from ..launch import suite_options
 from .nvim_session import REPO

@@ -13,9 +13,9 @@ from local_copilot.errors import ConfigError, ServerStartError
 from local_copilot.server_options import ServerOptions, server_options
 from local_copilot.servers.llama_cpp import LlamaServer
 from local_copilot.servers.memory import parse_nvidia_smi
+from local_copilot.servers.programs import VllmLauncher
 from local_copilot.servers.recipes import (
     HostFacts,
-    VllmLauncher,
     build_recipe,
     check_ollama_model,
     llama_slots,

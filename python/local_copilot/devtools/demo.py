@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..server_options import ServerOptions
 from ..servers.llama_cpp import LlamaServer
-from ..servers.recipes import find_llama_server
+from ..servers.programs import find_llama_server
 from .nvim_bin import nvim_binary
 from .real_models import GEMMA, NO_REPACK
 from .real_models import find as find_real_model

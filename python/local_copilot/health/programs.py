@@ -87,7 +87,7 @@ class LlamaServer(Program):
         return f"llama-server {f'-m {model}' if model else '--fim-qwen-1.5b-default'} --port {port}"
 
     def installed(self, opts: ServerOptions, env: Mapping[str, str], missing: Level, note: str) -> list[Item]:
-        from ..servers.recipes import INSTALL_HINTS, find_llama_server, server_command
+        from ..servers.programs import INSTALL_HINTS, find_llama_server, server_command
 
         exe = find_llama_server()
         if not exe:
@@ -123,16 +123,16 @@ class Vllm(Program):
         return f"vllm serve {model or 'MODEL'} --port {port}"
 
     def installed(self, opts: ServerOptions, env: Mapping[str, str], missing: Level, note: str) -> list[Item]:
-        from ..servers import recipes
+        from ..servers import programs
 
-        hint = recipes.INSTALL_HINTS["vllm"]
+        hint = programs.INSTALL_HINTS["vllm"]
         try:
-            launcher = recipes.find_vllm(opts.python, env)
+            launcher = programs.find_vllm(opts.python, env)
         except LocalCopilotError as exc:
             return [Item(level=missing, message=f"{exc}{note}", advice=[hint])]
         if launcher is None:
             return [Item(level=missing, message=f"vLLM not found{note}", advice=[hint])]
-        python = launcher.exe if not launcher.console else (recipes._shebang_python(launcher.exe) or "")
+        python = launcher.exe if not launcher.console else (programs.shebang_python(launcher.exe) or "")
         if not python:
             return [Item(level="ok", message=f"vLLM at {launcher.exe}")]
         pk = hp.vllm_packages(python)
@@ -187,7 +187,7 @@ class OllamaServe(Program):
         return await model_traits.ollama_items(backend)
 
     def installed(self, opts: ServerOptions, env: Mapping[str, str], missing: Level, note: str) -> list[Item]:
-        from ..servers.recipes import INSTALL_HINTS
+        from ..servers.programs import INSTALL_HINTS
 
         exe = which("ollama", env)
         if not exe:

@@ -1,2 +1,3 @@
-"""Model servers: launch recipes (recipes.py), GPU sizing (memory.py), the `auto` choice
-(auto.py) and supervision shared by every Neovim on the machine (supervisor.py, janitor.py)."""
+"""Model servers: launch recipes (recipes.py), finding their programs (programs.py), GPU sizing
+(memory.py), the `auto` choice (auto.py) and supervision shared by every Neovim on the machine
+(supervisor.py, janitor.py)."""

@@ -27,7 +27,7 @@ from .memory import (
     read_config,
     weights_bytes,
 )
-from .recipes import find_vllm
+from .programs import find_vllm
 
 __all__ = ["BackendChoice", "choose_backend", "detect_backend"]
 

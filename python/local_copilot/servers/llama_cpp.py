@@ -19,7 +19,8 @@ import httpx
 
 from ..server_options import ServerOptions
 from .ports import free_port
-from .recipes import INSTALL_HINTS, Recipe, find_llama_server, llama_cpp_recipe
+from .programs import INSTALL_HINTS, find_llama_server
+from .recipes import Recipe, llama_cpp_recipe
 
 __all__ = ["LlamaServer", "wait_healthy"]
 

@@ -42,7 +42,8 @@ from .detached import start_detached
 from .directories import runtime_dir, server_log_dir
 from .janitor import rotate
 from .ports import port_free, port_owner
-from .recipes import INSTALL_HINTS, Recipe, check_ollama_model, local_port, make_recipe
+from .programs import INSTALL_HINTS
+from .recipes import Recipe, check_ollama_model, local_port, make_recipe
 from .registry import ServerFiles, kill_group, pid_alive
 from .server_log import error_quote, model_failed, tail_lines
 from .server_status import EventFn, EventKind, ProgressFn, ServerEvent, ServerStatus
