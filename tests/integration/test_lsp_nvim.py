@@ -248,16 +248,21 @@ def test_a_first_request_before_the_host_has_the_options_is_answered(nvim_bin: s
     sure by holding them back)."""
     nv = start(nvim_bin, manifest, nvim_env, proxy.url, tmp_path / "job.py", "def main():\n\t\n\treturn 0\n")
     try:
+        # the options held back from the start: the plugin's own host (python.lua) may send
+        # them with whatever starts it, and this race needs a host that has none yet
+        nv.exec_lua("""
+            local config = require('local_copilot.config')
+            _G.held_unsent = config.unsent
+            config.unsent = function() return nil end
+        """)
         # the host started by something else (a sync call, as `:LocalCopilot status` starts it)
         wait_for(lambda: nv.call("LocalCopilotCall", "debug_state")["channel"], what="the worker's own channel")
         assert nv.call("LocalCopilotCall", "status")["backend"] is None  # no options yet
-        # the request at once, its options held back for 300 ms
+        # the request at once, its options held back for 300 ms more
         nv.exec_lua("""
             local config, host = require('local_copilot.config'), require('local_copilot.host')
-            local unsent = config.unsent
-            config.unsent = function() return nil end
             local ok, err = pcall(loadstring(...), 2, 1, 1)  -- TRIGGER_CHARACTER at (1, 1)
-            config.unsent = unsent
+            config.unsent = _G.held_unsent
             assert(ok, err)
             vim.defer_fn(function() host.emit('config', config.unsent()) end, 300)
         """, REQUEST)
