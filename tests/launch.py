@@ -1,4 +1,4 @@
-"""How the suite launches its llama-servers: by the users' launch recipe (servers/recipes.py,
+"""How the suite launches its llama-servers: by the users' launch recipe (servers/llama_cpp_recipe.py,
 through `LlamaServer.for_model`), with the options the tests add to it."""
 
 from __future__ import annotations

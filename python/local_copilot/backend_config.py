@@ -33,7 +33,7 @@ class ServerOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, fr
     # tokens one request may need (prompt + generation): the per-slot context of llama.cpp and
     # vLLM's --max-model-len (capped at the model's own limit)
     context_tokens: PositiveInt = 8192
-    # llama.cpp slots (-np); None: llama-server's own count (servers/recipes.py says why)
+    # llama.cpp slots (-np); None: llama-server's own count (servers/llama_cpp_recipe.py says why)
     parallel: PositiveInt | None = None
     # vLLM scheduler limits; one editor user needs few sequences, and each one reserves KV cache
     max_num_seqs: PositiveInt = 8

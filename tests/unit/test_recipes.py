@@ -11,16 +11,16 @@ from local_copilot.backends import registry
 from local_copilot.config import load_config
 from local_copilot.errors import ConfigError, ServerStartError
 from local_copilot.server_options import ServerOptions, server_options
+from local_copilot.servers.host_facts import HostFacts
 from local_copilot.servers.llama_cpp import LlamaServer
+from local_copilot.servers.llama_cpp_recipe import llama_slots
 from local_copilot.servers.memory import parse_nvidia_smi
 from local_copilot.servers.programs import VllmLauncher
+from local_copilot.servers.readiness import ready_path
 from local_copilot.servers.recipes import (
-    HostFacts,
     build_recipe,
     check_ollama_model,
-    llama_slots,
     local_port,
-    ready_path,
 )
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nvidia_smi"

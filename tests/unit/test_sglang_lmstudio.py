@@ -26,8 +26,9 @@ from local_copilot.errors import ConfigError, ProtocolError, ServerStartError, T
 from local_copilot.health.kinds import kind_items
 from local_copilot.instruct.chat import ChatBackend, chat_backend
 from local_copilot.server_options import ServerOptions
+from local_copilot.servers.host_facts import HostFacts
 from local_copilot.servers.ports import free_port
-from local_copilot.servers.recipes import HostFacts, build_recipe
+from local_copilot.servers.recipes import build_recipe
 from local_copilot.servers.supervisor import Supervisor
 from local_copilot.transport.access import async_client
 

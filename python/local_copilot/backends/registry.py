@@ -2,8 +2,8 @@
 
 A backend's `kind` (its options' `kind` field) names a record here: the dialect that speaks to
 the server, where such a server listens by default, the path that answers once it is ready,
-and the launch recipe that starts one (servers/recipes.py, which also says what to install
-when its program is missing; a kind may bring its recipe along: `launch`, and the command that
+and the launch recipe that starts one (servers/recipes.py; servers/programs.py says what to
+install when its program is missing; a kind may bring its recipe along: `launch`, and the command that
 starts one by hand: `manual`), what only such a server answers (`signature`: detect.py tells
 the kinds apart by it) or answers among others (`guess_path`), whether it has a built-in
 backend entry of its own name, and its chat dialect (instruction edits). The engine, the
@@ -58,7 +58,7 @@ class Kind:
     ready_path: str
     recipe: str = ""  # the built-in launch recipe that starts one ('' = none; servers/recipes.py)
     # the recipe itself when it is not one servers/recipes.py knows: (entry name, its
-    # BackendConfig, its ServerOptions, port, servers.recipes.HostFacts) -> servers.recipes.Recipe;
+    # BackendConfig, its ServerOptions, port, servers.host_facts.HostFacts) -> servers.recipes.Recipe;
     # raises ServerStartError
     launch: Callable[..., Any] | None = None
     signature: Signature | None = None

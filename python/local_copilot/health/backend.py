@@ -293,7 +293,7 @@ async def backend_section(name: str, bcfg: BackendConfig, opts: ServerOptions, c
 
 
 def _models_dir_items(name: str, opts: ServerOptions) -> list[Item]:
-    from ..servers.recipes import models_dir_problem
+    from ..servers.llama_cpp_recipe import models_dir_problem
 
     problem = models_dir_problem(opts.models_dir)
     if problem is None:

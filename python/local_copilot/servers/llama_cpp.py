@@ -1,7 +1,7 @@
 """llama-server, or any server command, run in the foreground on loopback: the tests, the bench
 and the demo run their servers this way.
 
-llama-server is launched by the users' recipe (servers/recipes.py `llama_cpp_recipe`): what a
+llama-server is launched by the users' recipe (servers/llama_cpp_recipe.py): what a
 caller needs beyond it (one slot, a thread count, a smaller context, TLS) goes in its
 `ServerOptions.extra_args` or fields, the way a user's backends.NAME.server does.
 """
@@ -18,9 +18,10 @@ from pathlib import Path
 import httpx
 
 from ..server_options import ServerOptions
+from .llama_cpp_recipe import llama_cpp_recipe
 from .ports import free_port
 from .programs import INSTALL_HINTS, find_llama_server
-from .recipes import Recipe, llama_cpp_recipe
+from .recipes import Recipe
 
 __all__ = ["LlamaServer", "wait_healthy"]
 
