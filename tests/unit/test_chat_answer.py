@@ -62,6 +62,8 @@ def test_an_answer_that_holds_its_prefilled_start_shows_what_follows_it() -> Non
     assert shown("    return width * height\n\nThe code after the cursor:\nprint(area(2, 3))") == "width * height"
     assert shown("    return width * height\nThe code af", final=False) == "width * height"
     assert shown("    return width * height\nThe code af") == "width * height"
+    # or talks of them: nothing of that line is code
+    assert shown("    1. The code before the cursor:\n   - a function", line_prefix="    ") == ""
 
 
 def test_the_text_after_the_cursor_is_not_repeated() -> None:

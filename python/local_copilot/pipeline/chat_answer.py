@@ -78,16 +78,17 @@ def _cut_turn_token(text: str, final: bool) -> tuple[str, bool]:
 
 
 def _cut_labels(text: str, final: bool) -> tuple[str, bool]:
-    """The text before a line that begins the prompt's labels again (the model went on to
-    write the prompt: the answer ended); a last line that may still become one is held back
-    while streaming, and dropped at the end."""
+    """The text before a line that writes the prompt's labels again (the model went on to
+    write the prompt, or to talk of it: "1. The code before the cursor:"; the answer ended);
+    a last line that may still become one is held back while streaming, and dropped at the
+    end."""
     lines = text.split("\n")
     for i, line in enumerate(lines):
         start = line.strip()
+        if any(label in line for label in _LABELS):
+            return "\n".join(lines[:i]), True
         if not i or not start:
             continue
-        if any(start.startswith(label) for label in _LABELS):
-            return "\n".join(lines[:i]), True
         # a label's start, cut by n_predict ("The code af") or still arriving
         if i == len(lines) - 1 and any(label.startswith(start) for label in _LABELS) and (
                 not final or len(start) >= len("The code")):
