@@ -1,7 +1,7 @@
 """Draw the README's pictures from a real Neovim: the screen of a headless Neovim running the
 plugin against a real llama-server, cell by cell with its colours, written as SVG.
 
-    .venv/bin/python scripts/screenshot.py            # doc/ghost-text.svg
+    .venv/bin/python scripts/screenshot.py            # doc/ghost-text.svg, doc/menu.svg
     .venv/bin/python scripts/screenshot.py --out DIR
 
 The server runs a generated model that writes one known answer (devtools/token_phrase_model.py:
@@ -32,7 +32,7 @@ from local_copilot.devtools.rplugin import register_rplugin  # noqa: E402
 from local_copilot.devtools.token_phrase_model import write_token_phrase_gguf  # noqa: E402
 from local_copilot.server_options import ServerOptions  # noqa: E402
 from local_copilot.servers.llama_cpp import LlamaServer  # noqa: E402
-from local_copilot.servers.recipes import find_llama_server  # noqa: E402
+from local_copilot.servers.programs import find_llama_server  # noqa: E402
 
 COLUMNS, LINES = 72, 14
 # the file shown and where the cursor types; the model's answer after the typed text
@@ -103,6 +103,44 @@ def svg(grid: list[list[tuple[str, dict[str, Any]]]], fg: str, bg: str, title: s
     return "\n".join(out) + "\n"
 
 
+def _valid_grid(nvim: pynvim.Nvim, handle: int) -> bool:
+    try:
+        nvim.request("nvim__inspect_cell", handle, 0, 0)
+        return True
+    except pynvim.NvimError:
+        return False
+
+
+def menu(nvim: pynvim.Nvim, fg: str, bg: str) -> str:
+    """The same place with Neovim's own completion menu open on the suggestion: the plugin's
+    language server inside Neovim (`lsp = true`) answers vim.lsp.completion, as a user's
+    <C-x><C-o> asks it (the ghost text hides under the menu)."""
+    nvim.input("<Esc>")
+    wait(lambda: nvim.api.get_mode()["mode"] == "n", "Normal mode")
+    cid = wait(lambda: nvim.exec_lua("return require('local_copilot.lsp').client_id()"), "the language server")
+    nvim.command("set completeopt=menuone,noselect pumheight=6")
+    nvim.exec_lua("vim.lsp.completion.enable(true, ..., 0, { autotrigger = false })", cid)
+    nvim.input("A")
+    wait(lambda: nvim.api.get_mode()["mode"] == "i", "Insert mode")
+    nvim.exec_lua("vim.lsp.completion.get()")
+    wait(lambda: nvim.funcs.pumvisible(), "the completion menu", timeout=60)
+    nvim.input("<C-n>")  # the first item selected, its text previewed in the line
+    wait(lambda: nvim.funcs.complete_info(["selected"])["selected"] == 0, "the first item selected")
+    grid = cells(nvim)
+    # the menu has a grid of its own over the window's (the only grid besides the screen's
+    # without ext_multigrid): its cells go where pum_getpos() says it is drawn
+    pos = nvim.funcs.pum_getpos()
+    handle = next(h for h in range(2, 64) if _valid_grid(nvim, h))
+    top, left = int(pos["row"]), int(pos["col"])
+    for r in range(int(pos["height"])):
+        for c in range(int(pos["width"]) + int(pos["scrollbar"])):
+            if top + r < LINES - 1 and left + c < COLUMNS:
+                grid[top + r][left + c] = tuple(nvim.request("nvim__inspect_cell", handle, r, c)[:2])  # type: ignore[call-overload]
+    cursor = nvim.exec_lua("local top, left = unpack(vim.fn.win_screenpos(0))\n"
+                           "return { top + vim.fn.winline() - 2, left + vim.fn.wincol() - 2 }")
+    return svg(grid, fg, bg, "local-copilot.nvim: the suggestion in the completion menu", tuple(cursor))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=REPO / "doc", help="folder for the SVG files")
@@ -135,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                 nvim.command("set termguicolors number noswapfile shiftwidth=4 expandtab laststatus=2")
                 nvim.exec_lua("require('local_copilot').setup(...)", {
                     "backends": {"llama.cpp": {"url": server.url}}, "keymaps": {"accept": "<Tab>"},
-                    "speculative": False, "n_predict_first": 0})
+                    "speculative": False, "n_predict_first": 0, "lsp": True})
                 (root / "fib.py").write_text("\n".join(FILE) + "\n")
                 nvim.command(f"cd {root} | edit fib.py")
                 nvim.command("syntax on | set filetype=python | setlocal noautoindent nosmartindent indentexpr=")
@@ -156,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
                 cursor = nvim.exec_lua("local top, left = unpack(vim.fn.win_screenpos(0))\n"
                                        "return { top + vim.fn.winline() - 2, left + vim.fn.wincol() - 2 }")
                 target.write_text(svg(grid, fg, bg, "local-copilot.nvim: ghost text after the cursor", tuple(cursor)))
+                print(f"screenshot: wrote {target}")
+                target = args.out / "menu.svg"
+                target.write_text(menu(nvim, fg, bg))
                 print(f"screenshot: wrote {target}")
             finally:
                 nvim.close()

@@ -28,3 +28,18 @@ def test_the_picture_shows_the_suggestion_in_its_colour(nvim_bin: str, llama_bin
     colours = {texts[t] for t in texts if t.strip() in ghost}
     assert len(colours) == 1 and colours != {texts["def"]}, colours  # one colour, not the code's
     assert "-- INSERT --" in svg
+
+
+def test_the_menu_picture_shows_the_suggestion_as_an_item(nvim_bin: str, llama_bin: str, tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("screenshot", REPO / "scripts" / "screenshot.py")
+    assert spec is not None and spec.loader is not None
+    shot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shot)
+    assert shot.main(["--out", str(tmp_path)]) == 0
+    svg = (tmp_path / "menu.svg").read_text()
+    texts = re.findall(r'<text [^>]*>([^<]*)</text>', svg)
+    # the menu's row: the suggestion's first line and the plugin's name as its source, drawn
+    # on the menu's own background (a rect), below the line it completes
+    [item] = [t for t in texts if "local-copilot" in t]
+    assert "a, b = 0, 1" in item
+    assert svg.count("<rect") >= 3  # the page, the status line, the menu's row
