@@ -125,29 +125,28 @@ class Preparer:
             extra_budget = min(extra_budget, sizing.window_tokens // 2)
         defs: list[ExtraChunk] = []
         chunks: tuple[ExtraChunk, ...] = ()
-        offered: list[tuple[str, ExtraChunk]] = []  # (source, chunk)
+        offered: list[tuple[str, ExtraChunk, int]] = []  # (source, chunk, its tokens in the prompt)
         if extra_budget > 0 and cfg.context.lsp and "lsp" in self.sources_on:
             # the language servers' definitions of what the code at the cursor calls first:
             # signatures with short bodies, the surest context there is; in the order they
             # were found, the newest (nearest the cursor) kept first when not all fit
-            lsp = self.definitions.get(snap.buf, self.ring.policy)
+            lsp = [(d, self.estimator.tokens(d.text) + self.CHUNK_OVERHEAD)
+                   for d in self.definitions.get(snap.buf, self.ring.policy)]
             room, fits = extra_budget, set()
             for i in reversed(range(len(lsp))):
-                cost = self.estimator.tokens(lsp[i].text) + self.CHUNK_OVERHEAD
-                if cost <= room:
+                if lsp[i][1] <= room:
                     fits.add(i)
-                    room -= cost
-            offered += [("lsp", ExtraChunk(d.filename, d.text)) for i, d in enumerate(lsp) if i in fits]
+                    room -= lsp[i][1]
+            offered += [("lsp", ExtraChunk(d.filename, d.text), cost) for i, (d, cost) in enumerate(lsp) if i in fits]
         if extra_budget > 0 and "imports" in self.sources_on:
             # then the imported files' signatures: they change seldom, so the prompt's start
             # stays cached, and they name what the code at the cursor calls (a file the
             # language servers' definitions come from is theirs)
-            seen = {c.filename for _, c in offered}
-            offered += [("imports", ExtraChunk(d.filename, d.text))
-                      for d in self.imports.ready(snap.path, snap.ft, self.ring.policy) if d.filename not in seen]
+            seen = {c.filename for _, c, _ in offered}
+            offered += [("imports", ExtraChunk(d.filename, d.text), self.estimator.tokens(d.text) + self.CHUNK_OVERHEAD)
+                        for d in self.imports.ready(snap.path, snap.ft, self.ring.policy) if d.filename not in seen]
         taken: list[str] = []  # the source of each of defs
-        for source, chunk in offered:
-            cost = self.estimator.tokens(chunk.text) + self.CHUNK_OVERHEAD
+        for source, chunk, cost in offered:
             if cost <= extra_budget:
                 defs.append(chunk)
                 taken.append(source)
@@ -181,7 +180,7 @@ class Preparer:
         )
         pctx = post_context(snap, ctx, cfg, stop_strings, chat=style == "chat", heal=heal)
         sources = (*((source, d.filename) for source, d in zip(taken, defs, strict=True)),
-                   *(("ring", c.filename) for c in req.extra if style != "continue" and c not in defs))
+                   *(("ring", c.filename) for c in chunks))  # (none for a base model: see above)
         if not speculative:
             self.sources = sources
         return Prepared(snap, ctx, req, pctx, key, sources)
