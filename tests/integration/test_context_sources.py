@@ -42,9 +42,11 @@ bigger = scale_points(
 '''
 
 
-def _project(tmp_path: Path, ignore: str = "") -> Path:
+def make_project(tmp_path: Path, ignore: str = "", geometry: str = GEOMETRY) -> Path:
+    """The issue's project: geometry.py (`geometry`), main.py calling its scale_points at the
+    end, a `.git` marking the root, and `.aiignore` holding `ignore`; main.py's path."""
     (tmp_path / ".git").mkdir()
-    (tmp_path / "geometry.py").write_text(GEOMETRY)
+    (tmp_path / "geometry.py").write_text(geometry)
     (tmp_path / "main.py").write_text(MAIN)
     if ignore:
         (tmp_path / ".aiignore").write_text(ignore)
@@ -61,7 +63,7 @@ def test_the_called_functions_signature_reaches_the_server_and_the_cli_lists_it(
         tmp_path: Path, proxy: RecordingProxy, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("LOCAL_COPILOT_LOG_DIR", str(tmp_path / "log"))
-    main = _project(tmp_path)
+    main = make_project(tmp_path)
     assert cli.main(["complete", f"{main}:4:23", "--json", "--config",
                      _config(tmp_path, proxy.url, endpoint="infill")]) == 0
     answer = json.loads(capsys.readouterr().out)
@@ -78,7 +80,7 @@ def test_a_base_model_reads_the_signature_as_comments_before_the_file(
         tmp_path: Path, proxy: RecordingProxy, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("LOCAL_COPILOT_LOG_DIR", str(tmp_path / "log"))
-    main = _project(tmp_path)
+    main = make_project(tmp_path)
     assert cli.main(["complete", f"{main}:4:23", "--config",
                      _config(tmp_path, proxy.url, prompt="continue")]) == 0
     capsys.readouterr()
@@ -90,7 +92,7 @@ def test_a_base_model_reads_the_signature_as_comments_before_the_file(
 def test_an_imported_file_the_project_ignores_is_never_sent(
         tmp_path: Path, proxy: RecordingProxy, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOCAL_COPILOT_LOG_DIR", str(tmp_path / "log"))
-    main = _project(tmp_path, ignore="geometry.py\n")
+    main = make_project(tmp_path, ignore="geometry.py\n")
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO / "python"), "LOCAL_COPILOT_LOG_DIR": str(tmp_path)}
     res = subprocess.run([sys.executable, "-m", "local_copilot.cli", "complete", f"{main}:4:23", "--json",
                           "--config", _config(tmp_path, proxy.url, endpoint="infill")],
@@ -106,7 +108,7 @@ def test_in_the_editor_the_keys_after_the_first_send_the_signature(
         proxy: RecordingProxy, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
     """geometry.py is not open: its signature comes from main.py's import, read off the
     keystroke path (the first key asks for it, a later one carries it)."""
-    main = _project(tmp_path)
+    main = make_project(tmp_path)
     nvim = start_nvim(nvim_bin, manifest, nvim_env, setup={
         "backends": {"llama.cpp": {"url": proxy.url, "endpoint": "infill"}}, "debounce_ms": 0,
         "adaptive_debounce": False})

@@ -18,6 +18,7 @@ from ..conftest import PHRASE
 from ..fakes.recording_proxy import RecordingProxy
 from ..helpers import wait_for
 from .nvim_session import REPO, start_nvim, wait_ghost
+from .test_context_sources import make_project
 
 pytestmark = pytest.mark.integration
 
@@ -26,18 +27,12 @@ SCALE = ('def scale_points(points, factor, *, origin=(0.0, 0.0)):\n'
          '    ox, oy = origin\n'
          '    return [(ox + (x - ox) * factor, oy + (y - oy) * factor) for x, y in points]\n')
 GEOMETRY = f'"""Points in the plane."""\n\n\n{SCALE}\n\ndef _unused(x):\n    return x\n'
-MAIN = "from geometry import scale_points\n\ncorners = [(0, 0), (1, 0), (1, 1)]\nbigger = scale_points(\n"
 PYLSP = str(Path(sys.executable).parent / "pylsp")
 SILENT = str(REPO / "tests" / "fakes" / "silent_language_server.py")
 
 
 def _project(tmp_path: Path, ignore: str = "") -> Path:
-    (tmp_path / ".git").mkdir()
-    (tmp_path / "geometry.py").write_text(GEOMETRY)
-    (tmp_path / "main.py").write_text(MAIN)
-    if ignore:
-        (tmp_path / ".aiignore").write_text(ignore)
-    return tmp_path / "main.py"
+    return make_project(tmp_path, ignore, geometry=GEOMETRY)  # (geometry.py with scale_points' body)
 
 
 def _open(nvim_bin: str, manifest: Path, nvim_env: dict[str, str], proxy: RecordingProxy, main: Path,
