@@ -248,7 +248,12 @@ end
 
 -- The host's worker connects to Neovim's server address on a channel of its own
 -- (python/local_copilot/nvim/channel.py): events sent there skip two thread hops in the host.
+-- The host holds what comes on the new channel until the `switched` marker, sent after every
+-- earlier event on the channel they went on, reaches it: it hears them all in the order sent.
 function M.use_channel(chan)
+  local marker = { channel = chan }
+  local told = state.chan ~= nil and pcall(vim.rpcnotify, state.chan, 'local_copilot_event', 'switched', marker)
+  if not told then pcall(vim.rpcnotify, chan, 'local_copilot_event', 'switched', marker) end
   state.direct, state.up = chan, true
   on_new_host() -- the next snapshot sends its window whole, on the new channel
 end

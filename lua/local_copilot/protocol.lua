@@ -146,6 +146,7 @@ M.events = {
   cancel = '{ buf }: Insert mode left, stop what is in flight there',
   accepted = '{ kind = full|word|line }',
   forget = '{ buf }: the buffer was wiped',
+  switched = '{ channel }: events go on the worker\'s channel from now on (sent after the earlier ones, on their channel)',
   path_changed = '{ path }: the file was written, read or a buffer named so: judge where it resolves anew',
   next_edit = '{ buf, tick, row, col, first, lines, nlines, path, ft, seq, cwd, edits, et, sw, ts }: ask for the next edit',
   next_edit_note = '{ what = shown|accepted|dismissed }: a next edit on screen (the host counts them)',

@@ -152,7 +152,8 @@ def test_ready_never_waits_and_sees_a_change_on_disk(tmp_path: Path, monkeypatch
         geometry = tmp_path / "geometry.py"
         geometry.write_text("def two(a, b): pass\n")
         os.utime(geometry, ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))
-        wait_for(lambda: imports.ready(main, "python", policy)[0].text == "def two(a, b):\n    ...\n", timeout=10)
+        # the worker may read the file half written (empty) first: wait for what it says once saved
+        wait_for(lambda: [d.text for d in imports.ready(main, "python", policy)] == ["def two(a, b):\n    ...\n"], timeout=10)
     finally:
         imports.close()
 

@@ -29,6 +29,9 @@ from .windows import Windows
 __all__ = ["LocalCopilotPlugin"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+# how long the worker channel's first events wait for Lua's `switched` marker at most (it
+# comes within milliseconds; a Lua that never sends it must not stop every keystroke)
+HANDOVER_S = 2.0
 
 
 def guarded(fn: F) -> F:
@@ -57,6 +60,8 @@ class LocalCopilotPlugin:
         self.config_error: str | None = None
         self.channel_events = 0  # events that came on it (tests: the keystroke path uses it)
         self.channel_note = "the host has not started it yet"  # why not, for :checkhealth
+        # events that came on the worker's channel before Lua's `switched` marker (worker loop)
+        self._held: list[tuple[str, Any]] | None = None
         # the snapshot windows Lua sent, and the order their snapshots reach the core in
         self.windows = Windows()
         self._queries = Queries(self)  # the sync calls (LocalCopilotCall)
@@ -87,11 +92,27 @@ class LocalCopilotPlugin:
             log.info("no second channel to Neovim: %s", self.channel_note)
 
     def _on_channel_ready(self, channel: NvimChannel) -> None:
-        editor = self._start().editor
-        editor.channel = channel
-        # from now on Lua sends keystroke events there (it sends the next window whole)
+        running = self._start()
+        running.editor.channel = channel
+        # from now on Lua sends keystroke events there (it sends the next window whole). Events
+        # it sent before on the host's channel may still wait in pynvim's thread: those that
+        # come here are held until Lua's `switched` marker, sent on the host's channel after
+        # them, reaches the worker loop, so the core hears every event in the order Lua sent it
+        # (a snapshot handled before the options sent ahead of it was dropped)
         if channel.id is not None:
-            editor.update(updates.UseChannel(channel=channel.id))
+            self._held = []
+            running.worker.loop.call_later(HANDOVER_S, self._release, "no marker came")
+            running.editor.update(updates.UseChannel(channel=channel.id))
+
+    def _release(self, why: str = "") -> None:
+        """On the worker loop: the events held since the switch, handled in the order they came."""
+        held, self._held = self._held, None
+        if held is None:
+            return
+        if why:
+            log.info("worker channel: %d held events handled (%s)", len(held), why)
+        for name, payload in held:
+            self._dispatch(name, payload, _call_now)
 
     def live_channel_id(self) -> int | None:
         """The worker's own channel to Neovim while it is connected (the editor holds it)."""
@@ -102,11 +123,15 @@ class LocalCopilotPlugin:
         self.channel_note = "it was closed"
         if self._running is not None:
             self._running.editor.channel = None
+        self._release("the channel closed")
 
     @guarded
     def _on_channel_event(self, name: str, payload: Any) -> None:
         """An event on the worker's channel: handled right here on the worker loop."""
         self.channel_events += 1
+        if self._held is not None and name != "switched":
+            self._held.append((name, payload))
+            return
         self._dispatch(name, payload, _call_now)
 
     def _start_hint(self, name: str) -> str | None:
@@ -253,6 +278,8 @@ class LocalCopilotPlugin:
                 run(core.edits.cancel, buf, edit_id)
             case protocol.PathChanged(path=path):
                 run(core.privacy.forget_path, path)
+            case protocol.Switched():  # every event Lua sent before the switch was handled
+                run(self._release)
             case protocol.Forget(buf=buf):  # the buffer was wiped: its window and seq are of no use
                 self.windows.forget(buf)
                 run(self._forget, buf)

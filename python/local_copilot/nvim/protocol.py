@@ -135,6 +135,13 @@ class Forget(_Event, frozen=True, kw_only=True, tag="forget"):
     buf: int
 
 
+class Switched(_Event, frozen=True, kw_only=True, tag="switched"):
+    """Lua sends events on the worker's channel `channel` from now on; sent after every
+    earlier event, on the channel those went on (plugin.py holds the new channel's until it)."""
+
+    channel: int
+
+
 class PathChanged(_Event, frozen=True, kw_only=True, tag="path_changed"):
     """The file at `path` was written, read or a buffer named so: where it resolves may have
     changed (a link made or moved), so the privacy policy judges it anew."""
@@ -206,7 +213,7 @@ class EditCancel(_Event, frozen=True, kw_only=True, tag="edit_cancel"):
 
 
 Message = (ConfigMsg | SnapshotMsg | Alternatives | TypedThrough | Warm | Backend | Chunk | DefinitionsMsg | Yank | Cancel
-           | Accepted | Forget
+           | Accepted | Forget | Switched
            | PathChanged | NextEditRequest | NextEditNote | EditRequest | EditWarm | EditCancel)
 
 _TYPES: dict[str, type[_Event]] = {t.__struct_config__.tag: t for t in get_args(Message)}
