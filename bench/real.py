@@ -2,6 +2,7 @@
 
     python bench/real.py [--launch defaults,np1] [--rest 0,0.6] [--minuet DIR] [--bursts 10]
                          [--compare /path/to/other/checkout] [--shape qwen2.5-coder-1.5b]
+                         [--model gemma|smollm]
     make bench-real BENCH_REAL_ARGS='--minuet ~/.cache/local-copilot/minuet'
 
 A server runs a random-weight model with Qwen2.5-Coder-0.5B's exact compute shape
@@ -17,9 +18,15 @@ its rows are also reported apart). Before each burst the cursor rests at the new
 Normal mode for each `--rest` (0: the user types at once; 0.6 s: time a warm-up may use), then
 `o` opens a line and 7 characters follow.
 
+`--model gemma|smollm` serves one of the two real models from PyPI instead (Gemma 3 270M base,
+SmolLM2-135M-Instruct; devtools/real_models.py) on llama-server: their lines end, so the first
+whole line and the whole suggestion are what a user waits for there; minuet asks them as its
+README's local examples do (the text before the cursor for the base model, chat for the other).
+
 Per burst: last key -> first ghost text for that text, the characters it shows, last key -> the
 first whole line on screen (the suggestion reaches past the cursor's line, or nothing more is
-coming), all timed in Neovim (bench/instrument.lua); the server's prompt tokens evaluated and
+coming), last key -> the whole suggestion (the plugin's final draw; minuet draws only whole
+answers), all timed in Neovim (bench/instrument.lua); the server's prompt tokens evaluated and
 tokens generated (its /metrics), the plugin's requests, the server's measured speeds.
 
 Clients, each with its own Neovim: this checkout; --compare checkouts (e.g. `git archive main |
@@ -57,6 +64,7 @@ import pynvim  # noqa: E402
 
 import harness as H  # noqa: E402
 import servers as S  # noqa: E402
+from local_copilot.devtools.real_models import GEMMA, SMOLLM, ensure  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 INTERVAL_MS = 90
@@ -208,11 +216,14 @@ class Variant:
         last = res["keys"][-1]
         draws = [d for d in res["draws"] if d["tick"] == res["tick"] and d["t"] >= last] if got else []
         whole = [d for d in draws if d.get("whole_line")]
+        # the plugin's draw of a plan it marks final; each of minuet's draws is a whole answer
+        final = [d for d in draws if d.get("final", True) is True]
         sample = {
             "move": kind, "buffer": buf, "row": row, "text": text,
             "latency_ms": (draws[0]["t"] - last) / 1e6 if draws else None,
             "chars_first": draws[0].get("chars") if draws else None,
             "whole_line_ms": (whole[0]["t"] - last) / 1e6 if whole else None,
+            "whole_ms": (final[0]["t"] - last) / 1e6 if final else None,
             "requests": c1.get("requests", 0) - self._c0.get("requests", 0),
             "warmups": c1.get("warmups", 0) - self._c0.get("warmups", 0),
             "errors": c1.get("errors", 0) - self._c0.get("errors", 0),
@@ -275,38 +286,47 @@ return true
 # advises to start with; max_tokens 56; one completion); everything else its defaults, or, tuned
 # for speed, debounce and throttle 0 (its config.lua: "use 0 to disable")
 MINUET_SETUP = r"""
-local url, model, tuned = ...
+local url, model, tuned, style = ...
+local optional = { max_tokens = 56, top_p = 0.9 }
+local prompts = {
+  -- Qwen's FIM tokens (the shape model has them)
+  fim = function(before, after, _)
+    return '<|fim_prefix|>' .. before .. '<|fim_suffix|>' .. after .. '<|fim_middle|>'
+  end,
+  -- a base model without FIM tokens: the text before the cursor is the whole prompt
+  continue = function(before, _, _) return before end,
+}
+local provider, options
+if style == 'chat' then
+  provider, options = 'openai_compatible', {
+    api_key = 'TERM', name = 'Llama.cpp', end_point = url .. '/v1/chat/completions', model = model,
+    optional = optional }
+else
+  provider, options = 'openai_fim_compatible', {
+    api_key = 'TERM', name = 'Llama.cpp', end_point = url .. '/v1/completions', model = model,
+    optional = optional, template = { prompt = prompts[style], suffix = false } }
+end
 require('minuet').setup({
-  provider = 'openai_fim_compatible',
+  provider = provider,
   n_completions = 1,
   context_window = 512,
   throttle = tuned and 0 or nil,
   debounce = tuned and 0 or nil,
   virtualtext = { auto_trigger_ft = { '*' } },
-  provider_options = {
-    openai_fim_compatible = {
-      api_key = 'TERM', name = 'Llama.cpp', end_point = url .. '/v1/completions', model = model,
-      optional = { max_tokens = 56, top_p = 0.9 },
-      template = {
-        prompt = function(before, after, _)
-          return '<|fim_prefix|>' .. before .. '<|fim_suffix|>' .. after .. '<|fim_middle|>'
-        end,
-        suffix = false,
-      },
-    },
-  },
+  provider_options = { [provider] = options },
 })
 """
 
 
-def start_peer(nvim_bin: str, root: Path, env: dict[str, str], server: S.BenchServer, tuned: bool) -> pynvim.Nvim:
+def start_peer(nvim_bin: str, root: Path, env: dict[str, str], server: S.BenchServer, tuned: bool,
+               style: str = "fim") -> pynvim.Nvim:
     argv = [nvim_bin, "--clean", "--embed", "--headless", "-n", "--cmd", f"set rtp^={root}",
             "--cmd", "set columns=120 lines=40"]
     nvim = H.attach_child(argv, env)
     nvim.command("set autoindent expandtab shiftwidth=4")
     nvim.exec_lua(PEER_LUA, "minuet.virtualtext")
     model = S.SERVED_NAME if server.kind == "vllm" else "PLACEHOLDER"
-    nvim.exec_lua(MINUET_SETUP, server.url, model, tuned)
+    nvim.exec_lua(MINUET_SETUP, server.url, model, tuned, style)
     return nvim
 
 
@@ -327,6 +347,7 @@ def summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
     lat = [s["latency_ms"] for s in samples if s["latency_ms"] is not None]
     back = [s for s in samples if s["move"] == RETURN]
     whole = [s["whole_line_ms"] for s in samples if s.get("whole_line_ms") is not None]
+    done = [s["whole_ms"] for s in samples if s.get("whole_ms") is not None]
     med = lambda key: statistics.median([s[key] for s in samples if s.get(key) is not None] or [float("nan")])  # noqa: E731
 
     def rate(tokens: str, seconds: str) -> float:
@@ -337,6 +358,7 @@ def summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
         "bursts": len(samples), "missing": sum(1 for s in samples if s["latency_ms"] is None),
         "p50_ms": pct(lat, 50), "p90_ms": pct(lat, 90),
         "chars_first_p50": med("chars_first"), "whole_line_p50_ms": pct(whole, 50),
+        "whole_p50_ms": pct(done, 50),
         "prompt_tokens_per_burst": statistics.fmean(s["prompt_tokens"] for s in samples),
         # the moves of the plan before the returns came in: read against tables made without them
         "p50_without_returns_ms": pct([s["latency_ms"] for s in samples
@@ -358,6 +380,7 @@ ROWS = [
     ("p50 without the returns to the other buffer", lambda v: f"{v.get('p50_without_returns_ms', float('nan')):.0f} ms"),
     ("characters shown at the first ghost text (p50)", lambda v: f"{v['chars_first_p50']:.0f}"),
     ("last key -> first whole line p50", lambda v: f"{v['whole_line_p50_ms']:.0f} ms"),
+    ("last key -> whole suggestion p50", lambda v: f"{v.get('whole_p50_ms', float('nan')):.0f} ms"),
     ("prompt tokens evaluated / burst", lambda v: f"{v['prompt_tokens_per_burst']:.0f}"),
     ("back in the other buffer: first ghost text p50", lambda v: f"{v.get('return_p50_ms', float('nan')):.0f} ms"),
     ("back in the other buffer: prompt tokens / burst",
@@ -382,6 +405,7 @@ def table(doc: dict[str, Any], launch: str) -> str:
     server = doc["servers"][launch]
     return "\n".join([
         f"### {launch}: {server['kind']} {' '.join(server['argv'])}",
+        f"model: {doc.get('model', doc.get('shape'))}",
         f"slots: {server.get('slots') or '-'}; floors on this server: cached 6-token request "
         f"{floors['cached_6_ms']:.0f} ms, first token with the prompt cached {floors['first_token_ms']:.0f} ms",
         "", line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, body)])
@@ -443,6 +467,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="a minuet-ai.nvim checkout, measured in the same run at its README's settings for a local"
                          " llama-server and tuned for speed")
     ap.add_argument("--shape", default="qwen2.5-coder-0.5b")
+    ap.add_argument("--model", choices=("gemma", "smollm"), default=None,
+                    help="serve a real model from PyPI instead of the random-weight shape (llama-server only)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ctx", type=int, default=8192, help="the server's -c / --max-model-len")
     ap.add_argument("--server-arg", action="append", default=[], metavar="ARG",
@@ -454,6 +480,9 @@ def main(argv: list[str] | None = None) -> int:
     if bad := [x for x in launches if x not in S.LAUNCHES]:
         raise SystemExit(f"unknown --launch {bad}: one of {', '.join(S.LAUNCHES)}")
     nvim_bin = H.nvim_binary()
+    real = {"gemma": GEMMA, "smollm": SMOLLM}[args.model] if args.model else None
+    model_file = ensure(real) if real else None
+    style = real.style if real else "fim"
     clients: list[tuple[str, Path]] = [("this" if args.plugin_root == H.REPO else str(args.plugin_root),
                                         args.plugin_root.resolve())]
     clients += [(str(p), p.resolve()) for p in args.compare]
@@ -465,6 +494,7 @@ def main(argv: list[str] | None = None) -> int:
         log("no --minuet checkout given: measuring the plugin alone (a snapshot of minuet-ai.nvim, e.g. from the"
             " `fetch` tool, goes in --minuet DIR)")
     doc: dict[str, Any] = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "shape": args.shape,
+                           "model": real.title if real else f"random weights, {args.shape}'s shape",
                            "typing": {"keys": 8, "interval_ms": INTERVAL_MS, "rests_s": rests},
                            "servers": {}, "variants": {}}
     stdlib = Path(sysconfig.get_paths()["stdlib"])
@@ -489,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
                 manifests[root] = register(nvim_bin, root, work / f"rplugin-{len(manifests)}.vim")
             env = H.nvim_env(vdir, manifests.get(root, vdir / "none.vim"))
             if peer:
-                nvim = start_peer(nvim_bin, root, env, server, tuned=label.endswith("tuned"))
+                nvim = start_peer(nvim_bin, root, env, server, tuned=label.endswith("tuned"), style=style)
             else:
                 nvim = start_nvim(nvim_bin, root, manifests[root], env, server.backend())
             for f in reversed(files):
@@ -515,7 +545,8 @@ def main(argv: list[str] | None = None) -> int:
         for launch in launches:
             if launch.startswith("vllm"):
                 # one server for the clients, one after the other, its prefix cache emptied between
-                server = S.start(launch, workdir=work, ctx=args.ctx, shape=args.shape, extra=args.server_arg)
+                server = S.start(launch, workdir=work, ctx=args.ctx, shape=args.shape, extra=args.server_arg,
+                                 model=model_file)
                 try:
                     describe(server)
                     for label, root in clients:
@@ -535,7 +566,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 for label, root in clients:
                     for rest in rests:
-                        server = S.start(launch, workdir=work, ctx=args.ctx, shape=args.shape, extra=args.server_arg)
+                        server = S.start(launch, workdir=work, ctx=args.ctx, shape=args.shape,
+                                         extra=args.server_arg, model=model_file)
                         if launch not in doc["servers"]:
                             describe(server)
                         variants.append(variant(label, root, rest, server))

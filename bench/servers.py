@@ -170,11 +170,14 @@ class BenchServer:
 
 
 def start(launch: str, *, workdir: Path, ctx: int = 8192, shape: str = "qwen2.5-coder-0.5b",
-          extra: list[str] | None = None, timeout: float = 180) -> BenchServer:
-    """The server `launch` names (see the module doc), started and healthy."""
+          extra: list[str] | None = None, timeout: float = 180, model: Path | None = None) -> BenchServer:
+    """The server `launch` names (see the module doc), started and healthy; it serves the
+    random-weight model of `shape`, or the GGUF file `model` (a real model, llama-server only)."""
     extra = list(extra or [])
     log = workdir / f"server-{launch}-{time.monotonic_ns()}.log"
     if launch.startswith("vllm"):
+        if model is not None:
+            raise SystemExit("a real model runs on llama-server only here (the vLLM venv serves the shape model)")
         from local_copilot.devtools.real_shape_model import ensure_hf_model
 
         if not VLLM_PYTHON.exists():
@@ -195,7 +198,7 @@ def start(launch: str, *, workdir: Path, ctx: int = 8192, shape: str = "qwen2.5-
     from local_copilot.devtools.real_shape_model import ensure_model
     from local_copilot.servers.programs import find_llama_server
 
-    model, binary = ensure_model(shape), find_llama_server()
+    model, binary = model or ensure_model(shape), find_llama_server()
     if not binary:
         raise SystemExit("llama-server not found: run `make venv`")
     if launch == "recipe":
