@@ -56,7 +56,7 @@ from local_copilot.devtools.nvim_bin import nvim_binary  # noqa: E402
 from local_copilot.devtools.real_models import GEMMA  # noqa: E402
 from local_copilot.pipeline.complete import Ask  # noqa: E402
 from local_copilot.pipeline.prepare import SOURCES  # noqa: E402
-from local_copilot.prompt.imports import imported_files, language_of, signatures  # noqa: E402
+from local_copilot.prompt.imports import import_language, imported_files, signatures  # noqa: E402
 from local_copilot.servers.programs import find_llama_server  # noqa: E402
 from local_copilot.snapshot import Snapshot  # noqa: E402
 
@@ -120,7 +120,7 @@ def make_project(work: Path) -> dict[str, Path]:
 def tasks_of(root: Path, folder: str) -> list[Task]:
     out: list[Task] = []
     for path in sorted((root / folder).rglob("*")):
-        lang = language_of(str(path))
+        lang = import_language(str(path))
         if lang not in ("python", "lua") or not path.is_file():
             continue
         text = path.read_text(errors="replace")
@@ -161,7 +161,7 @@ async def ask_all(url: str, tasks: list[Task]) -> list[dict[str, Any]]:
     buf = 0
     try:
         for i, task in enumerate(tasks):
-            ft = language_of(str(task.path))
+            ft = import_language(str(task.path))
             row: dict[str, Any] = {"task": task.id, "want": task.want}
             for name, core in cores.items():
                 buf += 1

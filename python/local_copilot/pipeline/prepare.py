@@ -18,7 +18,7 @@ from ..indentation import NEAR_AFTER, NEAR_BEFORE, buffer_style
 from ..prompt.budget import MIN_PROMPT_BUDGET, PROMPT_OVERHEAD, TokenEstimator, utf8_len
 from ..prompt.context import FimContext
 from ..prompt.definitions import LspDefinitions
-from ..prompt.imports import Imports, as_comments, language_of
+from ..prompt.imports import Imports, as_comments, import_language
 from ..prompt.request import FimRequest
 from ..prompt.ring import ContextRing
 from ..prompt.speed import MIN_CONTEXT_CHARS, ServerSpeed
@@ -162,7 +162,7 @@ class Preparer:
             # still knows it), and other files' text would read as this one's start: the
             # definitions and imported signatures go first as comments, under their files' names
             extra = ()
-            preamble = as_comments(defs, snap.ft or language_of(snap.path))  # (the CLI knows no filetype)
+            preamble = as_comments(defs, snap.ft or import_language(snap.path))  # (the CLI knows no filetype)
             if not preamble:
                 defs, taken = [], []  # (no line comment known for the language)
             prefix = preamble + prefix

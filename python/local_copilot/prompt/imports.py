@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-__all__ = ["Definitions", "Imports", "imported_files", "language_of", "project_root", "signatures"]
+__all__ = ["Definitions", "Imports", "import_language", "imported_files", "project_root", "signatures"]
 
 MAX_FILE_BYTES = 512 * 1024
 MAX_IMPORTS = 8  # files per importing file, in the order it imports them
@@ -59,7 +59,7 @@ class Definitions(msgspec.Struct, frozen=True):
     text: str  # signature lines, each ending in "\n"
 
 
-def language_of(path: str, filetype: str = "") -> str:
+def import_language(path: str, filetype: str = "") -> str:
     """The language key of a file ("" when its imports are not read)."""
     if filetype in _FILETYPES:
         return _FILETYPES[filetype]
@@ -354,7 +354,7 @@ class Imports:
         """What is known for `path` now, never waiting on the disk; a stale or missing result is
         asked of the worker thread for the next call. `policy` (its `refusal(path, lines)`)
         judges every file read; under another policy than the last, nothing kept is used."""
-        if not path or not language_of(path, filetype):
+        if not path or not import_language(path, filetype):
             return ()
         self._judged_by(policy)
         entry = self._entries.get(path)
@@ -370,7 +370,7 @@ class Imports:
 
     def now(self, path: str, filetype: str, policy: Any) -> tuple[Definitions, ...]:
         """The definitions for `path`, read now (the CLI and the language server)."""
-        if not path or not language_of(path, filetype):
+        if not path or not import_language(path, filetype):
             return ()
         self._judged_by(policy)
         entry = self._entries.setdefault(path, _Entry())
@@ -404,7 +404,7 @@ class Imports:
     def _read_all(self, path: str, filetype: str) -> tuple[tuple[tuple[str, int, int], ...], tuple[Definitions, ...]]:
         stamps = [_stamp(path)]
         text = _read(Path(path))
-        lang = language_of(path, filetype)
+        lang = import_language(path, filetype)
         if text is None or not lang:
             return tuple(stamps), ()
         head = "\n".join(text.split("\n", IMPORT_LINES)[:IMPORT_LINES])
@@ -417,7 +417,7 @@ class Imports:
             body = _read(target)
             if body is None or (policy is not None and policy.refusal(str(target), body.split("\n")) is not None):
                 continue
-            rendered = _render(signatures(body, language_of(str(target)) or lang), text)
+            rendered = _render(signatures(body, import_language(str(target)) or lang), text)
             if rendered:
                 out.append(Definitions(str(target.relative_to(root)), rendered))
         return tuple(stamps), tuple(out)
