@@ -1,9 +1,12 @@
 -- The user's recent edits, recorded for next edits (python/local_copilot/next_edit/history.py
--- keeps and renders them). Each change costs one on_lines callback that widens the buffer's
--- pending range (a few comparisons, no text read); the text of that range, before and after,
--- is read only when a next edit is asked for or the buffer is left (`take`). The text before
--- comes from a copy of the buffer taken when it was attached and kept up to date at each
--- flush. Only buffers the plugin may read (trigger.buf_enabled: privacy, size, filetype) are
+-- keeps and renders them) and for ghost text's context (recent_edits.lua). Each change costs
+-- one on_lines callback that widens the buffer's pending range (a few comparisons, no text
+-- read); the text of that range is read only when the range is flushed: a change far from it,
+-- a next edit asked for, the buffer left (`take`, `detach`) or Insert mode started away from
+-- it (`flush_away`). For next edits the text before comes from a copy of the buffer taken when
+-- it was attached and kept up to date at each flush; ghost text's context needs only the new
+-- text, so while next edits are off no copy is kept and the rows are read from the buffer.
+-- Only buffers the plugin may read (trigger.buf_enabled: privacy, size, filetype) are
 -- attached, and only while they are shown: a buffer hidden or unloaded is let go (its pending
 -- change recorded, its copy dropped), and at most MAX_BUFFERS are attached at once.
 local api = vim.api
@@ -19,6 +22,15 @@ local CONTEXT = 3
 -- buffers attached at once (each holds a copy of its text): the least recently entered
 -- beyond this is let go
 M.MAX_BUFFERS = 8
+-- new rows read for a record without a copy (ghost text's context sends no more)
+M.MAX_NEW = 40
+-- called with (buf, record) for each record while ghost text's context wants them (recent_edits.lua)
+M.on_record = nil
+
+-- who wants records: next edits (the text before too: a copy of each buffer; `take`) and
+-- ghost text's context (the new text alone; `on_record`). A recorder used alone (its tests,
+-- the bench) records for next edits; setup() says who wants them (`want`).
+local wants = { next_edit = true, context = false }
 
 -- buf -> { lines = copy of the buffer as of the last flush, path, lo, old_hi, new_hi, used }
 -- (lo .. old_hi: 0-based rows of the copy changed since; lo .. new_hi: those rows now;
@@ -34,15 +46,31 @@ local function push(rec)
   if #records > MAX_RECORDS then table.remove(records, 1) end
 end
 
+-- Without a copy (next edits off): the new rows of the range and those around it, read from
+-- the buffer, for ghost text's context.
+local function flush_new(buf, b, lo, new_hi)
+  if not M.on_record or require('local_copilot.privacy').reason(buf, b.path) then return end
+  local hi = math.min(new_hi, lo + M.MAX_NEW)
+  local from = math.max(0, lo - CONTEXT)
+  local ok, rows = pcall(api.nvim_buf_get_lines, buf, from, hi + CONTEXT, false)
+  if not ok then return end
+  local above, n = lo - from, hi - lo
+  M.on_record(buf, {
+    path = b.path, row = lo, old = {}, before = vim.list_slice(rows, 1, above),
+    new = vim.list_slice(rows, above + 1, above + n), after = vim.list_slice(rows, above + n + 1),
+  })
+end
+
 -- The pending range of `buf` as one record; the copy brought up to date.
 local function flush(buf, b)
   local lo = b.lo
   if lo == nil then return end
   b.lo = nil
   local old_hi, new_hi = b.old_hi, b.new_hi
+  local copy = b.lines
+  if copy == nil then return flush_new(buf, b, lo, new_hi) end
   local ok, new = pcall(api.nvim_buf_get_lines, buf, lo, new_hi, false)
   if not ok then return end
-  local copy = b.lines
   local old, before, after = {}, {}, {}
   for i = lo + 1, old_hi do old[#old + 1] = copy[i] end
   -- the unchanged rows around it: the diff's context
@@ -59,7 +87,9 @@ local function flush(buf, b)
   -- the host refused the buffer's text since it was attached (e.g. a key pasted into it)
   if require('local_copilot.privacy').reason(buf, b.path) then return end
   if not vim.deep_equal(old, new) then
-    push({ path = b.path, row = lo, old = old, new = new, before = before, after = after })
+    local rec = { path = b.path, row = lo, old = old, new = new, before = before, after = after }
+    if wants.next_edit then push(rec) end
+    if M.on_record then M.on_record(buf, rec) end
   end
 end
 
@@ -95,7 +125,8 @@ function M.attach(buf)
     return
   end
   if not api.nvim_buf_is_loaded(buf) then return end
-  local b = { lines = api.nvim_buf_get_lines(buf, 0, -1, false), path = api.nvim_buf_get_name(buf), used = clock }
+  local b = { path = api.nvim_buf_get_name(buf), used = clock,
+    lines = wants.next_edit and api.nvim_buf_get_lines(buf, 0, -1, false) or nil }
   bufs[buf] = b
   local list = by_use()
   for i = 1, #list - M.MAX_BUFFERS do M.detach(list[i]) end
@@ -108,7 +139,7 @@ function M.attach(buf)
     on_reload = function()
       if bufs[buf] ~= b then return true end
       b.lo = nil
-      b.lines = api.nvim_buf_get_lines(buf, 0, -1, false)
+      if b.lines then b.lines = api.nvim_buf_get_lines(buf, 0, -1, false) end
     end,
     on_detach = function() if bufs[buf] == b then bufs[buf] = nil end end,
   })
@@ -126,6 +157,15 @@ end
 
 function M.attached_count() return vim.tbl_count(bufs) end
 
+-- The attached buffers whose copy is kept (only next edits want them).
+function M.copies_count()
+  local n = 0
+  for _, b in pairs(bufs) do
+    if b.lines then n = n + 1 end
+  end
+  return n
+end
+
 -- The buffer was renamed: its records name the new path from now on.
 function M.renamed(buf)
   local b = bufs[buf]
@@ -140,6 +180,23 @@ function M.take()
   local out = records
   records = {}
   return out
+end
+
+-- Every attached buffer's pending range flushed, but the one of `buf` that row `row` lies in
+-- or near (Insert mode starts there: the change may go on).
+function M.flush_away(buf, row)
+  for other, b in pairs(bufs) do
+    if b.lo ~= nil and (other ~= buf or row < b.lo - GAP or row > b.new_hi + GAP) then flush(other, b) end
+  end
+end
+
+-- `name` ('next_edit' or 'context') wants records, or no longer. Attached buffers are let go
+-- when nobody wants them, or when next edits come or go (a copy of each is kept only for them):
+-- the consumers attach the shown ones again.
+function M.want(name, on)
+  local copies = wants.next_edit
+  wants[name] = on == true
+  if not (wants.next_edit or wants.context) or copies ~= wants.next_edit then M.reset() end
 end
 
 -- Forget everything (next edits turned off).

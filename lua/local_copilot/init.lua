@@ -52,6 +52,11 @@ function M.setup(opts)
   M._define_highlights()
   require('local_copilot.keymaps').apply(config.get('keymaps'))
   M.attach()
+  -- recent edits as context: loaded only while they are on (setup() again may turn them off)
+  local ctx = config.get('context')
+  if (ctx.edits ~= false and ctx.extra_tokens > 0) or package.loaded['local_copilot.recent_edits'] then
+    require('local_copilot.recent_edits').setup()
+  end
   -- next edits: loaded only once they are turned on (setup() again may turn them off)
   if config.get('next_edit').enabled or package.loaded['local_copilot.next_edit'] then
     require('local_copilot.next_edit').attach()

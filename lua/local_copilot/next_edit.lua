@@ -255,9 +255,10 @@ function M.attach()
     pcall(api.nvim_del_augroup_by_name, 'LocalCopilotNextEdit')
     cancel_timer()
     M.clear()
-    recorder.reset()
+    recorder.want('next_edit', false) -- (ghost text's context may still want the records)
     return
   end
+  recorder.want('next_edit', true)
   local group = api.nvim_create_augroup('LocalCopilotNextEdit', { clear = true })
   local au = function(ev, fn, desc)
     api.nvim_create_autocmd(ev, { group = group, callback = fn, desc = 'local-copilot: next edit: ' .. desc })

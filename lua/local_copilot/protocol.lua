@@ -80,6 +80,17 @@ local M = {}
 ---@field path string the buffer's file
 ---@field items local_copilot.Definition[]
 
+---@class local_copilot.RecentEdit a change the user finished (recent_edits.lua)
+---@field buf integer
+---@field path string
+---@field row integer 0-based first row of `new`
+---@field new string[] the rows as the change left them
+---@field before string[] unchanged rows just above
+---@field after string[] and just below
+
+---@class local_copilot.event.Edits changes finished elsewhere, oldest first, as context for ghost text
+---@field edits local_copilot.RecentEdit[]
+
 ---@class local_copilot.event.Yank
 ---@field path string
 ---@field lines string[]
@@ -142,6 +153,7 @@ M.events = {
   backend = '{ action = switch|stop|restart, name? }',
   chunk = '{ path, lines, around? }: another buffer\'s text for cross-file context',
   definitions = '{ buf, path, items = local_copilot.Definition[] }: what the buffer\'s language servers found for the names near the cursor',
+  edits = '{ edits = local_copilot.RecentEdit[] }: changes the user finished, oldest first, as context for ghost text',
   yank = '{ path, lines }: yanked text for cross-file context',
   cancel = '{ buf }: Insert mode left, stop what is in flight there',
   accepted = '{ kind = full|word|line }',

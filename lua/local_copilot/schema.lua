@@ -72,6 +72,7 @@
 ---@field prefix_share? number
 ---@field extra_tokens? integer
 ---@field lsp? boolean
+---@field edits? boolean
 
 ---@class local_copilot.PrivacyOptions
 ---@field ignore_file? string
@@ -111,7 +112,14 @@ M.defaults = {
   lsp = false,
   filetypes = {},
   keymaps = {},
-  context = { lines_before = 200, lines_after = 60, prefix_share = 0.75, extra_tokens = 1024, lsp = true },
+  context = {
+    lines_before = 200,
+    lines_after = 60,
+    prefix_share = 0.75,
+    extra_tokens = 1024,
+    lsp = true,
+    edits = true,
+  },
   next_edit = { enabled = false, debounce_ms = 100 },
   edit = { context_lines = 60, warm = true, accept_key = '<Tab>', cancel_key = '<Esc>' },
 }
@@ -135,6 +143,7 @@ M.types = {
       prefix_share = 'number',
       extra_tokens = 'number',
       lsp = 'boolean',
+      edits = 'boolean',
     },
   },
   next_edit = { fields = { enabled = 'boolean', debounce_ms = 'number', backend = 'string' } },

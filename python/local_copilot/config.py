@@ -41,6 +41,8 @@ class ContextConfig(_Base, frozen=True):  # type: ignore[misc]  # msgspec allows
     extra_tokens: NonNegInt = 1024
     # definitions of the names near the cursor from the buffer's language servers (Neovim)
     lsp: bool = True
+    # the user's recent edits at other places (other files, or out of the window), newest first
+    edits: bool = True
 
 
 class PrivacyConfig(_Base, frozen=True):  # type: ignore[misc]  # msgspec allows a frozen subclass

@@ -109,6 +109,13 @@ class Core:
         of each definition, judged by the policy (prompt/definitions.py)."""
         self.prompts.definitions.put(buf, path, items, self.prompts.ring.policy)
 
+    def add_edits(self, edits: list[tuple[int, str, int, list[str], list[str], list[str]]]) -> None:
+        """Changes the user finished, oldest first: (buffer, file, first row, new rows, rows
+        above, rows below), each judged by the policy (prompt/recent_edits.py)."""
+        for buf, path, row, new, before, after in edits:
+            if not self.privacy.refuses_file(path):
+                self.prompts.edits.put(buf, path, row, new, before, after, self.prompts.ring.policy)
+
     def add_yank(self, filename: str, lines: list[str]) -> None:
         if not self.privacy.refuses_file(filename):
             self.prompts.ring.chunk_from_yank(filename, lines)

@@ -141,7 +141,12 @@ def test_turning_next_edits_off_lets_every_buffer_go(nvim_bin: str, manifest: Pa
     try:
         nvim.command(f"edit {tmp_path / 'a.py'}")
         assert nvim.exec_lua(f"return {edits}.attached_count()") == 1
+        assert nvim.exec_lua(f"return {edits}.copies_count()") == 1
+        # ghost text's recent edits (context.edits, on by default) keep the shown buffer
+        # attached, without a copy of its text
         nvim.exec_lua("require('local_copilot').setup({ next_edit = { enabled = false } })")
+        assert nvim.exec_lua(f"return {edits}.copies_count()") == 0
+        nvim.exec_lua("require('local_copilot').setup({ next_edit = { enabled = false }, context = { edits = false } })")
         assert nvim.exec_lua(f"return {edits}.attached_count()") == 0
     finally:
         nvim.close()

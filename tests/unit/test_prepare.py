@@ -117,3 +117,68 @@ def test_repository_context_gets_at_most_a_third_of_the_servers_context() -> Non
     budget, extra = prep.budget(2048, load_config({"context": {"extra_tokens": 4096}}))
     assert budget is not None and extra == budget // 3
     assert prep.budget(None, load_config({})) == (None, 1024)
+
+
+def _edit(prep: Preparer, path: Path, row: int, new: list[str], buf: int = 2) -> bool:
+    return prep.edits.put(buf, str(path), row, new, ["# above"], ["# below"], prep.ring.policy)
+
+
+def test_recent_edits_elsewhere_come_after_the_definitions_newest_nearest_the_window(tmp_path: Path) -> None:
+    prep, snap, cfg = _ready(tmp_path)
+    prep.ring.clear()
+    assert _edit(prep, tmp_path / "shapes.py", 10, ["def area(box):"])
+    assert _edit(prep, tmp_path / "shapes.py", 40, ["def perimeter(box):"])
+    p = prep.prepare(snap, cfg, 8192, ())
+    # under the file's name in its project, the rows around the edit kept; the oldest first
+    assert [(c.filename, c.text) for c in p.req.extra[1:]] == [
+        ("shapes.py", "# above\ndef area(box):\n# below\n"), ("shapes.py", "# above\ndef perimeter(box):\n# below\n")]
+    assert p.sources == (("lsp", "geometry.py"), ("edits", "shapes.py"), ("edits", "shapes.py"))
+
+
+def test_the_newest_edits_are_kept_when_not_all_fit(tmp_path: Path) -> None:
+    prep, snap, cfg = _ready(tmp_path, extra_tokens=60)
+    prep.ring.clear()
+    prep.definitions.forget(1)
+    prep.imports.forget(snap.path)
+    for i in range(6):
+        _edit(prep, tmp_path / f"m{i}.py", 0, [f"value_{i} = compute_something({i})"])
+    p = prep.prepare(snap, cfg, 8192, ())
+    names = [f for _, f in p.sources]
+    assert 0 < len(names) < 6
+    assert names == [f"m{i}.py" for i in range(6 - len(names), 6)]
+
+
+def test_an_edit_the_window_shows_is_left_to_it_and_a_far_one_in_the_same_file_is_sent(tmp_path: Path) -> None:
+    prep, snap, cfg = _ready(tmp_path)
+    prep.ring.clear()
+    prep.edits.put(1, snap.path, 2, ["corners = [(0, 0), (1, 0)]"], [], [], prep.ring.policy)
+    assert "edits" not in {s for s, _ in prep.prepare(snap, cfg, 8192, ()).sources}
+    prep.edits.put(1, snap.path, 400, ["far_away = 1"], [], [], prep.ring.policy)
+    p = prep.prepare(snap, cfg, 8192, ())
+    assert ("edits", "main.py") in p.sources and "far_away = 1\n" in [c.text for c in p.req.extra]
+    assert "corners" not in "".join(c.text for c in p.req.extra)
+
+
+def test_edits_are_off_with_the_option_and_forgotten_with_their_buffer(tmp_path: Path) -> None:
+    prep, snap, cfg = _ready(tmp_path)
+    _edit(prep, tmp_path / "shapes.py", 10, ["def area(box):"])
+    assert ("edits", "shapes.py") in prep.prepare(snap, cfg, 8192, ()).sources
+    off = load_config({"context": {"edits": False}})
+    assert "edits" not in {s for s, _ in prep.prepare(snap, off, 8192, ()).sources}
+    prep.sources_on = SOURCES - {"edits"}
+    assert "edits" not in {s for s, _ in prep.prepare(snap, cfg, 8192, ()).sources}
+    prep.sources_on = SOURCES
+    prep.forget_buffer(2)
+    assert "edits" not in {s for s, _ in prep.prepare(snap, cfg, 8192, ()).sources}
+
+
+def test_an_edit_in_a_refused_file_is_never_sent(tmp_path: Path) -> None:
+    (tmp_path / ".aiignore").write_text("private.py\n")
+    prep, snap, cfg = _ready(tmp_path)
+    assert not _edit(prep, tmp_path / ".env", 0, ["TOKEN = load()"])
+    assert not _edit(prep, tmp_path / "private.py", 0, ["hidden_plan = 1"])
+    assert not _edit(prep, tmp_path / "keys.py", 0, ["-----BEGIN RSA PRIVATE KEY-----"])
+    assert not _edit(prep, tmp_path / "gone.py", 0, [])  # (lines deleted: nothing new to show)
+    p = prep.prepare(snap, cfg, 8192, ())
+    assert "edits" not in {s for s, _ in p.sources}
+    assert "TOKEN" not in repr(p.req.extra) and "hidden_plan" not in repr(p.req.extra)

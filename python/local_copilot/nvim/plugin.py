@@ -254,6 +254,8 @@ class LocalCopilotPlugin:
                 run(core.add_yank, path, lines)
             case protocol.DefinitionsMsg(buf=buf, path=path, items=items):
                 run(core.add_definitions, buf, path, [(d.path, d.text) for d in items])
+            case protocol.EditsMsg(edits=edits):
+                run(core.add_edits, [(e.buf, e.path, e.row, e.new, e.before, e.after) for e in edits])
             case protocol.Cancel(buf=buf):
                 run(core.ghost.cancel, buf)
             case protocol.Accepted(kind=kind):

@@ -18,7 +18,8 @@ from ..snapshot import Snapshot
 __all__ = [
     "LUA_TAKE_SHOWN", "NAMES", "Accepted",
     "EditRecord", "NextEditNote", "NextEditRequest", "EditCancel", "EditRequest", "EditWarm",
-    "Alternatives", "Backend", "Cancel", "Chunk", "ConfigMsg", "Definition", "DefinitionsMsg", "Forget", "Message",
+    "Alternatives", "Backend", "Cancel", "Chunk", "ConfigMsg", "Definition", "DefinitionsMsg", "EditsMsg", "Forget",
+    "Message", "RecentEdit",
     "PathChanged", "ProtocolViolation", "SnapshotMsg", "TypedThrough", "Warm", "Yank", "decode", "to_snapshot",
 ]
 
@@ -112,6 +113,25 @@ class DefinitionsMsg(_Event, frozen=True, kw_only=True, tag="definitions"):
     buf: int
     path: str = ""
     items: list[Definition] = []
+
+
+class RecentEdit(msgspec.Struct, frozen=True, kw_only=True):
+    """A change the user finished in buffer `buf` (the file at `path`): the rows from `row` on
+    are now `new`; `before` and `after` are the unchanged rows around them."""
+
+    buf: int
+    path: str
+    row: int
+    new: list[str]
+    before: list[str] = []
+    after: list[str] = []
+
+
+class EditsMsg(_Event, frozen=True, kw_only=True, tag="edits"):
+    """Changes the user finished, oldest first, as context for ghost text
+    (lua/local_copilot/recent_edits.lua sends them apart from the keystrokes)."""
+
+    edits: list[RecentEdit]
 
 
 class Yank(_Event, frozen=True, kw_only=True, tag="yank"):
@@ -212,7 +232,8 @@ class EditCancel(_Event, frozen=True, kw_only=True, tag="edit_cancel"):
     id: int
 
 
-Message = (ConfigMsg | SnapshotMsg | Alternatives | TypedThrough | Warm | Backend | Chunk | DefinitionsMsg | Yank | Cancel
+Message = (ConfigMsg | SnapshotMsg | Alternatives | TypedThrough | Warm | Backend | Chunk | DefinitionsMsg | EditsMsg | Yank
+           | Cancel
            | Accepted | Forget | Switched
            | PathChanged | NextEditRequest | NextEditNote | EditRequest | EditWarm | EditCancel)
 

@@ -1,13 +1,14 @@
 """A snapshot turned into what a request needs: the window around the cursor fitted to the
 server's context, the repository context that fits beside it (the definitions the buffer's
 language servers found for the names near the cursor, the signatures of the files the buffer's
-file imports, then the ring's chunks of other buffers and yanks), the FIM request, what
+file imports, the user's recent edits at other places, then the ring's chunks of other buffers
+and yanks), the FIM request, what
 the post-processor needs to know of the buffer, and the cache key.
 
 The Preparer owns what prompt building learns and keeps between keystrokes: the bytes-per-token
 estimate (calibrated from the token counts the server reports), the server's context where
 only a refused prompt said it, the fitted windows, the ring of cross-file chunks, the
-language servers' definitions and the imported files' signatures.
+language servers' definitions, the imported files' signatures and the recent edits.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..prompt.budget import MIN_PROMPT_BUDGET, PROMPT_OVERHEAD, TokenEstimator, 
 from ..prompt.context import FimContext
 from ..prompt.definitions import LspDefinitions
 from ..prompt.imports import Imports, as_comments, import_language
+from ..prompt.recent_edits import RecentEdits
 from ..prompt.request import FimRequest
 from ..prompt.ring import ContextRing
 from ..prompt.speed import MIN_CONTEXT_CHARS, ServerSpeed
@@ -32,8 +34,9 @@ __all__ = ["Prepared", "Preparer", "SOURCES", "prompt_bytes"]
 
 # "headers": a cut window's enclosing headers (prompt/scope.py); "lsp": the language servers'
 # definitions of the names near the cursor (prompt/definitions.py); "imports": the imported
-# files' signatures (prompt/imports.py); "ring": other buffers' and yanks' chunks (prompt/ring.py)
-SOURCES = frozenset({"headers", "lsp", "imports", "ring"})
+# files' signatures (prompt/imports.py); "edits": the user's recent edits at other places
+# (prompt/recent_edits.py); "ring": other buffers' and yanks' chunks (prompt/ring.py)
+SOURCES = frozenset({"headers", "lsp", "imports", "edits", "ring"})
 
 
 class Prepared:
@@ -46,7 +49,8 @@ class Prepared:
         self.snap, self.ctx, self.req, self.pctx, self.key = snap, ctx, req, pctx, key
         # what the prompt holds besides the window: (source, file name), source one of "lsp"
         # (definitions from the buffer's language servers), "imports" (an imported file's
-        # signatures) and "ring" (another buffer's or a yank's text)
+        # signatures), "edits" (a region the user edited at another place) and "ring" (another
+        # buffer's or a yank's text)
         self.sources = sources
 
 
@@ -67,6 +71,8 @@ class Preparer:
         self.imports = Imports()
         # the definitions the buffers' language servers found near the cursor (Lua asks them)
         self.definitions = LspDefinitions()
+        # the user's recent edits at other places (Lua sends each once it is finished)
+        self.edits = RecentEdits()
         # the context sources in use besides the window: a measurement turns them off one by
         # one (bench/context_eval.py)
         self.sources_on: frozenset[str] = SOURCES
@@ -89,6 +95,7 @@ class Preparer:
         self._window.forget_buffer(buf)
         self._spec_window.forget_buffer(buf)
         self.definitions.forget(buf)
+        self.edits.forget_buffer(buf)
 
     def prepare(self, snap: Snapshot, cfg: Config, limit: int | None, stop_strings: tuple[str, ...], *,
                 speculative: bool = False, style: str = "fim") -> Prepared:
@@ -151,6 +158,18 @@ class Preparer:
                 defs.append(chunk)
                 taken.append(source)
                 extra_budget -= cost
+        if extra_budget > 0 and cfg.context.edits and len(self.edits) and "edits" in self.sources_on:
+            # then what the user changed elsewhere lately: it says what they are doing (a
+            # renamed function, a new parameter, the call sites that follow), which the ring's
+            # text around visited places only may; after the definitions and signatures, which
+            # name what the code at the cursor calls. The newest first while the budget holds
+            # them, laid out oldest first: the newest sits nearest the window, and a new edit
+            # leaves the earlier ones' part of the prompt cached
+            edits = self._recent_edits(snap, ctx, extra_budget)
+            extra_budget -= sum(cost for _, cost in edits)
+            for chunk, _ in reversed(edits):
+                defs.append(chunk)
+                taken.append("edits")
         if extra_budget > 0 and len(self.ring) and style != "continue" and "ring" in self.sources_on:
             local = ctx.prefix + ctx.middle + ctx.suffix
             found = self.ring.extra_for(local, extra_budget, lambda t: self.estimator.tokens(t) + self.CHUNK_OVERHEAD)
@@ -160,7 +179,7 @@ class Preparer:
         if style == "continue":
             # a base model reads no text after the cursor: none is sent (the post-processor
             # still knows it), and other files' text would read as this one's start: the
-            # definitions and imported signatures go first as comments, under their files' names
+            # definitions, imported signatures and recent edits go first as comments, under their files' names
             extra = ()
             preamble = as_comments(defs, snap.ft or import_language(snap.path))  # (the CLI knows no filetype)
             if not preamble:
@@ -184,6 +203,20 @@ class Preparer:
         if not speculative:
             self.sources = sources
         return Prepared(snap, ctx, req, pctx, key, sources)
+
+    def _recent_edits(self, snap: Snapshot, ctx: FimContext, budget: int) -> list[tuple[ExtraChunk, int]]:
+        """The recent edits that fit `budget`, the newest first, with their tokens; one in the
+        rows the window shows is the window's already."""
+        top, bottom = snap.row - len(ctx.prev_lines), snap.row + len(ctx.next_lines)
+        out = []
+        for e in self.edits.newest_first(self.ring.policy):
+            if e.path == snap.path and e.first <= bottom and e.last >= top:
+                continue
+            cost = self.estimator.tokens(e.text) + self.CHUNK_OVERHEAD
+            if cost <= budget:
+                out.append((ExtraChunk(e.filename, e.text), cost))
+                budget -= cost
+        return out
 
     def budget(self, limit: int | None, cfg: Config) -> tuple[int | None, int]:
         """The prompt's tokens for the local window and cross-file chunks together (None: the
