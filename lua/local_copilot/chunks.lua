@@ -4,14 +4,13 @@
 local api = vim.api
 local config = require('local_copilot.config')
 local host = require('local_copilot.host')
+local sessions = require('local_copilot.sessions')
 local trigger = require('local_copilot.trigger')
 
 local M = {}
 
 local RING_SCOPE = 64 -- lines on each side of the cursor; the host picks a 64-line chunk
 local JUMP = 32 -- a cursor move of more lines than this is a jump worth remembering
-
-local last_row = {} -- buf -> the cursor's row when CursorMoved last ran there
 
 function M.send(buf)
   if not host.running() or not api.nvim_buf_is_valid(buf) or not trigger.buf_enabled(buf) then return end
@@ -28,8 +27,9 @@ end
 
 function M.on_cursor_moved(ev)
   local row = api.nvim_win_get_cursor(0)[1]
-  local prev = last_row[ev.buf]
-  last_row[ev.buf] = row
+  local s = sessions.get(ev.buf) -- (its `last_row`: the cursor's row when CursorMoved last ran there)
+  local prev = s.last_row
+  s.last_row = row
   if prev and math.abs(row - prev) > JUMP then M.send(ev.buf) end
 end
 

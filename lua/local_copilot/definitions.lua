@@ -11,6 +11,7 @@
 -- what is read, its text too).
 local api = vim.api
 local uv = vim.uv or vim.loop
+local sessions = require('local_copilot.sessions')
 
 local M = {}
 
@@ -22,9 +23,13 @@ M.RECHECK_MS = 3000 -- a name's definition is asked again after this long
 M.LINES_BEFORE = 3 -- lines above the cursor's searched for names
 M.KEEP = 6 -- definitions kept per buffer
 
--- buf -> { pending = { cancel fns } | nil, since = ms, found = { name -> { at, item | false } },
---          kept = { { name, item }, ... } oldest first, sent = string, key, names }
-local state = {}
+-- Per buffer, its session's `definitions` (sessions.lua): { pending = { cancel fns } | nil,
+--   since = ms, found = { name -> { at, item | false } }, kept = { { name, item }, ... } oldest
+--   first, sent = string, key, names }
+local function state_of(buf)
+  local s = sessions.peek(buf)
+  return s and s.definitions
+end
 
 local KEYWORDS = {}
 for w in ([[and or not if then else elif elseif end for while do in is return def class function local
@@ -144,7 +149,7 @@ local function hover_text(result)
 end
 
 local function send(buf)
-  local s = state[buf]
+  local s = state_of(buf)
   if not s or not api.nvim_buf_is_valid(buf) then return end
   local items, seen, keys = {}, {}, {}
   for _, k in ipairs(s.kept) do
@@ -231,7 +236,7 @@ function M.on_change(ev)
   if not ctx.lsp or ctx.extra_tokens == 0 then return end
   local host = require('local_copilot.host')
   if not host.running() then return end
-  local s = state[buf]
+  local s = state_of(buf)
   local t = now()
   if s and s.pending then
     if t - s.since < M.TIMEOUT_MS then return end -- the answers still arriving are for this key's too
@@ -242,7 +247,7 @@ function M.on_change(ev)
   if #clients == 0 or not require('local_copilot.trigger').buf_enabled(buf) then return end
   if not s then
     s = { found = {}, kept = {}, sent = nil }
-    state[buf] = s
+    sessions.get(buf).definitions = s
   end
   local cur = api.nvim_win_get_cursor(0)
   local row, col = cur[1] - 1, cur[2]
@@ -300,13 +305,13 @@ end
 -- What is known and asked for `buf` (0: the current one), for tests.
 function M._state(buf)
   if buf == 0 then buf = api.nvim_get_current_buf() end
-  return state[buf] or {}
+  return state_of(buf) or {}
 end
 
-function M.forget(buf)
-  local s = state[buf]
+-- The buffer was wiped: the requests still out for it are cancelled.
+sessions.on_forget('definitions', function(_, session)
+  local s = session and session.definitions
   if s and s.pending then for _, cancel in ipairs(s.pending) do cancel() end end
-  state[buf] = nil
-end
+end)
 
 return M

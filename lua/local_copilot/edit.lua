@@ -7,6 +7,7 @@
 local api = vim.api
 local config = require('local_copilot.config')
 local host = require('local_copilot.host')
+local sessions = require('local_copilot.sessions')
 local syntax = require('local_copilot.syntax')
 
 local M = {}
@@ -18,10 +19,9 @@ M.ns = api.nvim_create_namespace('local_copilot_edit')
 --   attempt, state ('waiting'|'streaming'|'done'), lines, tokens, elapsed_ms, truncated,
 --   message, started (hrtime), first_line_ms, marks = { extmark ids } }
 M.edits = {}
--- buf -> the last edit that failed there (edit_retry() asks it again)
-local failed = {}
--- buf -> { lhs -> the buffer-local mapping it had } while a preview maps keys there
-local mapped = {}
+-- (per buffer, in its session (sessions.lua): `edit_failed`, the last edit that failed there,
+-- which edit_retry() asks again; `edit_keys`, lhs -> the buffer-local mapping it had while a
+-- preview maps keys there)
 local next_id = 0
 
 local function opts() return config.get('edit') end
@@ -184,7 +184,8 @@ end
 -- -- keys while a preview is shown ------------------------------------------------------
 
 local function map_keys(buf)
-  if mapped[buf] then return end
+  local s = sessions.get(buf)
+  if s.edit_keys then return end
   local o = opts()
   local saved = {}
   local function map(lhs, fn, desc)
@@ -195,13 +196,14 @@ local function map_keys(buf)
   end
   map(o.accept_key, function() M.accept() end, 'accept the edit')
   map(o.cancel_key, function() M.cancel() end, 'cancel the edit')
-  mapped[buf] = saved
+  s.edit_keys = saved
 end
 
 local function unmap_keys(buf)
-  local saved = mapped[buf]
+  local s = sessions.peek(buf)
+  local saved = s and s.edit_keys
   if not saved then return end
-  mapped[buf] = nil
+  s.edit_keys = nil
   if not api.nvim_buf_is_valid(buf) then return end
   for lhs, prev in pairs(saved) do
     pcall(vim.keymap.del, 'n', lhs, { buffer = buf })
@@ -226,26 +228,17 @@ local function spec(e, instruction)
   }
 end
 
--- A wiped buffer's edits go (the host stops their requests on the same wipe).
-local function watch_wipes()
-  if M.watching then return end
-  M.watching = true
-  api.nvim_create_autocmd('BufWipeout', {
-    group = api.nvim_create_augroup('LocalCopilotEdit', { clear = true }),
-    callback = function(ev)
-      for _, e in ipairs(edits_in(ev.buf)) do
-        M.edits[e.id] = nil
-      end
-      failed[ev.buf], mapped[ev.buf] = nil, nil
-    end,
-    desc = 'local-copilot: forget the edits of a wiped buffer',
-  })
-end
+-- A wiped buffer's edits go (the host stops their requests on the same wipe); its failed
+-- edit and saved mappings go with its session.
+sessions.on_forget('edit', function(buf)
+  for _, e in ipairs(edits_in(buf)) do
+    M.edits[e.id] = nil
+  end
+end)
 
 local function send(e)
   e.state, e.lines, e.tokens, e.elapsed_ms, e.truncated, e.message = 'waiting', {}, 0, nil, false, nil
   e.started, e.first_line_ms = vim.uv.hrtime(), nil
-  watch_wipes()
   start_ticker()
   host.send('edit_request', { id = e.id, buf = e.buf, attempt = e.attempt, spec = spec(e) })
   map_keys(e.buf)
@@ -409,9 +402,10 @@ function M.retry()
   local buf = api.nvim_get_current_buf()
   local e = current(buf)
   if not e then
-    e = failed[buf]
+    local s = sessions.peek(buf)
+    e = s and s.edit_failed
     if not e or not api.nvim_buf_is_valid(buf) then return false end
-    failed[buf] = nil
+    s.edit_failed = nil
     local ok, pos = pcall(api.nvim_buf_get_extmark_by_id, buf, M.ns, e.mark, {})
     if not ok or not pos[1] then return false end
     M.edits[e.id] = e
@@ -442,10 +436,11 @@ function M._update(u)
     drop(e)
     if valid then
       -- kept (with a mark of its own for the range) so edit_retry() can ask again
-      local before = failed[e.buf]
+      local s = sessions.get(e.buf)
+      local before = s.edit_failed
       if before then pcall(api.nvim_buf_del_extmark, e.buf, M.ns, before.mark) end
       e.mark = api.nvim_buf_set_extmark(e.buf, M.ns, row, 0, { right_gravity = false })
-      failed[e.buf] = e
+      s.edit_failed = e
     end
     notify(u.message ~= '' and u.message or 'the edit failed')
     return

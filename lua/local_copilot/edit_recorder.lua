@@ -10,6 +10,7 @@
 -- attached, and only while they are shown: a buffer hidden or unloaded is let go (its pending
 -- change recorded, its copy dropped), and at most MAX_BUFFERS are attached at once.
 local api = vim.api
+local sessions = require('local_copilot.sessions')
 
 local M = {}
 
@@ -32,14 +33,28 @@ M.on_record = nil
 -- the bench) records for next edits; setup() says who wants them (`want`).
 local wants = { next_edit = true, context = false }
 
--- buf -> { lines = copy of the buffer as of the last flush, path, lo, old_hi, new_hi, used }
--- (lo .. old_hi: 0-based rows of the copy changed since; lo .. new_hi: those rows now;
--- used: when it was last entered, for MAX_BUFFERS)
-local bufs = {}
+-- An attached buffer's record is its session's `recorder` (sessions.lua): { lines = copy of
+-- the buffer as of the last flush, path, lo, old_hi, new_hi, used } (lo .. old_hi: 0-based
+-- rows of the copy changed since; lo .. new_hi: those rows now; used: when it was last
+-- entered, for MAX_BUFFERS)
+local function rec_of(buf)
+  local s = sessions.peek(buf)
+  return s and s.recorder
+end
+
+-- The attached buffers and their records.
+local function attached()
+  local out = {}
+  for buf, s in sessions.all() do
+    if s.recorder then out[buf] = s.recorder end
+  end
+  return out
+end
+
 local records = {}
 local clock = 0
 
-function M.attached(buf) return bufs[buf] ~= nil end
+function M.attached(buf) return rec_of(buf) ~= nil end
 
 local function push(rec)
   records[#records + 1] = rec
@@ -113,6 +128,7 @@ end
 
 -- The attached buffers, the least recently entered first.
 local function by_use()
+  local bufs = attached()
   local list = vim.tbl_keys(bufs)
   table.sort(list, function(x, y) return bufs[x].used < bufs[y].used end)
   return list
@@ -120,47 +136,54 @@ end
 
 function M.attach(buf)
   clock = clock + 1
-  if bufs[buf] then
-    bufs[buf].used = clock
+  local known = rec_of(buf)
+  if known then
+    known.used = clock
     return
   end
   if not api.nvim_buf_is_loaded(buf) then return end
   local b = { path = api.nvim_buf_get_name(buf), used = clock,
     lines = wants.next_edit and api.nvim_buf_get_lines(buf, 0, -1, false) or nil }
-  bufs[buf] = b
+  sessions.get(buf).recorder = b
   local list = by_use()
   for i = 1, #list - M.MAX_BUFFERS do M.detach(list[i]) end
   -- each callback detaches once its own record is gone (detach(), reset(), or a newer attach)
   api.nvim_buf_attach(buf, false, {
     on_lines = function(_, _, _, first, last, new_last)
-      if bufs[buf] ~= b then return true end
+      if rec_of(buf) ~= b then return true end
       widen(buf, b, first, last, new_last)
     end,
     on_reload = function()
-      if bufs[buf] ~= b then return true end
+      if rec_of(buf) ~= b then return true end
       b.lo = nil
       if b.lines then b.lines = api.nvim_buf_get_lines(buf, 0, -1, false) end
     end,
-    on_detach = function() if bufs[buf] == b then bufs[buf] = nil end end,
+    on_detach = function()
+      local s = sessions.peek(buf)
+      if s and s.recorder == b then s.recorder = nil end
+    end,
   })
 end
 
 -- Let `buf` go: its pending change becomes a record, its copy is dropped (on_lines returns
 -- true next time: Neovim detaches it).
 function M.detach(buf)
-  local b = bufs[buf]
+  local b = rec_of(buf)
   if not b then return end
   flush(buf, b)
-  bufs[buf] = nil
+  sessions.peek(buf).recorder = nil
   b.lines = nil
 end
 
-function M.attached_count() return vim.tbl_count(bufs) end
+-- A wiped buffer's pending change is recorded before its session goes (as when it is hidden).
+sessions.on_forget('edit_recorder', function(buf) M.detach(buf) end)
+
+function M.attached_count() return vim.tbl_count(attached()) end
 
 -- The attached buffers whose copy is kept (only next edits want them).
 function M.copies_count()
   local n = 0
-  for _, b in pairs(bufs) do
+  for _, b in pairs(attached()) do
     if b.lines then n = n + 1 end
   end
   return n
@@ -168,13 +191,13 @@ end
 
 -- The buffer was renamed: its records name the new path from now on.
 function M.renamed(buf)
-  local b = bufs[buf]
+  local b = rec_of(buf)
   if b then b.path = api.nvim_buf_get_name(buf) end
 end
 
 -- The records since the last call (every attached buffer's pending range flushed), oldest first.
 function M.take()
-  for buf, b in pairs(bufs) do
+  for buf, b in pairs(attached()) do
     if b.lo ~= nil then flush(buf, b) end
   end
   local out = records
@@ -185,7 +208,7 @@ end
 -- Every attached buffer's pending range flushed, but the one of `buf` that row `row` lies in
 -- or near (Insert mode starts there: the change may go on).
 function M.flush_away(buf, row)
-  for other, b in pairs(bufs) do
+  for other, b in pairs(attached()) do
     if b.lo ~= nil and (other ~= buf or row < b.lo - GAP or row > b.new_hi + GAP) then flush(other, b) end
   end
 end
@@ -201,8 +224,12 @@ end
 
 -- Forget everything (next edits turned off).
 function M.reset()
-  for _, b in pairs(bufs) do b.lines = nil end -- the callbacks hold `b` until they detach
-  bufs = {}
+  for _, s in sessions.all() do
+    if s.recorder then
+      s.recorder.lines = nil -- the callbacks hold it until they detach
+      s.recorder = nil
+    end
+  end
   records = {}
 end
 

@@ -2,6 +2,7 @@
 -- Lua owns this state so accepting never waits on Python; Python decides what is shown and
 -- precomputes where accept-word stops (byte offsets into the text).
 local api = vim.api
+local sessions = require('local_copilot.sessions')
 local M = {}
 
 M.ns = api.nvim_create_namespace('local_copilot')
@@ -9,9 +10,10 @@ local MARK_ID, INFO_ID = 1, 2
 
 -- The suggestion currently known for the cursor, or nil:
 --   { buf, row, col, tick, seq, items = { { text, words } }, index, final, line_suffix, hidden }
+-- One for the whole editor, not one per buffer: there is one cursor, and a suggestion in
+-- another buffer is cleared before this one is drawn. Its buffer's forget clears it too.
+-- What ghost text keeps per buffer is in the buffer's session (sessions.lua: seq, info_drawn).
 M.current = nil
--- Last snapshot sequence number sent per buffer (see expect); plans for older ones are stale.
-M.last_seq = {}
 -- +1/-1 while alternatives are being fetched for next()/prev() (see expect_cycle)
 M.pending_cycle = nil
 -- called with the buffer once the answer to its latest request is complete, whether or not it
@@ -25,8 +27,21 @@ end
 
 -- A request for `buf` went out with `seq` (nil: none is wanted any more); only its plans draw.
 function M.expect(buf, seq)
-  M.last_seq[buf] = seq
+  if seq == nil then
+    local s = sessions.peek(buf)
+    if s then s.seq = nil end
+  else
+    sessions.get(buf).seq = seq
+  end
 end
+
+-- The buffer was wiped: its suggestion goes (its marks went with it).
+sessions.on_forget('ghost', function(buf)
+  if M.current and M.current.buf == buf then
+    M.current = nil
+    M.pending_cycle = nil
+  end
+end)
 
 -- Alternatives are being fetched: step by `step` from the candidate on screen once they come.
 function M.expect_cycle(step)
@@ -40,15 +55,14 @@ end
 -- virt_text does not expand tabs like buffer text does; expand them for display only.
 local expand_tabs = require('local_copilot.syntax').expand_tabs
 
--- buf -> true while its (i/n) annotation mark may exist (most draws have none to delete)
-local info_drawn = {}
-
+-- (the session's `info_drawn`: the (i/n) annotation mark may exist; most draws have none to delete)
 local function undraw(buf)
+  local s = sessions.peek(buf)
   if api.nvim_buf_is_valid(buf) then
     pcall(api.nvim_buf_del_extmark, buf, M.ns, MARK_ID)
-    if info_drawn[buf] then pcall(api.nvim_buf_del_extmark, buf, M.ns, INFO_ID) end
+    if s and s.info_drawn then pcall(api.nvim_buf_del_extmark, buf, M.ns, INFO_ID) end
   end
-  info_drawn[buf] = nil
+  if s then s.info_drawn = nil end
 end
 
 function M.clear(buf)
@@ -105,12 +119,13 @@ local function draw(cur)
     virt_lines = #virt_lines > 0 and virt_lines or nil,
     right_gravity = false,
   })
+  local s = sessions.get(cur.buf)
   if info and #virt_lines == 0 then
     api.nvim_buf_set_extmark(cur.buf, M.ns, cur.row, 0, { id = INFO_ID, virt_text = { { info, 'LocalCopilotAnnotation' } }, virt_text_pos = 'eol' })
-    info_drawn[cur.buf] = true
-  elseif info_drawn[cur.buf] then
+    s.info_drawn = true
+  elseif s.info_drawn then
     pcall(api.nvim_buf_del_extmark, cur.buf, M.ns, INFO_ID)
-    info_drawn[cur.buf] = nil
+    s.info_drawn = nil
   end
 end
 
@@ -122,7 +137,8 @@ end
 ---@param plan local_copilot.RenderPlan
 ---@return boolean drawn
 function M.show(plan)
-  if plan.seq ~= M.last_seq[plan.buf] then return false end
+  local s = sessions.peek(plan.buf)
+  if not s or plan.seq ~= s.seq then return false end
   if plan.final then on_answered(plan.buf) end
   if not still_valid(plan) then return false end
   local items = plan.items

@@ -87,8 +87,8 @@ function M.attach(from_insert_enter)
   local chunks = require('local_copilot.chunks')
   local group = api.nvim_create_augroup('LocalCopilot', { clear = true })
   local au = function(ev, fn, desc) api.nvim_create_autocmd(ev, { group = group, callback = fn, desc = 'local-copilot: ' .. desc }) end
-  au({ 'InsertEnter', 'OptionSet', 'BufFilePost', 'BufWipeout' }, trigger.forget_facts, 'read buffer options anew')
-  au('BufWipeout', function(ev) trigger.forget_buffer(ev.buf) end, 'forget a wiped buffer')
+  -- (a wiped buffer is forgotten by sessions.lua, here and in the host)
+  au({ 'InsertEnter', 'OptionSet', 'BufFilePost' }, trigger.forget_facts, 'read buffer options anew')
   au({ 'InsertEnter', 'TextChangedI', 'TextChangedP', 'CursorMovedI' }, trigger.on_change, 'request a suggestion')
   au('InsertCharPre', trigger.on_char_pre, 'clear a suggestion the typed character does not continue')
   au({ 'InsertLeave', 'BufLeave', 'WinLeave' }, trigger.on_leave, 'clear the suggestion')
@@ -110,7 +110,6 @@ function M.attach(from_insert_enter)
   au('TextYankPost', chunks.on_yank, 'remember yanked text for context')
   local definitions = require('local_copilot.definitions')
   au({ 'InsertEnter', 'TextChangedI' }, definitions.on_change, 'ask the language servers for the definitions near the cursor')
-  au('BufWipeout', function(ev) definitions.forget(ev.buf) end, 'forget a wiped buffer\'s definitions')
   api.nvim_create_autocmd('User', { group = group, pattern = 'LocalCopilotSuggestion', callback = trigger.count_shown,
     desc = 'local-copilot: count a suggestion shown' })
 end

@@ -7,6 +7,7 @@
 -- ghost text already asked about). Answers come back as `lsp_answer` updates (updates.lua).
 local api = vim.api
 local config = require('local_copilot.config')
+local sessions = require('local_copilot.sessions')
 
 local M = {}
 
@@ -107,6 +108,7 @@ local function cancel_buffer(buf)
     if p.buf == buf then require('local_copilot.host').lsp({ cancel = id }) end
   end
 end
+sessions.on_forget('lsp', cancel_buffer)
 
 -- The host's answer to request `id` (updates.lua); nil: nothing to offer.
 function M.answer(id, result)
@@ -154,8 +156,6 @@ function M.setup()
   state.group = api.nvim_create_augroup('LocalCopilotLsp', { clear = true })
   api.nvim_create_autocmd({ 'BufEnter', 'FileType' }, { group = state.group, desc = 'local-copilot: completion items',
     callback = function(ev) M.attach(ev.buf) end })
-  api.nvim_create_autocmd('BufWipeout', { group = state.group, desc = 'local-copilot: cancel a wiped buffer\'s requests',
-    callback = function(ev) cancel_buffer(ev.buf) end })
   for _, buf in ipairs(api.nvim_list_bufs()) do
     if api.nvim_buf_is_loaded(buf) then M.attach(buf) end
   end

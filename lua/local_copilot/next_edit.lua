@@ -6,6 +6,7 @@ local api = vim.api
 local config = require('local_copilot.config')
 local recorder = require('local_copilot.edit_recorder')
 local host = require('local_copilot.host')
+local sessions = require('local_copilot.sessions')
 local syntax = require('local_copilot.syntax')
 
 local M = {}
@@ -15,9 +16,9 @@ M.ns = api.nvim_create_namespace('local_copilot_next_edit')
 -- rows of the buffer sent around the cursor (the formats take their regions from them)
 local WINDOW = 150
 
+-- (each buffer's latest request is its session's `next_edit_seq`, sessions.lua)
 local state = {
   seq = 0,
-  latest = {}, -- buf -> seq of its latest request
   timer = nil,
   current = nil, -- the plan on screen, with `jumped` once the cursor went to it
 }
@@ -116,7 +117,8 @@ end
 ---@param plan local_copilot.update.NextEdit
 function M.show(plan)
   local buf = plan.buf
-  if buf ~= api.nvim_get_current_buf() or state.latest[buf] ~= plan.seq then return end
+  local s = sessions.peek(buf)
+  if buf ~= api.nvim_get_current_buf() or not s or s.next_edit_seq ~= plan.seq then return end
   if api.nvim_buf_get_changedtick(buf) ~= plan.tick or api.nvim_get_mode().mode ~= 'n' then return end
   if require('local_copilot.ghost').is_visible() then return end
   local cur = api.nvim_win_get_cursor(0)
@@ -128,7 +130,7 @@ function M.show(plan)
 end
 
 -- Tests draw a plan of their own: make `seq` the buffer's latest request.
-function M._seq_for_test(buf, seq) state.latest[buf] = seq end
+function M._seq_for_test(buf, seq) sessions.get(buf).next_edit_seq = seq end
 
 -- Ask for the next edit at the cursor now.
 function M.request()
@@ -141,7 +143,7 @@ function M.request()
   local n = api.nvim_buf_line_count(buf)
   local first = math.max(0, row - WINDOW)
   state.seq = state.seq + 1
-  state.latest[buf] = state.seq
+  sessions.get(buf).next_edit_seq = state.seq
   host.send('next_edit', {
     buf = buf, tick = api.nvim_buf_get_changedtick(buf), row = row, col = cur[2], first = first,
     -- (long lines cut: the host cuts them in the prompt, and rewrites no region holding one)
@@ -249,6 +251,11 @@ function M.on_buf_enter(ev)
   if M.enabled() and require('local_copilot.trigger').buf_enabled(ev.buf) then recorder.attach(ev.buf) end
 end
 
+-- The buffer was wiped: its edit on screen goes (its marks went with it).
+sessions.on_forget('next_edit', function(buf)
+  if state.current and state.current.buf == buf then state.current = nil end
+end)
+
 -- Autocmds of their own group, while next edits are on (setup() calls this again).
 function M.attach()
   if not M.enabled() then
@@ -271,7 +278,6 @@ function M.attach()
   au('BufLeave', M.on_buf_leave, 'clear')
   au('BufFilePost', function(ev) recorder.renamed(ev.buf) end, 'record under the new name')
   au({ 'BufHidden', 'BufUnload' }, function(ev) recorder.detach(ev.buf) end, 'stop recording a buffer not shown')
-  au('BufWipeout', function(ev) state.latest[ev.buf] = nil end, 'forget a wiped buffer')
   M.on_buf_enter({ buf = api.nvim_get_current_buf() })
 end
 

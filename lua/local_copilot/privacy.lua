@@ -10,30 +10,36 @@
 -- are judged here alone: their text never reaches the host.
 local api = vim.api
 local uv = vim.uv or vim.loop
+local sessions = require('local_copilot.sessions')
 
 local M = {}
 
 local rules = nil -- { { lua pattern, reason }, ... } from the host, or the built-in ones
-local verdicts = {} -- buf -> { path = , reason = , kind = 'path' | 'content' } from the host
 -- path -> reason or false: status() runs on every statusline redraw, and the rules are many
 local judged = {}
-local binaries = {} -- buf -> { path = , reason = reason or false }: the file read once per buffer
+-- Per buffer, in its session (sessions.lua): `verdict`, { path, reason, kind = 'path' |
+-- 'content' } from the host; `binary`, { path, reason = reason or false }: the file read once.
+local function verdict_of(buf)
+  local s = sessions.peek(buf)
+  return s and s.verdict
+end
 
 -- bytes git reads to tell binary from text (privacy.BINARY_HEAD)
 local BINARY_HEAD = 8000
 
 function M._rules(list)
   rules = list
-  verdicts = {}
+  for _, s in sessions.all() do s.verdict = nil end
   judged = {}
   require('local_copilot.trigger').forget_facts_of()
 end
 
 function M._verdict(buf, path, reason, kind)
   if reason == nil or reason == vim.NIL then
-    verdicts[buf] = nil
+    local s = sessions.peek(buf)
+    if s then s.verdict = nil end
   else
-    verdicts[buf] = { path = path, reason = reason, kind = kind }
+    sessions.get(buf).verdict = { path = path, reason = reason, kind = kind }
   end
   require('local_copilot.trigger').forget_facts_of(buf)
 end
@@ -137,7 +143,8 @@ end
 -- not judged here.
 local function binary_reason(buf, path)
   if path == '' or buf < 0 or not api.nvim_buf_is_valid(buf) or vim.bo[buf].binary then return nil end
-  local known = binaries[buf]
+  local s = sessions.get(buf)
+  local known = s.binary
   if known and known.path == path then return known.reason or nil end
   local reason = false
   local st = uv.fs_stat(path)
@@ -156,7 +163,7 @@ local function binary_reason(buf, path)
       reason = ('a binary file (not valid %s)'):format(enc)
     end
   end
-  binaries[buf] = { path = path, reason = reason }
+  s.binary = { path = path, reason = reason }
   return reason or nil
 end
 
@@ -165,7 +172,7 @@ end
 function M.path_reason(buf, path)
   local reason = path_rule(path) or binary_reason(buf, path)
   if reason then return reason end
-  local v = verdicts[buf]
+  local v = verdict_of(buf)
   if v and v.kind == 'path' and v.path == path then return v.reason end
   return nil
 end
@@ -176,7 +183,8 @@ end
 function M.changed(buf)
   local path = api.nvim_buf_get_name(buf)
   judged[path] = nil
-  binaries[buf] = nil
+  local s = sessions.peek(buf)
+  if s then s.binary = nil end
   require('local_copilot.trigger').forget_facts_of(buf)
   local host = package.loaded['local_copilot.host']
   if host and path ~= '' and not path_rule(path) then host.tell('path_changed', { path = path }) end
@@ -186,14 +194,9 @@ end
 function M.reason(buf, path)
   local reason = M.path_reason(buf, path)
   if reason then return reason end
-  local v = verdicts[buf]
+  local v = verdict_of(buf)
   if v and v.path == path then return v.reason end
   return nil
-end
-
-function M.forget(buf)
-  verdicts[buf] = nil
-  binaries[buf] = nil
 end
 
 -- The judgements above hold until the file changes: this module watches for it itself, so its

@@ -11,6 +11,7 @@ local api = vim.api
 local config = require('local_copilot.config')
 local host = require('local_copilot.host')
 local recorder = require('local_copilot.edit_recorder')
+local sessions = require('local_copilot.sessions')
 
 local M = {}
 
@@ -63,11 +64,13 @@ function M.on_insert_enter(ev)
   send(require('local_copilot.trigger').buf_enabled(ev.buf))
 end
 
--- The host forgets the buffer's edits (the `forget` event); those not sent yet go too.
+-- The host forgets a wiped buffer's edits (the `forget` event); those not sent yet go too,
+-- the one its pending change makes included (recorded first).
 function M.on_wipeout(ev)
   recorder.detach(ev.buf)
   outbox = vim.tbl_filter(function(r) return r.buf ~= ev.buf end, outbox)
 end
+sessions.on_forget('recent_edits', function(buf) M.on_wipeout({ buf = buf }) end)
 
 -- Autocmds of their own group while the option is on (setup() calls this again).
 function M.setup()
@@ -89,7 +92,6 @@ function M.setup()
   au('InsertEnter', M.on_insert_enter, 'send the edits finished elsewhere')
   au('BufFilePost', function(ev) recorder.renamed(ev.buf) end, 'record under the new name')
   au({ 'BufHidden', 'BufUnload' }, function(ev) recorder.detach(ev.buf) end, 'stop recording a buffer not shown')
-  au('BufWipeout', M.on_wipeout, 'forget a wiped buffer\'s edits')
   M.on_buf_enter({ buf = api.nvim_get_current_buf() })
 end
 

@@ -1,12 +1,14 @@
 -- When to ask for a suggestion, and what goes with the request: keystrokes become snapshots
 -- (protocol.lua's local_copilot.Snapshot) sent to the host through host.lua. Owns whether
 -- completion is on, which buffers it reads, the typing-interval estimate (the one the host
--- uses too: it rides with each snapshot), and whether a buffer waits for an answer.
+-- uses too: it rides with each snapshot), and whether a buffer waits for an answer. What it
+-- keeps per buffer is in the buffer's session (sessions.lua: facts, base, watched, waiting).
 local api = vim.api
 local config = require('local_copilot.config')
 local ghost = require('local_copilot.ghost')
 local host = require('local_copilot.host')
 local privacy = require('local_copilot.privacy')
+local sessions = require('local_copilot.sessions')
 
 local M = {}
 
@@ -16,12 +18,8 @@ local state = {
   timer = nil,
   scheduled = 0, -- generation of the latest scheduled request (see schedule_request)
   queued = nil, -- the generation whose vim.schedule callback has not run yet
-  waiting = {}, -- buf -> true while a request is in flight (for status())
   last_key = nil, -- uv.now() of the previous keystroke
   interval = nil, -- smoothed time between keystrokes (ms)
-  base = {}, -- buf -> the last whole window sent: { seq, row, first, last, n }
-  watched = {}, -- buf -> true once nvim_buf_attach watches its edits
-  facts = {}, -- buf -> what the keystroke path reads of a buffer (see buf_facts)
   -- suggestions shown since the host last heard (it counts them): they ride along with the next
   -- request, or the host asks (take_shown) for its stats; a message of their own would wake
   -- the host once per suggestion only to count it
@@ -77,7 +75,8 @@ end
 -- commands still ask buf_enabled() each time.
 local function buf_facts(buf)
   local n = api.nvim_buf_line_count(buf)
-  local f = state.facts[buf]
+  local s = sessions.get(buf)
+  local f = s.facts
   if f and f.n == n and f.version == config.version and f.enabled == state.enabled then return f end
   local bo = vim.bo[buf]
   f = {
@@ -85,50 +84,57 @@ local function buf_facts(buf)
     on = M.buf_enabled(buf),
     ft = bo.filetype, path = api.nvim_buf_get_name(buf), et = bo.expandtab, sw = bo.shiftwidth, ts = bo.tabstop,
   }
-  state.facts[buf] = f
+  s.facts = f
   return f
 end
 
 -- The host's privacy rules or a verdict changed: read `buf`'s facts (all, without one) anew.
 function M.forget_facts_of(buf)
-  if buf then state.facts[buf] = nil else state.facts = {} end
+  if buf then
+    local s = sessions.peek(buf)
+    if s then s.facts = nil end
+  else
+    for _, s in sessions.all() do s.facts = nil end
+  end
 end
 
 function M.forget_facts(ev)
-  if ev.event == 'OptionSet' then
-    state.facts = {} -- a global option may be the one that changed
-  else
-    state.facts[ev.buf] = nil
-  end
+  -- a global option may be the one that changed
+  M.forget_facts_of(ev.event ~= 'OptionSet' and ev.buf or nil)
 end
 
 -- A host that is not the one snapshots went to before has none of their windows.
 function M.forget_windows()
-  state.base = {}
+  for _, s in sessions.all() do s.base = nil end
 end
 
--- The buffer was wiped: the host drops the window it kept for it.
-function M.forget_buffer(buf)
-  state.base[buf] = nil
-  privacy.forget(buf)
-  host.tell('forget', { buf = buf })
-end
+-- A wiped buffer's session goes with everything trigger.lua keeps in it; the last place
+-- warmed, if it was there, goes too (its number is never a buffer's again, but nothing of a
+-- wiped buffer stays).
+sessions.on_forget('trigger', function(buf)
+  if state.warmed and state.warmed:match('^%d+') == tostring(buf) then state.warmed = nil end
+end)
 
 -- Buffers whose edits are watched: an edit outside the row of the last whole window sent
 -- makes the next snapshot whole again (see snapshot()).
-local function watch(buf)
-  if state.watched[buf] then return end
-  state.watched[buf] = true
+local function watch(buf, s)
+  if s.watched then return end
+  s.watched = true
   api.nvim_buf_attach(buf, false, {
     on_lines = function(_, b, _, first, last_old, last_new)
-      local base = state.base[b]
+      local bs = sessions.peek(b)
+      local base = bs and bs.base
       if base and not (first == base.row and last_old == base.row + 1 and last_new == base.row + 1) then
-        state.base[b] = nil
+        bs.base = nil
       end
     end,
-    on_reload = function(_, b) state.base[b] = nil end,
+    on_reload = function(_, b)
+      local bs = sessions.peek(b)
+      if bs then bs.base = nil end
+    end,
     on_detach = function(_, b)
-      state.watched[b], state.base[b] = nil, nil
+      local bs = sessions.peek(b)
+      if bs then bs.watched, bs.base = nil, nil end
     end,
   })
 end
@@ -206,7 +212,8 @@ local function snapshot(buf, facts)
     seq = state.seq,
     interval = state.interval, -- how fast the user types: the host continues a first part once they pause
   }
-  local base = state.base[buf]
+  local s = sessions.get(buf)
+  local base = s.base
   if base and host.connected() and base.row == row and base.first == first and base.last == last and base.n == n then
     snap.base = base.seq
     local from
@@ -216,8 +223,8 @@ local function snapshot(buf, facts)
     local from
     snap.lines, from = cut_window(api.nvim_buf_get_lines(buf, first, last, false), first, row, col)
     if from > 0 then snap.line_from = from end
-    watch(buf)
-    state.base[buf] = { seq = state.seq, row = row, first = first, last = last, n = n }
+    watch(buf, s)
+    s.base = { seq = state.seq, row = row, first = first, last = last, n = n }
   end
   return snap
 end
@@ -236,7 +243,8 @@ end
 -- The host lacks the window a snapshot was relative to (a message of ours it never got):
 -- send it whole.
 function M.resync(buf)
-  state.base[buf] = nil
+  local s = sessions.peek(buf)
+  if s then s.base = nil end
   if buf == api.nvim_get_current_buf() and api.nvim_get_mode().mode:sub(1, 1) == 'i' then M.trigger() end
 end
 
@@ -250,7 +258,7 @@ function M.request(kind)
   local snap = snapshot(buf, facts)
   ghost.expect(buf, snap.seq)
   if state.shown > 0 then snap.shown, state.shown = state.shown, 0 end
-  state.waiting[buf] = true
+  sessions.get(buf).waiting = true
   host.send(kind, snap)
   return true
 end
@@ -259,13 +267,21 @@ end
 function M.trigger() return M.request('snapshot') end
 
 -- Whether a request for `buf` waits for its answer.
-function M.waiting(buf) return state.waiting[buf] == true end
+function M.waiting(buf)
+  local s = sessions.peek(buf)
+  return s ~= nil and s.waiting == true
+end
 
 -- The answer to `buf`'s latest request is in, shown or not (ghost.lua calls this).
-function M.answered(buf) state.waiting[buf] = nil end
+function M.answered(buf)
+  local s = sessions.peek(buf)
+  if s then s.waiting = nil end
+end
 
 -- The host says nothing is in flight (the backend failed, or it rejects the options).
-function M.nothing_waiting() state.waiting = {} end
+function M.nothing_waiting()
+  for _, s in sessions.all() do s.waiting = nil end
+end
 
 -- Wait after a keystroke: short when the user pauses, longer while they type fast, so a
 -- burst sends one request at its end instead of one per key. This is also the one estimate
@@ -402,8 +418,9 @@ function M.on_leave()
   local buf = api.nvim_get_current_buf()
   ghost.clear()
   ghost.expect(buf, nil)
-  if state.waiting[buf] then
-    state.waiting[buf] = nil
+  local s = sessions.peek(buf)
+  if s and s.waiting then
+    s.waiting = nil
     host.tell('cancel', { buf = buf })
   end
 end

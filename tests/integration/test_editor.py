@@ -300,7 +300,7 @@ def test_status_says_bad_option_until_good_options_come(open_nvim: Any, phrase_s
     at_end_of(nvim, 2)
     nvim.input("x")
     wait_for(lambda: lua(nvim, "require('local_copilot').status()") == "bad option", what="the bad option status")
-    seq = "require('local_copilot.ghost').last_seq[vim.api.nvim_get_current_buf()] or 0"
+    seq = "require('local_copilot.sessions').get(vim.api.nvim_get_current_buf()).seq or 0"
     before = lua(nvim, seq)
     nvim.input("y")
     wait_for(lambda: buffer_text(nvim) == "def f():\n\txy", what="the key typed")
@@ -401,3 +401,51 @@ def test_a_wiped_buffer_leaves_nothing_kept_in_the_host(open_nvim: Any, phrase_s
     nvim.command(f"bwipeout! {first}")
     wait_for(lambda: first not in state()["buffers"], what="the wiped buffer forgotten")
     assert second in state()["buffers"]
+
+
+# What the Lua side keeps of a buffer, read from the modules themselves: its session
+# (sessions.lua) and what a module keeps of it outside the session.
+LUA_STATE = """
+local buf = ...
+local s = require('local_copilot.sessions').peek(buf)
+local function of_buf(t) local n = 0 for _, x in pairs(t) do if x.buf == buf then n = n + 1 end end return n end
+local cur = require('local_copilot.ghost').current
+return {
+  session = s and vim.tbl_keys(s) or vim.NIL,
+  ghost = cur ~= nil and cur.buf == buf,
+  edits = of_buf(require('local_copilot.edit').edits),
+  recorded = require('local_copilot.edit_recorder').attached(buf),
+  waiting = of_buf(require('local_copilot.recent_edits')._waiting()),
+}
+"""
+
+
+def test_a_wiped_buffer_leaves_nothing_in_the_lua_state(open_nvim: Any, phrase_server: Any, tmp_path: Path) -> None:
+    """The Lua side of the test above: after a suggestion, a next edit, a chunk and an
+    instruction edit, `:bwipeout` leaves no session of the buffer and nothing of it in any
+    module (one table per buffer, one forget)."""
+    nvim = open_nvim(phrase_server.url, ["def f():", "\t", *(["x = 1"] * 80)],
+                     next_edit={"enabled": True, "debounce_ms": 20})
+    first = nvim.current.buffer.number
+    at_end_of(nvim, 2)
+    assert wait_ghost(nvim, lambda t: t == PHRASE)
+    nvim.input("<Esc>")
+    assert lua(nvim, "require('local_copilot').next_edit_request()") is True
+    nvim.input("G")  # a jump: the region around it goes to the host as a chunk
+    edit_id = nvim.exec_lua("return require('local_copilot').edit({ line1 = 1, line2 = 1, instruction = 'rename' })")
+    assert edit_id
+    keys = lambda: set(nvim.exec_lua(LUA_STATE, first)["session"])  # noqa: E731
+    # (the window sent and the options read come and go with the host's answers and verdicts)
+    kept = {"watched", "binary", "next_edit_seq", "recorder", "last_row", "edit_keys"}
+    assert wait_for(lambda: kept <= keys(), what="the buffer's state kept in its session")
+    assert nvim.exec_lua(LUA_STATE, first)["recorded"] is True
+
+    nvim.command(f"edit {tmp_path / 'other.py'}")
+    nvim.command(f"bwipeout! {first}")
+    gone = {"session": None, "ghost": False, "edits": 0, "recorded": False, "waiting": 0}
+    assert nvim.exec_lua(LUA_STATE, first) == gone
+    assert first not in nvim.exec_lua("return require('local_copilot.sessions')._buffers()")
+    # answers still on their way for it (the edit's, the next edit's) leave nothing either
+    nvim.exec_lua("vim.wait(300)")
+    assert nvim.exec_lua(LUA_STATE, first) == gone
+    assert nvim.current.buffer.number in nvim.exec_lua("return require('local_copilot.sessions')._buffers()")
