@@ -5,7 +5,7 @@ A uv timer inside Neovim queues a callback on the main loop every 2 ms, which ke
 longest gap between two runs; any work that holds the main loop (a synchronous start waiting
 for the host to answer) shows as a gap that long. Measured from the first key until the host has connected (a suggestion shows
 from the tiny llama-server), and from the key after a `kill -9` of the host until the new one
-has connected; and from the first key until the message when g:python3_host_prog names a
+has connected; and from the first key until the message when g:local_copilot_python names a
 python without pynvim. The gap includes the timer's own period (2 ms) and the test driver's RPC calls;
 `host_running_ms`, the same wait for a suggestion with the host already running, is the floor
 to read the two against (on a busy machine the scheduler's own delays show there too).
@@ -63,7 +63,8 @@ return 0
 
 def _start(nvim_bin: str, manifest: Path, env: dict[str, str], rtp: Path, url: str) -> Any:
     argv = [nvim_bin, "--clean", "--embed", "--headless", "-n", "--cmd", f"set rtp^={rtp}",
-            "--cmd", f"let g:python3_host_prog = '{sys.executable}'"]
+            "--cmd", f"let g:local_copilot_python = '{sys.executable}'",
+            "--cmd", f"let g:python3_host_prog = '{sys.executable}'"]  # (an older checkout's host, --rtp)
     nvim = H.attach_child(argv, env)
     nvim.command(f"let g:loaded_remote_plugins = '{manifest}'")
     nvim.command(f"source {manifest}")

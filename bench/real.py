@@ -123,7 +123,9 @@ def register(nvim_bin: str, root: Path, manifest: Path) -> Path:
 
 
 def start_nvim(nvim_bin: str, root: Path, manifest: Path, env: dict[str, str], setup: dict[str, Any]) -> pynvim.Nvim:
+    # this checkout's host runs in g:local_copilot_python; an older one (--compare) in python3's host
     argv = [nvim_bin, "--clean", "--embed", "--headless", "-n", "--cmd", f"set rtp^={root}",
+            "--cmd", f"let g:local_copilot_python = '{sys.executable}'",
             "--cmd", f"let g:python3_host_prog = '{sys.executable}'", "--cmd", "set columns=120 lines=40"]
     nvim = H.attach_child(argv, env)
     nvim.command(f"let g:loaded_remote_plugins = '{manifest}'")

@@ -455,7 +455,7 @@ def startup_cost(nvim_bin: str, manifest: Path, workdir: Path, runs: int) -> dic
         env = dict(os.environ, XDG_CONFIG_HOME=str(cfg), XDG_DATA_HOME=str(with_data if which == "with" else without_data),
                    XDG_STATE_HOME=str(base / "state"),
                    NVIM_RPLUGIN_MANIFEST=str(manifest if which == "with" else base / "none.vim"))
-        subprocess.run([nvim_bin, "--headless", "-n", "-i", "NONE", "--cmd", f"let g:python3_host_prog = '{sys.executable}'",
+        subprocess.run([nvim_bin, "--headless", "-n", "-i", "NONE", "--cmd", f"let g:local_copilot_python = '{sys.executable}'",
                         "--startuptime", str(log_file), "+qa!"], env=env, check=True, timeout=60, capture_output=True)
         lines = [ln for ln in log_file.read_text().splitlines() if "NVIM STARTED" in ln]
         times[which].append(float(lines[-1].split()[0]))

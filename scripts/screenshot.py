@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 nvim = pynvim.attach("child", argv=[nvim_bin, "--clean", "--embed", "--headless", "-n",
                                                     "--cmd", f"set rtp^={REPO}",
-                                                    "--cmd", f"let g:python3_host_prog = '{sys.executable}'"])
+                                                    "--cmd", f"let g:local_copilot_python = '{sys.executable}'"])
             finally:
                 os.environ.clear()
                 os.environ.update(old)

@@ -241,5 +241,5 @@ def test_health_says_which_channel_keystrokes_take(health_nvim: Any, llama_serve
     nvim.call("chanclose", state["channel"])
     wait_for(lambda: nvim.call("LocalCopilotCall", "debug_state")["channel"] is None)
     lines = checkhealth(nvim)
-    assert line(lines, "keystrokes go through the python3 host's channel", "it was closed")
+    assert line(lines, "keystrokes go through the channel Neovim started the Python host on", "it was closed")
     assert errors(lines) == []

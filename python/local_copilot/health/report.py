@@ -48,7 +48,7 @@ SLOW_TTFT_MS = 1000.0
 # ------------------------------------------------------------------------------------ sections
 
 
-def python_section(name: str = "python3 host") -> Section:
+def python_section(name: str = "Python host") -> Section:
     sec = Section(name=name)
     v = sys.version_info
     where = f"{v.major}.{v.minor}.{v.micro} at {sys.executable}"

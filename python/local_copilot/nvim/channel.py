@@ -1,6 +1,6 @@
 """A second msgpack-RPC connection to Neovim, owned by the worker loop: the keystroke path.
 
-Through the python3 host's own channel every keystroke crosses three threads: pynvim's loop
+Through the channel Neovim started the host on, every keystroke crosses three threads: pynvim's loop
 reads the snapshot and runs the handler in a new greenlet, hands it to the worker loop, and
 the render plan hops back to pynvim's loop to be written, with a thread wakeup at each hop.
 Here the worker connects to Neovim's own server address

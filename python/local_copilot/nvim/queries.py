@@ -170,7 +170,7 @@ class Queries:
         except Exception as exc:  # a timeout or a bug: say so in the report instead of a stack trace
             future.cancel()  # stop its probes; Neovim has waited long enough
             log.exception("health check failed")
-            return [{"name": "python3 host", "items": [{"level": "error", "message": f"the health check failed: {exc!r}",
+            return [{"name": "Python host", "items": [{"level": "error", "message": f"the health check failed: {exc!r}",
                                                         "advice": [f"see {log_path()}"]}]}]
         section = next((sec for sec in report.sections if sec.name == "host interpreter and packages"), None)
         if section is not None:
@@ -183,7 +183,7 @@ class Queries:
         if chan is not None:
             return Item(level="ok", message=f"keystrokes reach the host's network thread on its own "
                                     f"channel to Neovim (channel {chan})")
-        return Item(level="info", message="keystrokes go through the python3 host's channel "
+        return Item(level="info", message="keystrokes go through the channel Neovim started the Python host on "
                                 f"(its network thread has no channel of its own: {self.host.channel_note})",
                                 advice=["this works, with a little more host CPU per keystroke"])
 
