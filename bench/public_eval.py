@@ -217,9 +217,25 @@ async def naive(client: httpx.AsyncClient, url: str, task: Task, fim: bool) -> s
     return text
 
 
+def _prompt_code() -> str:
+    """A digest of the code that builds and sends the plugin's prompt: a cached answer was asked
+    with the prompt this code built, so a change there asks every task again (the answer's own
+    prompt is not known before it is asked: the window is sized from the server's speed)."""
+    digest = hashlib.sha256()
+    package = REPO / "python" / "local_copilot"
+    for folder in ("prompt", "pipeline", "backends", "transport"):
+        for path in sorted((package / folder).rglob("*.py")):
+            digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+PROMPT_CODE = _prompt_code()
+
+
 class Answers:
     """The answers asked so far, one JSON line each, so that a run cut short (a session's end,
-    a server that died) goes on where it stopped: keyed by model, task and answer length."""
+    a server that died) goes on where it stopped: keyed by model, task, answer length and the
+    prompt-building code (PROMPT_CODE)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -232,7 +248,7 @@ class Answers:
 
     @staticmethod
     def key(model: str, task: Task) -> str:
-        return f"{model}:{N_PREDICT}:{T_MAX_PREDICT_MS}:{PARALLEL}:{task.id}"
+        return f"{model}:{N_PREDICT}:{T_MAX_PREDICT_MS}:{PARALLEL}:{PROMPT_CODE}:{task.id}"
 
     def add(self, row: dict[str, Any]) -> None:
         self.rows[row["key"]] = row
