@@ -162,7 +162,7 @@ async def ask_all(url: str, tasks: list[Task]) -> list[dict[str, Any]]:
     try:
         for i, task in enumerate(tasks):
             ft = import_language(str(task.path))
-            row: dict[str, Any] = {"task": task.id, "want": task.want}
+            row: dict[str, Any] = {"task": task.id, "want": task.want, "language": ft}
             for name, core in cores.items():
                 buf += 1
                 snap = task.snapshot(buf, ft)
@@ -233,11 +233,15 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             server.stop()
         summary = summarize(rows)
+        languages = sorted({r["language"] for r in rows})
+        by_language = {lang: summarize([r for r in rows if r["language"] == lang]) for lang in languages}
         doc = {"model": GEMMA.title, "split": args.split, "tasks": len(rows), "seed": args.seed,
-               "seconds": round(time.monotonic() - t0), "summary": summary, "rows": rows}
+               "seconds": round(time.monotonic() - t0), "summary": summary, "by_language": by_language, "rows": rows}
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(doc, indent=1))
         print(table(summary))
+        for lang, part in by_language.items():
+            print(f"\n{lang}:\n{table(part)}")
         print(f"({GEMMA.title}, {args.split} split, {len(rows)} tasks, seed {args.seed}; rows in {args.json})")
     finally:
         shutil.rmtree(work, ignore_errors=True)
