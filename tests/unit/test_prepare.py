@@ -137,9 +137,9 @@ def test_recent_edits_elsewhere_come_after_the_definitions_newest_nearest_the_wi
 
 def test_the_newest_edits_are_kept_when_not_all_fit(tmp_path: Path) -> None:
     prep, snap, cfg = _ready(tmp_path, extra_tokens=60)
-    prep.ring.clear()
-    prep.definitions.forget(1)
-    prep.imports.forget(snap.path)
+    # the edits alone compete for the room (a forgotten file's imports may be read again by
+    # the worker before ready() returns)
+    prep.sources_on = frozenset({"edits"})
     for i in range(6):
         _edit(prep, tmp_path / f"m{i}.py", 0, [f"value_{i} = compute_something({i})"])
     p = prep.prepare(snap, cfg, 8192, ())
@@ -182,3 +182,44 @@ def test_an_edit_in_a_refused_file_is_never_sent(tmp_path: Path) -> None:
     p = prep.prepare(snap, cfg, 8192, ())
     assert "edits" not in {s for s, _ in p.sources}
     assert "TOKEN" not in repr(p.req.extra) and "hidden_plan" not in repr(p.req.extra)
+
+
+def _edits_in(p: object) -> list[str]:
+    return [f for s, f in p.sources if s == "edits"]  # type: ignore[attr-defined]
+
+
+def test_on_a_slow_server_a_buffer_keeps_its_edits_while_its_window_stays(tmp_path: Path, monkeypatch) -> None:
+    # an unmeasured server is taken for a CPU's (the window is sized to its speed): an edit of
+    # another file, made while the user was there, joins this buffer's prompt once its window
+    # moves or the hold is over, not at the first key back (the server would evaluate the whole
+    # window again); an edit of its own file joins at once
+    prep, snap, cfg = _ready(tmp_path)
+    _edit(prep, tmp_path / "shapes.py", 10, ["def area(box):"])
+    assert _edits_in(prep.prepare(snap, cfg, 8192, ())) == ["shapes.py"]
+    _edit(prep, tmp_path / "walls.py", 5, ["def height(wall):"], buf=3)
+    assert _edits_in(prep.prepare(snap, cfg, 8192, ())) == ["shapes.py"]
+    prep.edits.put(1, snap.path, 400, ["far_away = 1"], [], [], prep.ring.policy)  # its own file, far down
+    assert _edits_in(prep.prepare(snap, cfg, 8192, ())) == ["shapes.py", "main.py"]
+    monkeypatch.setattr("local_copilot.pipeline.prepare.EDITS_HOLD_S", 0.0)
+    assert _edits_in(prep.prepare(snap, cfg, 8192, ())) == ["shapes.py", "walls.py", "main.py"]
+
+
+def test_a_buffer_whose_window_moved_takes_the_new_edits(tmp_path: Path) -> None:
+    prep, snap, cfg = _ready(tmp_path)
+    long = [f"row_{i} = {i}" for i in range(600)]
+    far = Snapshot(buf=1, tick=1, row=300, col=0, first=0, lines=long, nlines=len(long), ft="python",
+                   path=snap.path, et=True, sw=4, ts=8, seq=1)
+    prep.prepare(far, cfg, 8192, ())
+    _edit(prep, tmp_path / "walls.py", 5, ["def height(wall):"], buf=3)
+    assert "walls.py" not in _edits_in(prep.prepare(far, cfg, 8192, ()))
+    moved = Snapshot(buf=1, tick=2, row=500, col=0, first=0, lines=long, nlines=len(long), ft="python",
+                     path=snap.path, et=True, sw=4, ts=8, seq=2)
+    assert "walls.py" in _edits_in(prep.prepare(moved, cfg, 8192, ()))
+
+
+def test_a_fast_server_takes_every_new_edit_at_once(tmp_path: Path) -> None:
+    prep, snap, cfg = _ready(tmp_path)
+    prep.speed.observe({"prompt_n": 2000, "prompt_ms": 100})  # 20,000 tokens/s: a GPU's
+    prep.prepare(snap, cfg, 8192, ())
+    _edit(prep, tmp_path / "walls.py", 5, ["def height(wall):"], buf=3)
+    assert "walls.py" in _edits_in(prep.prepare(snap, cfg, 8192, ()))

@@ -13,6 +13,8 @@ language servers' definitions, the imported files' signatures and the recent edi
 
 from __future__ import annotations
 
+import time
+
 from ..config import Config
 from ..errors import ConfigError
 from ..indentation import NEAR_AFTER, NEAR_BEFORE, buffer_style
@@ -37,6 +39,8 @@ __all__ = ["Prepared", "Preparer", "SOURCES", "prompt_bytes"]
 # files' signatures (prompt/imports.py); "edits": the user's recent edits at other places
 # (prompt/recent_edits.py); "ring": other buffers' and yanks' chunks (prompt/ring.py)
 SOURCES = frozenset({"headers", "lsp", "imports", "edits", "ring"})
+# the longest a buffer's prompt keeps its recent edits while its window stays (_recent_edits)
+EDITS_HOLD_S = 30.0
 
 
 class Prepared:
@@ -73,6 +77,9 @@ class Preparer:
         self.definitions = LspDefinitions()
         # the user's recent edits at other places (Lua sends each once it is finished)
         self.edits = RecentEdits()
+        # buffer -> (its window's first row, when the edits were chosen, the edits its prompt
+        # holds): see _recent_edits
+        self._edits_held: dict[int, tuple[int, float, frozenset[int]]] = {}
         # the context sources in use besides the window: a measurement turns them off one by
         # one (bench/context_eval.py)
         self.sources_on: frozenset[str] = SOURCES
@@ -90,12 +97,14 @@ class Preparer:
         self.said_limit = None
         starts: dict[int, int] = {}
         self._window, self._spec_window = WindowFitter(starts), WindowFitter(starts)
+        self._edits_held = {}
 
     def forget_buffer(self, buf: int) -> None:
         self._window.forget_buffer(buf)
         self._spec_window.forget_buffer(buf)
         self.definitions.forget(buf)
         self.edits.forget_buffer(buf)
+        self._edits_held.pop(buf, None)
 
     def prepare(self, snap: Snapshot, cfg: Config, limit: int | None, stop_strings: tuple[str, ...], *,
                 speculative: bool = False, style: str = "fim") -> Prepared:
@@ -158,14 +167,14 @@ class Preparer:
                 defs.append(chunk)
                 taken.append(source)
                 extra_budget -= cost
-        if extra_budget > 0 and cfg.context.edits and len(self.edits) and "edits" in self.sources_on:
+        if extra_budget > 0 and cfg.context.edits and "edits" in self.sources_on:
             # then what the user changed elsewhere lately: it says what they are doing (a
             # renamed function, a new parameter, the call sites that follow), which the ring's
             # text around visited places only may; after the definitions and signatures, which
             # name what the code at the cursor calls. The newest first while the budget holds
             # them, laid out oldest first: the newest sits nearest the window, and a new edit
             # leaves the earlier ones' part of the prompt cached
-            edits = self._recent_edits(snap, ctx, extra_budget)
+            edits = self._recent_edits(snap, ctx, extra_budget, hold=sized, speculative=speculative)
             extra_budget -= sum(cost for _, cost in edits)
             for chunk, _ in reversed(edits):
                 defs.append(chunk)
@@ -204,18 +213,39 @@ class Preparer:
             self.sources = sources
         return Prepared(snap, ctx, req, pctx, key, sources)
 
-    def _recent_edits(self, snap: Snapshot, ctx: FimContext, budget: int) -> list[tuple[ExtraChunk, int]]:
+    def _recent_edits(self, snap: Snapshot, ctx: FimContext, budget: int, *, hold: bool,
+                      speculative: bool) -> list[tuple[ExtraChunk, int]]:
         """The recent edits that fit `budget`, the newest first, with their tokens; one in the
-        rows the window shows is the window's already."""
+        rows the window shows is the window's already.
+
+        `hold`: the server is slow enough that the window is sized to its speed. The edits come
+        before the window in the prompt, so one more there has the server evaluate the whole
+        window again; and going back to a buffer after typing in another finds edits made
+        there new. So while a buffer's window starts on the same row as at its last request,
+        its prompt keeps the edits it held then, and takes only new edits of its own file (the
+        user edited elsewhere in it and came back); edits of other files join once the window
+        moves, when it is evaluated anew anyway, or after EDITS_HOLD_S (a window that never
+        moves, a short file's, still gets them; `make bench-real`: a return to the other
+        buffer cost ~1 s more on 2 CPU cores without this). A fast server takes every new edit
+        at once."""
         top, bottom = snap.row - len(ctx.prev_lines), snap.row + len(ctx.next_lines)
-        out = []
+        now = time.monotonic()
+        held = self._edits_held.get(snap.buf) if hold else None
+        if held is not None and (held[0] != top or now - held[1] >= EDITS_HOLD_S):
+            held = None
+        out, chosen = [], []
         for e in self.edits.newest_first(self.ring.policy):
             if e.path == snap.path and e.first <= bottom and e.last >= top:
+                continue
+            if held is not None and e.serial not in held[2] and e.buf != snap.buf:
                 continue
             cost = self.estimator.tokens(e.text) + self.CHUNK_OVERHEAD
             if cost <= budget:
                 out.append((ExtraChunk(e.filename, e.text), cost))
+                chosen.append(e.serial)
                 budget -= cost
+        if not speculative:
+            self._edits_held[snap.buf] = (top, held[1] if held is not None else now, frozenset(chosen))
         return out
 
     def budget(self, limit: int | None, cfg: Config) -> tuple[int | None, int]:
