@@ -78,7 +78,7 @@ class RecentEdits:
         """The kept edits, the newest first; under another policy than the one that judged
         them, those it refuses are dropped, and a path refused since is asked each time (the
         policy caches its verdicts)."""
-        if policy is None:
+        if policy is None or not self._edits:  # (none: asked on every key)
             return self._edits[::-1]
         self._use(policy)
         return [e for e in reversed(self._edits) if policy.path_reason(e.path) is None]
