@@ -40,7 +40,7 @@ __all__ = ["Prepared", "Preparer", "SOURCES", "prompt_bytes"]
 # (prompt/recent_edits.py); "ring": other buffers' and yanks' chunks (prompt/ring.py)
 SOURCES = frozenset({"headers", "lsp", "imports", "edits", "ring"})
 # the longest a buffer's prompt keeps its recent edits while its window stays (_recent_edits)
-EDITS_HOLD_S = 30.0
+EDITS_HOLD_S = 120.0
 
 
 class Prepared:
@@ -107,7 +107,7 @@ class Preparer:
         self._edits_held.pop(buf, None)
 
     def prepare(self, snap: Snapshot, cfg: Config, limit: int | None, stop_strings: tuple[str, ...], *,
-                speculative: bool = False, style: str = "fim") -> Prepared:
+                speculative: bool = False, style: str = "fim", rested: bool = False) -> Prepared:
         """For a server whose context per request is `limit` tokens (None: unknown), whose
         answers end at `stop_strings`, asked in prompt `style` (prompt/styles.py). Raises
         ConfigError when `limit` leaves no room."""
@@ -174,7 +174,7 @@ class Preparer:
             # name what the code at the cursor calls. The newest first while the budget holds
             # them, laid out oldest first: the newest sits nearest the window, and a new edit
             # leaves the earlier ones' part of the prompt cached
-            edits = self._recent_edits(snap, ctx, extra_budget, hold=sized, speculative=speculative)
+            edits = self._recent_edits(snap, ctx, extra_budget, hold=sized and not rested, speculative=speculative)
             extra_budget -= sum(cost for _, cost in edits)
             for chunk, _ in reversed(edits):
                 defs.append(chunk)
@@ -223,11 +223,11 @@ class Preparer:
         window again; and going back to a buffer after typing in another finds edits made
         there new. So while a buffer's window starts on the same row as at its last request,
         its prompt keeps the edits it held then, and takes only new edits of its own file (the
-        user edited elsewhere in it and came back); edits of other files join once the window
-        moves, when it is evaluated anew anyway, or after EDITS_HOLD_S (a window that never
-        moves, a short file's, still gets them; `make bench-real`: a return to the other
-        buffer cost ~1 s more on 2 CPU cores without this). A fast server takes every new edit
-        at once."""
+        user edited elsewhere in it and came back); edits of other files join when the server
+        has the time: once the window moves (it is evaluated anew anyway), at a warm-up (the
+        cursor rests: `hold` is false), or after EDITS_HOLD_S (a window that never moves and
+        never rests; `make bench-real`: a return to the other buffer cost ~1 s more on 2 CPU
+        cores without this). A fast server takes every new edit at once."""
         top, bottom = snap.row - len(ctx.prev_lines), snap.row + len(ctx.next_lines)
         now = time.monotonic()
         held = self._edits_held.get(snap.buf) if hold else None
