@@ -268,7 +268,7 @@ class Pipeline:
             await asyncio.sleep(0)
         for attempt in (1, 2):
             try:
-                prep = await self._prepare(backend, cfg, snap, speculative=ask.speculative, rested=ask.n_predict == 0)
+                prep = await self._prepare(backend, cfg, snap, speculative=ask.speculative)
             except (BackendError, ConfigError) as exc:
                 if not quiet:
                     self.reader.failed(exc, counted=False)
@@ -313,16 +313,13 @@ class Pipeline:
             return None
         return self.cache.get(prep.key)
 
-    async def _prepare(self, backend: Backend, cfg: Config, snap: Snapshot, *, speculative: bool = False,
-                       rested: bool = False) -> Prepared:
-        """`snap` as a request to `backend`, fit to its context (`rested`: a warm-up, asked while
-        the cursor rests). Raises what asking the server for its context raises (BackendError),
-        and ConfigError when the context leaves no room."""
+    async def _prepare(self, backend: Backend, cfg: Config, snap: Snapshot, *, speculative: bool = False) -> Prepared:
+        """`snap` as a request to `backend`, fit to its context. Raises what asking the server
+        for its context raises (BackendError), and ConfigError when the context leaves no room."""
         caps = backend.caps
         if not caps.probed:
             caps = await backend.capabilities()  # (probes the server first)
-        return self.prompts.prepare(snap, cfg, caps.context, caps.stop_strings, speculative=speculative,
-                                    style=caps.style, rested=rested)
+        return self.prompts.prepare(snap, cfg, caps.context, caps.stop_strings, speculative=speculative, style=caps.style)
 
     def recheck(self, snap: Snapshot, text: str) -> str:
         """`text`, the rest of a suggestion the user typed part of, post-processed again for
