@@ -64,6 +64,16 @@ function M.on_insert_enter(ev)
   send(require('local_copilot.trigger').buf_enabled(ev.buf))
 end
 
+-- The cursor rests at row `row` of `buf` in Normal mode and its prompt is about to be warmed:
+-- the changes away from it are finished and go first, so the warm-up's prompt holds them and
+-- the first key there finds it cached (sent at InsertEnter, they would change the prompt's
+-- start after the warm-up, and the server would evaluate the window again at that key).
+function M.before_warm(buf, row)
+  if not M.enabled() then return end
+  recorder.flush_away(buf, row)
+  send(false)
+end
+
 -- The host forgets a wiped buffer's edits (the `forget` event); those not sent yet go too,
 -- the one its pending change makes included (recorded first).
 function M.on_wipeout(ev)

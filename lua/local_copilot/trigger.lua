@@ -385,6 +385,8 @@ local function warm_now()
   local facts = buf_facts(buf)
   if not facts.on then return end
   state.warmed = place
+  local edits = package.loaded['local_copilot.recent_edits'] -- (loaded while the option is on)
+  if edits then edits.before_warm(buf, api.nvim_win_get_cursor(0)[1] - 1) end
   local snap = snapshot(buf, facts)
   host.send('warm', snap)
   state.rest.warms = state.rest.warms + 1

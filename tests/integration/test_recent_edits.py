@@ -133,3 +133,31 @@ def test_no_edit_is_sent_with_the_option_off_or_from_an_ignored_file(
         assert "resize_box" not in json.dumps(proxy.requests)
     finally:
         nvim.close()
+
+
+def test_an_edit_finished_before_the_cursor_rests_reaches_the_warm_up(
+        proxy: RecordingProxy, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
+    # the warm-up evaluates the new place's prompt while the cursor rests; an edit sent only at
+    # InsertEnter would change that prompt's start after it, and the first key there would have
+    # the server evaluate the window again
+    main = make_project(tmp_path)
+    filler = "".join(f"step_{i} = {i}\n" for i in range(80))
+    main.write_text(f"UNIT = 1\n\n{filler}near = 2\n\ntotal = scale(\n")
+    nvim = _open(nvim_bin, manifest, nvim_env, proxy, context={"lines_before": 20})
+    try:
+        nvim.command(f"edit {main}")
+        nvim.command("call cursor(line('$'), 1)")
+        nvim.input("A")
+        wait_ghost(nvim, lambda t: t.startswith(FIRST))  # the host runs (a warm-up never starts it)
+        nvim.input(f"<Esc>ggo{EDITED}<Esc>")  # far up: out of the 20 lines the window shows
+        wait_for(lambda: nvim.api.get_mode()["mode"] == "n", what="Normal mode")
+        sent = len(proxy.bodies("/infill"))
+        nvim.input("G")  # the cursor rests at the end: a warm-up there
+
+        def warm_up() -> dict[str, Any] | None:
+            return next((b for b in proxy.bodies("/infill")[sent:] if b.get("n_predict") == 0), None)
+
+        body = wait_for(warm_up, what="the warm-up's request")
+        assert any(EDITED in c["text"] and c["filename"] == "main.py" for c in body.get("input_extra", []))
+    finally:
+        nvim.close()
