@@ -26,7 +26,7 @@ def test_a_misspelt_field_names_the_one_meant_at_any_depth() -> None:
 
 def test_a_name_near_nothing_lists_the_valid_ones() -> None:
     assert said({"context": {"zzz": 1}}).endswith(
-        "; valid names: lines_before, lines_after, prefix_share, extra_tokens, lsp")
+        "; valid names: lines_before, lines_after, prefix_share, extra_tokens, lsp, edits")
 
 
 def test_a_choice_lists_its_values() -> None:

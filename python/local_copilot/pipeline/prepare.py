@@ -174,7 +174,7 @@ class Preparer:
             # name what the code at the cursor calls. The newest first while the budget holds
             # them, laid out oldest first: the newest sits nearest the window, and a new edit
             # leaves the earlier ones' part of the prompt cached
-            edits = self._recent_edits(snap, ctx, extra_budget, hold=sized, speculative=speculative)
+            edits = self._recent_edits(snap, ctx, extra_budget, speculative=speculative)
             extra_budget -= sum(cost for _, cost in edits)
             for chunk, _ in reversed(edits):
                 defs.append(chunk)
@@ -213,25 +213,25 @@ class Preparer:
             self.sources = sources
         return Prepared(snap, ctx, req, pctx, key, sources)
 
-    def _recent_edits(self, snap: Snapshot, ctx: FimContext, budget: int, *, hold: bool,
+    def _recent_edits(self, snap: Snapshot, ctx: FimContext, budget: int, *,
                       speculative: bool) -> list[tuple[ExtraChunk, int]]:
         """The recent edits that fit `budget`, the newest first, with their tokens; one in the
         rows the window shows is the window's already.
 
-        `hold`: the server is slow enough that the window is sized to its speed. The edits come
-        before the window in the prompt, so one more there has the server evaluate the whole
-        window again; and going back to a buffer after typing in another finds edits made
-        there new. So while a buffer's window starts on the same row as at its last request,
+        The edits come before the window in the prompt, so one more there has the server
+        evaluate the whole window again; and going back to a buffer after typing in another
+        finds edits made there new (test_slots: back in a buffer, its window is not evaluated
+        again). So while a buffer's window starts on the same row as at its last request,
         its prompt keeps the edits it held then, and takes only new edits of its own file (the
         user edited elsewhere in it and came back); edits of other files join once the window
         moves (it is evaluated anew anyway), or after EDITS_HOLD_S (a window that never moves).
         `make bench-real`, 0.5B shape on 2 CPU cores: a return to the other buffer evaluated
         ~240 prompt tokens (1.2-1.8 s) without this, 14-45 (0.4-0.6 s) with it; taking the new
         edits at the warm-up while the cursor rests 0.6 s instead cost 1.6 s there (the rest
-        is shorter than the evaluation). A fast server takes every new edit at once."""
+        is shorter than the evaluation)."""
         top, bottom = snap.row - len(ctx.prev_lines), snap.row + len(ctx.next_lines)
         now = time.monotonic()
-        held = self._edits_held.get(snap.buf) if hold else None
+        held = self._edits_held.get(snap.buf)
         if held is not None and (held[0] != top or now - held[1] >= EDITS_HOLD_S):
             held = None
         out, chosen = [], []
