@@ -90,12 +90,19 @@ def test_a_line_edited_in_another_file_reaches_the_server_under_its_name_until_i
         nvim.close()
 
 
-def test_an_edit_far_up_the_same_file_is_sent_and_one_the_window_shows_is_not(
-        proxy: RecordingProxy, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
+def _long_main(tmp_path: Path, nvim_bin: str, manifest: Path, nvim_env: dict[str, str],
+               proxy: RecordingProxy) -> tuple[Path, Any]:
+    """main.py of 86 lines and a Neovim whose window shows 20 of them: an edit at the top is
+    out of the window when the cursor is at the end."""
     main = make_project(tmp_path)
     filler = "".join(f"step_{i} = {i}\n" for i in range(80))
     main.write_text(f"UNIT = 1\n\n{filler}near = 2\n\ntotal = scale(\n")
-    nvim = _open(nvim_bin, manifest, nvim_env, proxy, context={"lines_before": 20})
+    return main, _open(nvim_bin, manifest, nvim_env, proxy, context={"lines_before": 20})
+
+
+def test_an_edit_far_up_the_same_file_is_sent_and_one_the_window_shows_is_not(
+        proxy: RecordingProxy, nvim_bin: str, manifest: Path, nvim_env: dict[str, str], tmp_path: Path) -> None:
+    main, nvim = _long_main(tmp_path, nvim_bin, manifest, nvim_env, proxy)
     try:
         nvim.command(f"edit {main}")
         nvim.input(f"ggo{EDITED}<Esc>")  # far up: out of the 20 lines the window shows
@@ -140,10 +147,7 @@ def test_an_edit_finished_before_the_cursor_rests_reaches_the_warm_up(
     # the warm-up evaluates the new place's prompt while the cursor rests; an edit sent only at
     # InsertEnter would change that prompt's start after it, and the first key there would have
     # the server evaluate the window again
-    main = make_project(tmp_path)
-    filler = "".join(f"step_{i} = {i}\n" for i in range(80))
-    main.write_text(f"UNIT = 1\n\n{filler}near = 2\n\ntotal = scale(\n")
-    nvim = _open(nvim_bin, manifest, nvim_env, proxy, context={"lines_before": 20})
+    main, nvim = _long_main(tmp_path, nvim_bin, manifest, nvim_env, proxy)
     try:
         nvim.command(f"edit {main}")
         nvim.command("call cursor(line('$'), 1)")
