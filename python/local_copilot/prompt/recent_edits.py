@@ -46,9 +46,6 @@ class RecentEdits:
         self._serial = 0
         self._policy: Any = None  # what judged the kept ones (privacy/policy.py's Policy)
 
-    def __len__(self) -> int:
-        return len(self._edits)
-
     def put(self, buf: int, path: str, row: int, new: list[str], before: list[str], after: list[str],
             policy: Any) -> bool:
         """Rows from `row` of buffer `buf` (the file at `path`) are now `new`; `before` and
